@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+//
+// cli: what every chapter's command line and first line of output share.
+//
+// Flags every chapter takes:
+//   --device auto|cpu|cuda|cuda:N   (auto = the GPU if available)
+//   --seed N      (default 0; seeds ct_manual_seed)
+//   --quick       a small workload: seconds on a 2-core CPU (tests use it)
+//   --metrics F   write the measured figures as JSON to F
+//   --help
+// A chapter adds its own flags with ct_cli_opt entries. A bad flag prints the
+// usage to stderr and exits 2; a runtime error prints the message and exits 1.
+//
+// After parsing, ct_cli_begin prints the chapter's first line:
+//   "device: cuda:0 (NVIDIA H100 80GB HBM3)"  or
+//   "device: cpu (CUDA unavailable: CUDA driver version is insufficient for CUDA runtime version)"
+#ifndef CT_CLI_H
+#define CT_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ct_opt_kind { CT_OPT_FLAG, CT_OPT_INT, CT_OPT_DOUBLE, CT_OPT_STRING } ct_opt_kind;
+
+// A chapter's own flag: "--name VALUE" (or "--name" for CT_OPT_FLAG), stored
+// through `out` (bool*, long*, double*, const char**).
+typedef struct ct_cli_opt {
+  const char *name;   // without the dashes: "epochs"
+  ct_opt_kind kind;
+  void *out;
+  const char *help;   // one line, shown by --help with the default value
+} ct_cli_opt;
+
+typedef struct ct_cli {
+  const char *program;     // "ch01"
+  const char *summary;     // one line for --help
+  const char *device_spec; // as given: "auto" by default
+  uint64_t seed;
+  bool quick;
+  const char *metrics_path; // NULL when not asked for
+  ct_device device;         // chosen by ct_cli_begin
+  char fallback_reason[256];// why the CPU was chosen under "auto"; "" otherwise
+} ct_cli;
+
+// Parses argv into cli (and the chapter's opts, n_opts of them, may be 0).
+// On --help prints usage and exits 0; on a bad flag prints the problem and
+// usage to stderr and exits 2.
+void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts);
+// Selects the device, seeds the generators and prints the "device: ..." line.
+// On an error (cuda asked for and absent, bad index) prints it and exits 1.
+void ct_cli_begin(ct_cli *cli);
+// Prints "<program>: <last error>" to stderr and exits 1. For chapters'
+// `if (!x) ct_cli_die(&cli);`.
+_Noreturn void ct_cli_die(const ct_cli *cli);
+// Prints a section header "== name ==" that the book uses to place output.
+void ct_cli_section(const char *name);
+
+// ---- metrics: a flat JSON object written atomically --------------------------
+// Usage: m = ct_metrics_open(cli.metrics_path) (NULL path gives a sink that
+// writes nothing); ct_metrics_num(m, "gflops", x); ct_metrics_series(m,
+// "bandwidth_gbs", xs, n); ct_metrics_close(m) writes the file (temp + rename).
+typedef struct ct_metrics ct_metrics;
+ct_metrics *ct_metrics_open(const char *path);
+void ct_metrics_num(ct_metrics *m, const char *key, double value);
+void ct_metrics_str(ct_metrics *m, const char *key, const char *value);
+void ct_metrics_series(ct_metrics *m, const char *key, const double *values, int n);
+int ct_metrics_close(ct_metrics *m); // CT_OK or CT_ERR_IO
+
+#ifdef __cplusplus
+}
+#endif
+#endif

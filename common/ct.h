@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: MIT
+//
+// ct.h: the whole runtime in one include. Chapters write `#include "ct.h"`.
+#ifndef CT_H
+#define CT_H
+
+#include "alloc.h"
+#include "cli.h"
+#include "device.h"
+#include "dtype.h"
+#include "error.h"
+#include "ops.h"
+#include "print.h"
+#include "random.h"
+#include "stream.h"
+#include "tensor.h"
+
+#endif

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+//
+// stream: ordered queues of device work, and events to mark points in them.
+//
+// On CUDA a ct_stream wraps a cudaStream_t and a ct_event a cudaEvent_t. The
+// CPU device has streams and events too, so that chapters time and order work
+// the same way everywhere: CPU work runs when it is issued, so a CPU stream is
+// always idle, and recording a CPU event stores the host clock's time.
+//
+// Each device has a default stream and a current stream per thread (the
+// default until ct_set_stream); ops issue their work on the current stream.
+#ifndef CT_STREAM_H
+#define CT_STREAM_H
+
+#include <stdbool.h>
+
+#include "device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ct_stream ct_stream;
+typedef struct ct_event ct_event;
+
+ct_stream *ct_default_stream(ct_device d); // NULL + error if d is unavailable
+ct_stream *ct_current_stream(ct_device d); // this thread's current stream
+int ct_set_stream(ct_stream *s);           // makes s current for its device
+ct_stream *ct_stream_create(ct_device d, int priority); // 0 = normal; lower = higher priority
+void ct_stream_destroy(ct_stream *s);      // not for default streams (ignored)
+ct_device ct_stream_device(const ct_stream *s);
+int ct_stream_synchronize(ct_stream *s);
+bool ct_stream_query(ct_stream *s);        // true when all its work is done
+int ct_stream_wait_event(ct_stream *s, ct_event *e); // s waits for e, without blocking the host
+int ct_stream_wait_stream(ct_stream *s, ct_stream *other);
+// The cudaStream_t behind a CUDA stream (NULL for the legacy default and on
+// the CPU), for chapters that launch their own kernels.
+void *ct_stream_handle(const ct_stream *s);
+
+ct_event *ct_event_create(ct_device d, bool enable_timing);
+void ct_event_destroy(ct_event *e);
+int ct_event_record(ct_event *e, ct_stream *s); // s NULL = current stream
+int ct_event_synchronize(ct_event *e);
+bool ct_event_query(ct_event *e);
+// Milliseconds from `start` to `end` (both recorded, both with timing), like
+// torch.cuda.Event.elapsed_time; writes it to *ms.
+int ct_event_elapsed_time(ct_event *start, ct_event *end, float *ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
