@@ -10,10 +10,15 @@
 //   key     = (lo32(seed), hi32(seed))
 //   counter = (lo32(offset + i/4), hi32(offset + i/4), 0, 0)
 //   u32     = philox4x32_10(counter, key)[i % 4]
-//   uniform = (u32 >> 8) * 2^-24                 in [0, 1)
-//   normal  = Box-Muller on the uniforms of elements 2j and 2j+1, computed in
-//             float64: z0 = r cos(theta), z1 = r sin(theta) with
-//             r = sqrt(-2 log(1 - u0)), theta = 2 pi u1.
+//   uniform = (u32 >> (32 - p)) * 2^-p            in [0, 1), p the dtype's
+//             significand bits: 11 for float16, 8 for bfloat16, 24 for
+//             float32 and float64, so every value is exact in the dtype and
+//             none rounds up to 1 (as PyTorch draws half-precision uniforms)
+//   normal  = Box-Muller on the 24-bit uniforms ((u32 >> 8) * 2^-24) of
+//             elements 2j and 2j+1, computed in float64, rounded to the
+//             dtype: z0 = r cos(theta), z1 = r sin(theta) with
+//             r = sqrt(-2 log(1 - u0)), theta = 2 pi u1; an odd n uses z0
+//             for its last element.
 // After a tensor of n elements the offset advances by ceil(n / 4).
 // Each device keeps its own (seed, offset) state, all set by ct_manual_seed.
 #ifndef CT_RANDOM_H

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+//
+// random: the Philox 4x32-10 block function and each device's (seed, offset).
+//
+// Invariant: every device's generator is the pair (seed, offset) and nothing
+// else. A random op reserves ceil(n/4) counters with ct_philox_reserve, which
+// hands back the pair to use and advances the offset under one mutex, so two
+// threads never get overlapping counters, and the numbers depend only on the
+// seed and the order of the reservations, never on who computes them.
+//
+// Before any ct_manual_seed, every device starts from seed 67280421310721,
+// PyTorch's default_rng_seed_val, so a program that never seeds is still
+// deterministic from run to run, as it is under PyTorch. The numbers differ
+// from PyTorch's anyway: PyTorch's CPU generator is a Mersenne Twister.
+#include "random.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "error.h"
+
+#define CT_DEFAULT_SEED UINT64_C(67280421310721)
+#define NSLOTS (1 + CT_MAX_CUDA_DEVICES) // slot 0: CPU; 1 + i: cuda:i
+
+typedef struct philox_state {
+  uint64_t seed, offset;
+} philox_state;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static bool initialized; // under lock
+static uint64_t initial_seed = CT_DEFAULT_SEED;
+static philox_state states[NSLOTS];
+
+// Enters and leaves with `lock` held.
+static void reset_all(uint64_t seed) {
+  initial_seed = seed;
+  for (int i = 0; i < NSLOTS; ++i) states[i] = (philox_state){seed, 0};
+  initialized = true;
+}
+
+// Slot of d, or -1 (and an error) for a device this runtime cannot address.
+static int slot_of(const char *op, ct_device d) {
+  if (d.type == CT_CPU) return 0;
+  if (d.type == CT_CUDA && d.index >= 0 && d.index < CT_MAX_CUDA_DEVICES) return 1 + d.index;
+  ct_fail(CT_ERR_DEVICE, "%s: no generator for device type %d index %d", op, (int)d.type, d.index);
+  return -1;
+}
+
+void ct_manual_seed(uint64_t seed) {
+  pthread_mutex_lock(&lock);
+  reset_all(seed);
+  pthread_mutex_unlock(&lock);
+}
+
+uint64_t ct_initial_seed(void) {
+  pthread_mutex_lock(&lock);
+  uint64_t s = initial_seed;
+  pthread_mutex_unlock(&lock);
+  return s;
+}
+
+// Enters with any device; leaves with *seed, *offset the start of n_counters
+// counters that no other reservation on this device gets, and the device's
+// offset advanced past them. A device that has no generator (a bad index)
+// records CT_ERR_DEVICE and gets (initial seed, 0) with nothing advanced; the
+// ops validate devices before they get here.
+void ct_philox_reserve(ct_device d, uint64_t n_counters, uint64_t *seed, uint64_t *offset) {
+  int slot = slot_of("ct_philox_reserve", d);
+  pthread_mutex_lock(&lock);
+  if (!initialized) reset_all(CT_DEFAULT_SEED);
+  uint64_t s = initial_seed, o = 0;
+  if (slot >= 0) {
+    s = states[slot].seed;
+    o = states[slot].offset;
+    states[slot].offset += n_counters;
+  }
+  pthread_mutex_unlock(&lock);
+  if (seed) *seed = s;
+  if (offset) *offset = o;
+}
+
+uint64_t ct_philox_offset(ct_device d) {
+  int slot = slot_of("ct_philox_offset", d);
+  if (slot < 0) return 0;
+  pthread_mutex_lock(&lock);
+  if (!initialized) reset_all(CT_DEFAULT_SEED);
+  uint64_t o = states[slot].offset;
+  pthread_mutex_unlock(&lock);
+  return o;
+}
+
+// ---- the block function ---------------------------------------------------------------
+// Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3"
+// (SC'11), with the constants of Random123's philox.h. One round maps
+// (c0, c1, c2, c3) with key (k0, k1) to
+//   (hi(M1*c2) ^ c1 ^ k0, lo(M1*c2), hi(M0*c0) ^ c3 ^ k1, lo(M0*c0))
+// and the key is bumped by the Weyl constants between rounds.
+
+#define PHILOX_M0 UINT32_C(0xD2511F53)
+#define PHILOX_M1 UINT32_C(0xCD9E8D57)
+#define PHILOX_W0 UINT32_C(0x9E3779B9) // golden ratio
+#define PHILOX_W1 UINT32_C(0xBB67AE85) // sqrt(3) - 1
+
+void ct_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+  uint32_t k0 = key[0], k1 = key[1];
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += PHILOX_W0;
+      k1 += PHILOX_W1;
+    }
+    uint64_t p0 = (uint64_t)PHILOX_M0 * c0;
+    uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n1 = (uint32_t)p1;
+    uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    uint32_t n3 = (uint32_t)p0;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}

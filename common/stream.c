@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: MIT
+//
+// stream: streams and events on the CPU and on CUDA devices.
+//
+// Invariant: a ct_stream or ct_event belongs to one device for its whole
+// life, and every CUDA call made for it runs with that device current; the
+// calling thread's current device is restored before returning. So a chapter
+// may time work on cuda:1 while its thread "lives" on cuda:0.
+//
+// Choices, stated once:
+//  - The default stream of a CUDA device is the legacy default stream (handle
+//    NULL), as in PyTorch: it orders against every blocking stream on the
+//    device. This project never compiles with --default-stream per-thread, so
+//    the NULL handle that kernels receive from ct_stream_handle means the
+//    legacy stream in every translation unit. Default stream objects are
+//    static and live for the whole process.
+//  - Streams from ct_stream_create are non-blocking (cudaStreamNonBlocking),
+//    again as torch.cuda.Stream(): they do not wait for the legacy stream, so
+//    order them with events (ct_stream_wait_event / ct_stream_wait_stream).
+//    Priorities are clamped to the device's range.
+//  - The current stream is thread-local per device (_Thread_local): a new
+//    thread starts on the default streams. Destroying a stream that is
+//    current in the calling thread makes the default current again; the
+//    caller must not destroy a stream still current in another thread.
+//  - CPU work runs when it is issued. So a CPU stream is always idle, a CPU
+//    event is complete as soon as it is recorded, and waiting on a CPU event
+//    is a no-op for any stream (its work is already done). A CPU stream that
+//    waits on a CUDA event blocks the host until the event completes: that
+//    is the only way the CPU's next, immediately-run work can come after it.
+//  - A CPU event records CLOCK_MONOTONIC; elapsed time is the difference in
+//    milliseconds. Elapsed time between events of different devices is
+//    CT_ERR_DEVICE; it needs both events recorded and created with timing.
+//    On CUDA, ct_event_elapsed_time first waits for `end` to complete (torch
+//    leaves that to the caller and raises if it has not).
+#define _POSIX_C_SOURCE 200809L // clock_gettime under -std=c11
+
+#include "stream.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "error.h"
+
+#ifdef CT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "cuda_check.h"
+#endif
+
+struct ct_stream {
+  ct_device device;
+  bool is_default;
+  int priority;
+  void *handle; // cudaStream_t; NULL for the legacy default stream and on the CPU
+};
+
+struct ct_event {
+  ct_device device;
+  bool enable_timing;
+  bool recorded;
+  double host_ms; // CPU: CLOCK_MONOTONIC at the last record, in ms
+  void *handle;   // cudaEvent_t on CUDA, NULL on the CPU
+};
+
+// Slot 0 is the CPU, slot 1 + i is cuda:i.
+#define NSLOTS (1 + CT_MAX_CUDA_DEVICES)
+
+static ct_stream default_streams[NSLOTS];
+static pthread_once_t defaults_once = PTHREAD_ONCE_INIT;
+static _Thread_local ct_stream *current_streams[NSLOTS]; // NULL = the default
+
+static void defaults_init(void) {
+  default_streams[0] = (ct_stream){ct_device_cpu(), true, 0, NULL};
+  for (int i = 0; i < CT_MAX_CUDA_DEVICES; ++i)
+    default_streams[1 + i] = (ct_stream){ct_device_cuda(i), true, 0, NULL};
+}
+
+static int slot_of(ct_device d) { return d.type == CT_CPU ? 0 : 1 + d.index; }
+
+// CT_OK when d can have streams and events; else records why under `op`.
+static int check_device(const char *op, ct_device d) {
+  if (d.type == CT_CPU) return CT_OK;
+  if (d.type != CT_CUDA) return ct_fail(CT_ERR_DEVICE, "%s: unknown device type %d", op, (int)d.type);
+  if (!ct_cuda_is_available())
+    return ct_fail(CT_ERR_UNAVAILABLE, "%s: cuda:%d asked for, but CUDA is unavailable: %s", op,
+                   d.index, ct_cuda_unavailable_reason());
+  int n = ct_cuda_device_count();
+  if (d.index < 0 || d.index >= n)
+    return ct_fail(CT_ERR_DEVICE, "%s: CUDA device index %d out of range (%d device%s)", op, d.index,
+                   n, n == 1 ? "" : "s");
+  return CT_OK;
+}
+
+#ifdef CT_HAVE_CUDA
+// Makes `index` the thread's current CUDA device for the length of a call.
+// Enters with any current device; guard_exit restores it.
+typedef struct dev_guard {
+  int prev;
+  bool switched;
+} dev_guard;
+
+static int guard_enter(dev_guard *g, int index) {
+  g->switched = false;
+  CT_CUDA_CHECK(cudaGetDevice(&g->prev));
+  if (g->prev != index) {
+    CT_CUDA_CHECK(cudaSetDevice(index));
+    g->switched = true;
+  }
+  return CT_OK;
+}
+
+static void guard_exit(const dev_guard *g) {
+  if (g->switched) (void)cudaSetDevice(g->prev);
+}
+
+// Records a failed CUDA call named `call` (for calls whose result was kept
+// in a variable so that the device could be restored first).
+#define CT_CUDA_FAILED(e, call) ct_cuda_fail((int)(e), call, __FILE__, __LINE__)
+
+static cudaStream_t cu_stream(const ct_stream *s) { return (cudaStream_t)s->handle; }
+static cudaEvent_t cu_event(const ct_event *e) { return (cudaEvent_t)e->handle; }
+#endif
+
+static double monotonic_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+// ---- streams -----------------------------------------------------------------------
+
+ct_stream *ct_default_stream(ct_device d) {
+  if (check_device("ct_default_stream", d)) return NULL;
+  (void)pthread_once(&defaults_once, defaults_init);
+  return &default_streams[slot_of(d)];
+}
+
+ct_stream *ct_current_stream(ct_device d) {
+  if (check_device("ct_current_stream", d)) return NULL;
+  ct_stream *s = current_streams[slot_of(d)];
+  return s ? s : ct_default_stream(d);
+}
+
+int ct_set_stream(ct_stream *s) {
+  if (!s) return ct_fail(CT_ERR_VALUE, "ct_set_stream: stream is NULL");
+  int rc = check_device("ct_set_stream", s->device);
+  if (rc) return rc;
+  current_streams[slot_of(s->device)] = s->is_default ? NULL : s;
+  return CT_OK;
+}
+
+#ifdef CT_HAVE_CUDA
+static int cuda_stream_create(ct_stream *s) {
+  dev_guard g;
+  int rc = guard_enter(&g, s->device.index);
+  if (rc) return rc;
+  int least = 0, greatest = 0; // numerically: least >= greatest (lower = higher priority)
+  cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  if (e == cudaSuccess) {
+    if (s->priority > least) s->priority = least;
+    if (s->priority < greatest) s->priority = greatest;
+    cudaStream_t h = NULL;
+    e = cudaStreamCreateWithPriority(&h, cudaStreamNonBlocking, s->priority);
+    s->handle = h;
+  }
+  guard_exit(&g);
+  if (e != cudaSuccess) return CT_CUDA_FAILED(e, "cudaStreamCreateWithPriority(&h, cudaStreamNonBlocking, priority)");
+  return CT_OK;
+}
+#endif
+
+ct_stream *ct_stream_create(ct_device d, int priority) {
+  if (check_device("ct_stream_create", d)) return NULL;
+  ct_stream *s = calloc(1, sizeof *s);
+  if (!s) {
+    ct_fail(CT_ERR_OOM, "ct_stream_create: out of host memory");
+    return NULL;
+  }
+  s->device = d;
+  s->priority = priority;
+#ifdef CT_HAVE_CUDA
+  if (d.type == CT_CUDA && cuda_stream_create(s)) {
+    free(s);
+    return NULL;
+  }
+#endif
+  return s;
+}
+
+void ct_stream_destroy(ct_stream *s) {
+  if (!s || s->is_default) return;
+  int slot = slot_of(s->device);
+  if (current_streams[slot] == s) current_streams[slot] = NULL;
+#ifdef CT_HAVE_CUDA
+  if (s->device.type == CT_CUDA && s->handle) {
+    dev_guard g;
+    if (guard_enter(&g, s->device.index) == CT_OK) {
+      cudaError_t e = cudaStreamDestroy(cu_stream(s));
+      guard_exit(&g);
+      if (e != cudaSuccess) (void)CT_CUDA_FAILED(e, "cudaStreamDestroy(s)");
+    }
+  }
+#endif
+  free(s);
+}
+
+ct_device ct_stream_device(const ct_stream *s) { return s ? s->device : ct_device_cpu(); }
+
+void *ct_stream_handle(const ct_stream *s) { return s ? s->handle : NULL; }
+
+int ct_stream_synchronize(ct_stream *s) {
+  if (!s) return ct_fail(CT_ERR_VALUE, "ct_stream_synchronize: stream is NULL");
+  if (s->device.type == CT_CPU) return CT_OK;
+#ifdef CT_HAVE_CUDA
+  dev_guard g;
+  int rc = guard_enter(&g, s->device.index);
+  if (rc) return rc;
+  cudaError_t e = cudaStreamSynchronize(cu_stream(s)); // NULL: this device's legacy stream
+  guard_exit(&g);
+  if (e != cudaSuccess) return CT_CUDA_FAILED(e, "cudaStreamSynchronize(s)");
+  return CT_OK;
+#else
+  return check_device("ct_stream_synchronize", s->device);
+#endif
+}
+
+#ifdef CT_HAVE_CUDA
+// Turns a cudaStreamQuery/cudaEventQuery result into "done?". Not ready is
+// not an error (and is cleared, as PyTorch does); a real error is recorded
+// and answered "done", since no more work will complete, so that a polling
+// loop ends and its next synchronize reports the failure.
+static bool query_result(cudaError_t e, const char *call) {
+  if (e == cudaSuccess) return true;
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  (void)CT_CUDA_FAILED(e, call);
+  return true;
+}
+#endif
+
+bool ct_stream_query(ct_stream *s) {
+  if (!s) {
+    ct_fail(CT_ERR_VALUE, "ct_stream_query: stream is NULL");
+    return true;
+  }
+  if (s->device.type == CT_CPU) return true;
+#ifdef CT_HAVE_CUDA
+  dev_guard g;
+  if (guard_enter(&g, s->device.index)) return true;
+  cudaError_t e = cudaStreamQuery(cu_stream(s));
+  guard_exit(&g);
+  return query_result(e, "cudaStreamQuery(s)");
+#else
+  return true;
+#endif
+}
+
+int ct_stream_wait_event(ct_stream *s, ct_event *e) {
+  if (!s || !e) return ct_fail(CT_ERR_VALUE, "ct_stream_wait_event: stream or event is NULL");
+  // A CPU event marks work that has already run, and an unrecorded event
+  // marks nothing: nothing to wait for (cudaStreamWaitEvent agrees).
+  if (e->device.type == CT_CPU || !e->recorded) return CT_OK;
+#ifdef CT_HAVE_CUDA
+  if (s->device.type == CT_CPU) return ct_event_synchronize(e); // the host is the CPU stream
+  dev_guard g;
+  int rc = guard_enter(&g, s->device.index);
+  if (rc) return rc;
+  cudaError_t err = cudaStreamWaitEvent(cu_stream(s), cu_event(e), 0); // may cross devices
+  guard_exit(&g);
+  if (err != cudaSuccess) return CT_CUDA_FAILED(err, "cudaStreamWaitEvent(s, e, 0)");
+  return CT_OK;
+#else
+  return check_device("ct_stream_wait_event", e->device);
+#endif
+}
+
+int ct_stream_wait_stream(ct_stream *s, ct_stream *other) {
+  if (!s || !other) return ct_fail(CT_ERR_VALUE, "ct_stream_wait_stream: stream is NULL");
+  if (other->device.type == CT_CPU || s == other) return CT_OK; // nothing pending
+  if (s->device.type == CT_CPU) return ct_stream_synchronize(other);
+  // As torch.cuda.Stream.wait_stream: an event recorded on `other` now.
+  ct_event *e = ct_event_create(other->device, false);
+  if (!e) return ct_last_status();
+  int rc = ct_event_record(e, other);
+  if (rc == CT_OK) rc = ct_stream_wait_event(s, e);
+  ct_event_destroy(e); // CUDA keeps the event alive until the wait resolves
+  return rc;
+}
+
+// ---- events ---------------------------------------------------------------------
+
+ct_event *ct_event_create(ct_device d, bool enable_timing) {
+  if (check_device("ct_event_create", d)) return NULL;
+  ct_event *e = calloc(1, sizeof *e);
+  if (!e) {
+    ct_fail(CT_ERR_OOM, "ct_event_create: out of host memory");
+    return NULL;
+  }
+  e->device = d;
+  e->enable_timing = enable_timing;
+#ifdef CT_HAVE_CUDA
+  if (d.type == CT_CUDA) {
+    dev_guard g;
+    if (guard_enter(&g, d.index)) {
+      free(e);
+      return NULL;
+    }
+    cudaEvent_t h = NULL;
+    cudaError_t err =
+        cudaEventCreateWithFlags(&h, enable_timing ? cudaEventDefault : cudaEventDisableTiming);
+    guard_exit(&g);
+    if (err != cudaSuccess) {
+      (void)CT_CUDA_FAILED(err, "cudaEventCreateWithFlags(&h, flags)");
+      free(e);
+      return NULL;
+    }
+    e->handle = h;
+  }
+#endif
+  return e;
+}
+
+void ct_event_destroy(ct_event *e) {
+  if (!e) return;
+#ifdef CT_HAVE_CUDA
+  if (e->device.type == CT_CUDA && e->handle) {
+    dev_guard g;
+    if (guard_enter(&g, e->device.index) == CT_OK) {
+      cudaError_t err = cudaEventDestroy(cu_event(e));
+      guard_exit(&g);
+      if (err != cudaSuccess) (void)CT_CUDA_FAILED(err, "cudaEventDestroy(e)");
+    }
+  }
+#endif
+  free(e);
+}
+
+int ct_event_record(ct_event *e, ct_stream *s) {
+  if (!e) return ct_fail(CT_ERR_VALUE, "ct_event_record: event is NULL");
+  if (!s) {
+    s = ct_current_stream(e->device);
+    if (!s) return ct_last_status();
+  }
+  if (!ct_device_eq(e->device, s->device)) {
+    char a[CT_DEVICE_STR_MAX], b[CT_DEVICE_STR_MAX];
+    return ct_fail(CT_ERR_DEVICE, "ct_event_record: event on %s cannot be recorded on a stream of %s",
+                   ct_device_str(e->device, a), ct_device_str(s->device, b));
+  }
+  if (e->device.type == CT_CPU) {
+    e->host_ms = monotonic_ms();
+    e->recorded = true;
+    return CT_OK;
+  }
+#ifdef CT_HAVE_CUDA
+  dev_guard g;
+  int rc = guard_enter(&g, e->device.index);
+  if (rc) return rc;
+  cudaError_t err = cudaEventRecord(cu_event(e), cu_stream(s));
+  guard_exit(&g);
+  if (err != cudaSuccess) return CT_CUDA_FAILED(err, "cudaEventRecord(e, s)");
+  e->recorded = true;
+  return CT_OK;
+#else
+  return check_device("ct_event_record", e->device);
+#endif
+}
+
+int ct_event_synchronize(ct_event *e) {
+  if (!e) return ct_fail(CT_ERR_VALUE, "ct_event_synchronize: event is NULL");
+  if (e->device.type == CT_CPU || !e->recorded) return CT_OK;
+#ifdef CT_HAVE_CUDA
+  dev_guard g;
+  int rc = guard_enter(&g, e->device.index);
+  if (rc) return rc;
+  cudaError_t err = cudaEventSynchronize(cu_event(e));
+  guard_exit(&g);
+  if (err != cudaSuccess) return CT_CUDA_FAILED(err, "cudaEventSynchronize(e)");
+  return CT_OK;
+#else
+  return check_device("ct_event_synchronize", e->device);
+#endif
+}
+
+bool ct_event_query(ct_event *e) {
+  if (!e) {
+    ct_fail(CT_ERR_VALUE, "ct_event_query: event is NULL");
+    return true;
+  }
+  if (e->device.type == CT_CPU || !e->recorded) return true;
+#ifdef CT_HAVE_CUDA
+  dev_guard g;
+  if (guard_enter(&g, e->device.index)) return true;
+  cudaError_t err = cudaEventQuery(cu_event(e));
+  guard_exit(&g);
+  return query_result(err, "cudaEventQuery(e)");
+#else
+  return true;
+#endif
+}
+
+int ct_event_elapsed_time(ct_event *start, ct_event *end, float *ms) {
+  if (!start || !end || !ms)
+    return ct_fail(CT_ERR_VALUE, "ct_event_elapsed_time: start, end and ms must not be NULL");
+  if (!ct_device_eq(start->device, end->device)) {
+    char a[CT_DEVICE_STR_MAX], b[CT_DEVICE_STR_MAX];
+    return ct_fail(CT_ERR_DEVICE,
+                   "ct_event_elapsed_time: expected both events on the same device, got %s and %s",
+                   ct_device_str(start->device, a), ct_device_str(end->device, b));
+  }
+  if (!start->enable_timing || !end->enable_timing)
+    return ct_fail(CT_ERR_VALUE,
+                   "ct_event_elapsed_time: both events must be created with enable_timing=true");
+  if (!start->recorded || !end->recorded)
+    return ct_fail(CT_ERR_VALUE,
+                   "ct_event_elapsed_time: both events must be recorded before asking for the time");
+  if (start->device.type == CT_CPU) {
+    *ms = (float)(end->host_ms - start->host_ms);
+    return CT_OK;
+  }
+#ifdef CT_HAVE_CUDA
+  int rc = ct_event_synchronize(end);
+  if (rc) return rc;
+  dev_guard g;
+  rc = guard_enter(&g, start->device.index);
+  if (rc) return rc;
+  float t = 0.0f;
+  cudaError_t err = cudaEventElapsedTime(&t, cu_event(start), cu_event(end));
+  guard_exit(&g);
+  if (err != cudaSuccess) return CT_CUDA_FAILED(err, "cudaEventElapsedTime(&ms, start, end)");
+  *ms = t;
+  return CT_OK;
+#else
+  return check_device("ct_event_elapsed_time", start->device);
+#endif
+}
