@@ -1,0 +1,593 @@
+// SPDX-License-Identifier: MIT
+//
+// cli: the command line every chapter shares, its first line of output, and
+// the --metrics JSON file.
+//
+// Invariants:
+//  - exit codes mean one thing everywhere: 0 done (or --help), 2 the command
+//    line was wrong (the message names the flag and the value, then the usage
+//    follows on stderr), 1 the run failed (the runtime's message on stderr);
+//  - the first line a chapter prints is "device: ...", naming the device it
+//    runs on and, when "auto" fell back to the CPU, CUDA's reason why;
+//  - a metrics file is either absent, the previous complete file, or the new
+//    complete file: it is written to "<path>.tmp.<pid>", flushed, fsync'ed and
+//    renamed over <path>, so a reader never sees half a JSON object.
+//
+// The fields of a ct_cli the chapter sets before ct_cli_parse (zero the rest)
+// are its defaults: program, summary, and optionally device_spec ("auto" when
+// NULL), seed, quick, metrics_path. Flags take their value as "--seed 3" or
+// "--seed=3"; a repeated flag keeps its last value, as argparse does.
+#define _POSIX_C_SOURCE 200809L
+
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "random.h"
+
+// ---- parsing ------------------------------------------------------------------
+
+static const char *cli_program(const ct_cli *cli) {
+  return (cli->program && cli->program[0]) ? cli->program : "ct";
+}
+
+static const char *opt_metavar(ct_opt_kind kind) {
+  switch (kind) {
+  case CT_OPT_INT: return "N";
+  case CT_OPT_DOUBLE: return "X";
+  case CT_OPT_STRING: return "S";
+  case CT_OPT_FLAG: break;
+  }
+  return "";
+}
+
+// One help line: "  --name VALUE" padded to a column, then the help text.
+static void usage_line(FILE *f, const char *flag, const char *metavar, const char *help) {
+  char left[96];
+  snprintf(left, sizeof left, "--%s%s%s", flag, metavar[0] ? " " : "", metavar);
+  fprintf(f, "  %-22s %s", left, help ? help : "");
+}
+
+static void print_usage(FILE *f, const ct_cli *cli, const ct_cli_opt *opts, int n_opts) {
+  fprintf(f, "usage: %s [--device auto|cpu|cuda|cuda:N] [--seed N] [--quick] [--metrics FILE] [--help]",
+          cli_program(cli));
+  for (int i = 0; i < n_opts; i++) {
+    if (!opts[i].name) continue;
+    const char *mv = opt_metavar(opts[i].kind);
+    fprintf(f, " [--%s%s%s]", opts[i].name, mv[0] ? " " : "", mv);
+  }
+  fputc('\n', f);
+  if (cli->summary && cli->summary[0]) fprintf(f, "\n%s\n", cli->summary);
+  fputs("\noptions:\n", f);
+  usage_line(f, "device", "D", "auto (the GPU when CUDA is available), cpu, cuda, cuda:N");
+  fprintf(f, " (default: %s)\n", cli->device_spec ? cli->device_spec : "auto");
+  usage_line(f, "seed", "N", "seed for the random generators, ct_manual_seed");
+  fprintf(f, " (default: %llu)\n", (unsigned long long)cli->seed);
+  usage_line(f, "quick", "", "a small workload, seconds on a 2-core CPU (used by the tests)");
+  fputc('\n', f);
+  usage_line(f, "metrics", "FILE", "write the measured figures as JSON to FILE");
+  fputc('\n', f);
+  usage_line(f, "help", "", "show this help and exit");
+  fputc('\n', f);
+  for (int i = 0; i < n_opts; i++) {
+    const ct_cli_opt *o = &opts[i];
+    if (!o->name) continue;
+    usage_line(f, o->name, opt_metavar(o->kind), o->help);
+    if (o->out) {
+      switch (o->kind) {
+      case CT_OPT_FLAG:
+        if (*(const bool *)o->out) fputs(" (default: on)", f);
+        break;
+      case CT_OPT_INT: fprintf(f, " (default: %ld)", *(const long *)o->out); break;
+      case CT_OPT_DOUBLE: fprintf(f, " (default: %g)", *(const double *)o->out); break;
+      case CT_OPT_STRING: {
+        const char *s = *(const char *const *)o->out;
+        if (s) fprintf(f, " (default: %s)", s);
+        break;
+      }
+      }
+    }
+    fputc('\n', f);
+  }
+}
+
+// Prints "<program>: <problem>" and the usage to stderr, then exits 2.
+static _Noreturn __attribute__((format(printf, 4, 5))) void
+usage_error(const ct_cli *cli, const ct_cli_opt *opts, int n_opts, const char *fmt, ...) {
+  fflush(stdout);
+  fprintf(stderr, "%s: ", cli_program(cli));
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  print_usage(stderr, cli, opts, n_opts);
+  exit(2);
+}
+
+// "auto", "cpu", "cuda" or "cuda:" followed by decimal digits. Whether the
+// device exists is a runtime question for ct_cli_begin (exit 1), not a usage
+// error.
+static bool device_spec_ok(const char *s) {
+  if (!strcmp(s, "auto") || !strcmp(s, "cpu") || !strcmp(s, "cuda")) return true;
+  if (strncmp(s, "cuda:", 5) != 0 || !s[5]) return false;
+  for (const char *p = s + 5; *p; p++)
+    if (!isdigit((unsigned char)*p)) return false;
+  return strlen(s + 5) <= 4;
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+  if (!isdigit((unsigned char)s[0])) return false;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno == ERANGE || *end) return false;
+  *out = (uint64_t)v;
+  return true;
+}
+
+static bool parse_long(const char *s, long *out) {
+  if (!s[0] || isspace((unsigned char)s[0])) return false;
+  errno = 0;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (errno == ERANGE || *end) return false;
+  *out = v;
+  return true;
+}
+
+static bool parse_double(const char *s, double *out) {
+  if (!s[0] || isspace((unsigned char)s[0])) return false;
+  errno = 0;
+  char *end;
+  double v = strtod(s, &end);
+  if (errno == ERANGE || *end || !isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts) {
+  if (!cli->program || !cli->program[0]) {
+    const char *base = (argc > 0 && argv[0]) ? strrchr(argv[0], '/') : NULL;
+    cli->program = base ? base + 1 : (argc > 0 && argv[0] ? argv[0] : "ct");
+  }
+  if (!cli->device_spec) cli->device_spec = "auto";
+  if (n_opts < 0 || !opts) n_opts = 0;
+  cli->device = ct_device_cpu();
+  cli->fallback_reason[0] = '\0';
+
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+      print_usage(stdout, cli, opts, n_opts);
+      exit(0);
+    }
+    if (strncmp(arg, "--", 2) != 0 || !arg[2])
+      usage_error(cli, opts, n_opts, "unexpected argument \"%s\"", arg);
+
+    // Split "--name=value"; the name is at most 63 characters.
+    char name[64];
+    const char *eq = strchr(arg + 2, '=');
+    size_t len = eq ? (size_t)(eq - (arg + 2)) : strlen(arg + 2);
+    if (len >= sizeof name) usage_error(cli, opts, n_opts, "unknown flag \"%s\"", arg);
+    memcpy(name, arg + 2, len);
+    name[len] = '\0';
+    const char *inline_value = eq ? eq + 1 : NULL;
+
+    // What kind of flag is it?
+    const ct_cli_opt *own = NULL;
+    ct_opt_kind kind;
+    if (!strcmp(name, "quick")) kind = CT_OPT_FLAG;
+    else if (!strcmp(name, "device") || !strcmp(name, "metrics")) kind = CT_OPT_STRING;
+    else if (!strcmp(name, "seed")) kind = CT_OPT_INT;
+    else {
+      for (int k = 0; k < n_opts && !own; k++)
+        if (opts[k].name && !strcmp(opts[k].name, name)) own = &opts[k];
+      if (!own) usage_error(cli, opts, n_opts, "unknown flag \"--%s\"", name);
+      kind = own->kind;
+    }
+
+    const char *value = NULL;
+    if (kind == CT_OPT_FLAG) {
+      if (inline_value) usage_error(cli, opts, n_opts, "--%s takes no value, got \"%s\"", name, inline_value);
+    } else if (inline_value) {
+      value = inline_value;
+    } else {
+      // The next word is the value, unless it is missing or is itself a flag.
+      if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1] == '-' && argv[i + 1][2]))
+        usage_error(cli, opts, n_opts, "--%s expects a value", name);
+      value = argv[++i];
+    }
+
+    if (!own) {
+      if (!strcmp(name, "quick")) {
+        cli->quick = true;
+      } else if (!strcmp(name, "device")) {
+        if (!device_spec_ok(value))
+          usage_error(cli, opts, n_opts, "--device expects auto, cpu, cuda or cuda:N, got \"%s\"", value);
+        cli->device_spec = value;
+      } else if (!strcmp(name, "metrics")) {
+        if (!value[0]) usage_error(cli, opts, n_opts, "--metrics expects a file path, got \"\"");
+        cli->metrics_path = value;
+      } else { // seed
+        uint64_t s;
+        if (!parse_u64(value, &s))
+          usage_error(cli, opts, n_opts, "--seed expects a non-negative integer, got \"%s\"", value);
+        cli->seed = s;
+      }
+      continue;
+    }
+
+    switch (own->kind) {
+    case CT_OPT_FLAG:
+      if (own->out) *(bool *)own->out = true;
+      break;
+    case CT_OPT_INT: {
+      long v;
+      if (!parse_long(value, &v)) usage_error(cli, opts, n_opts, "--%s expects an integer, got \"%s\"", name, value);
+      if (own->out) *(long *)own->out = v;
+      break;
+    }
+    case CT_OPT_DOUBLE: {
+      double v;
+      if (!parse_double(value, &v)) usage_error(cli, opts, n_opts, "--%s expects a finite number, got \"%s\"", name, value);
+      if (own->out) *(double *)own->out = v;
+      break;
+    }
+    case CT_OPT_STRING:
+      if (own->out) *(const char **)own->out = value;
+      break;
+    }
+  }
+}
+
+// ---- the first line -------------------------------------------------------------
+
+void ct_cli_begin(ct_cli *cli) {
+  const char *spec = cli->device_spec ? cli->device_spec : "auto";
+  char why[sizeof cli->fallback_reason] = "";
+  int st = ct_device_select(spec, &cli->device, why, sizeof why);
+  if (st != CT_OK) {
+    fflush(stdout);
+    const char *reason = ct_cuda_unavailable_reason();
+    if (st == CT_ERR_UNAVAILABLE && reason && reason[0])
+      fprintf(stderr, "%s: --device %s: CUDA unavailable: %s\n", cli_program(cli), spec, reason);
+    else
+      fprintf(stderr, "%s: --device %s: %s\n", cli_program(cli), spec, ct_last_error());
+    exit(1);
+  }
+
+  cli->fallback_reason[0] = '\0';
+  if (cli->device.type == CT_CUDA) {
+    // Make the chosen GPU the current one, so that work issued without naming
+    // a device (a chapter's own kernels, ct_cuda_current_device) lands there.
+    if (ct_cuda_set_device(cli->device.index) != CT_OK) ct_cli_die(cli);
+    char name[256];
+    if (ct_cuda_get_device_name(cli->device.index, name, sizeof name) != CT_OK) ct_cli_die(cli);
+    ct_manual_seed(cli->seed);
+    printf("device: cuda:%d (%s)\n", cli->device.index, name);
+  } else {
+    ct_manual_seed(cli->seed);
+    if (!strcmp(spec, "cpu")) {
+      printf("device: cpu\n");
+    } else {
+      // "auto" fell back: say why, in CUDA's own words.
+      if (why[0]) {
+        snprintf(cli->fallback_reason, sizeof cli->fallback_reason, "%s", why);
+      } else {
+        const char *reason = ct_cuda_unavailable_reason();
+        snprintf(cli->fallback_reason, sizeof cli->fallback_reason, "CUDA unavailable: %s",
+                 (reason && reason[0]) ? reason : "unknown reason");
+      }
+      printf("device: cpu (%s)\n", cli->fallback_reason);
+    }
+  }
+  fflush(stdout);
+}
+
+_Noreturn void ct_cli_die(const ct_cli *cli) {
+  fflush(stdout);
+  const char *msg = ct_last_error();
+  fprintf(stderr, "%s: %s\n", cli_program(cli), (msg && msg[0]) ? msg : "unknown error");
+  exit(1);
+}
+
+void ct_cli_section(const char *name) {
+  printf("== %s ==\n", name);
+  fflush(stdout);
+}
+
+// ---- metrics ------------------------------------------------------------------------
+
+// A growable byte string; `oom` sticks once an allocation fails.
+typedef struct sbuf {
+  char *s;
+  size_t n, cap;
+  bool oom;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 64;
+    while (b->n + n + 1 > cap) cap *= 2;
+    char *p = realloc(b->s, cap);
+    if (!p) {
+      b->oom = true;
+      return;
+    }
+    b->s = p;
+    b->cap = cap;
+  }
+  memcpy(b->s + b->n, s, n);
+  b->n += n;
+  b->s[b->n] = '\0';
+}
+
+static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+// Bytes in a valid UTF-8 sequence starting at s (1..4), or 0 if invalid.
+static int utf8_seq_len(const unsigned char *s) {
+  int n;
+  if (s[0] < 0x80) return 1;
+  if (s[0] >= 0xC2 && s[0] <= 0xDF) n = 2;
+  else if (s[0] >= 0xE0 && s[0] <= 0xEF) n = 3;
+  else if (s[0] >= 0xF0 && s[0] <= 0xF4) n = 4;
+  else return 0;
+  for (int k = 1; k < n; k++)
+    if ((s[k] & 0xC0) != 0x80) return 0;
+  if (n == 3 && s[0] == 0xE0 && s[1] < 0xA0) return 0; // overlong
+  if (n == 3 && s[0] == 0xED && s[1] >= 0xA0) return 0; // surrogates
+  if (n == 4 && s[0] == 0xF0 && s[1] < 0x90) return 0;  // overlong
+  if (n == 4 && s[0] == 0xF4 && s[1] >= 0x90) return 0; // past U+10FFFF
+  return n;
+}
+
+// A JSON string literal. Control characters are escaped; a byte that is not
+// part of valid UTF-8 is written as the Latin-1 character of that value, so
+// the file always parses.
+static void sb_json_string(sbuf *b, const char *s) {
+  if (!s) {
+    sb_puts(b, "null");
+    return;
+  }
+  sb_putn(b, "\"", 1);
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    char esc[8];
+    unsigned char c = *p;
+    if (c == '"' || c == '\\') {
+      esc[0] = '\\';
+      esc[1] = (char)c;
+      sb_putn(b, esc, 2);
+      p++;
+    } else if (c < 0x20) {
+      switch (c) {
+      case '\n': sb_puts(b, "\\n"); break;
+      case '\r': sb_puts(b, "\\r"); break;
+      case '\t': sb_puts(b, "\\t"); break;
+      case '\b': sb_puts(b, "\\b"); break;
+      case '\f': sb_puts(b, "\\f"); break;
+      default:
+        snprintf(esc, sizeof esc, "\\u%04x", c);
+        sb_puts(b, esc);
+      }
+      p++;
+    } else {
+      int n = utf8_seq_len(p);
+      if (n > 0) {
+        sb_putn(b, (const char *)p, (size_t)n);
+        p += n;
+      } else {
+        snprintf(esc, sizeof esc, "\\u%04x", c);
+        sb_puts(b, esc);
+        p++;
+      }
+    }
+  }
+  sb_putn(b, "\"", 1);
+}
+
+// The shortest "%.*g" that reads back as the same double; null for NaN/inf,
+// which JSON cannot spell.
+static void sb_json_number(sbuf *b, double v) {
+  if (!isfinite(v)) {
+    sb_puts(b, "null");
+    return;
+  }
+  char buf[40];
+  for (int prec = 15; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  sb_puts(b, buf);
+}
+
+typedef struct metric {
+  char *key;
+  char *json; // the value, already rendered as JSON
+} metric;
+
+struct ct_metrics {
+  char *path; // NULL: a sink that writes nothing
+  metric *items;
+  int n, cap;
+  bool oom;
+};
+
+ct_metrics *ct_metrics_open(const char *path) {
+  ct_metrics *m = calloc(1, sizeof *m);
+  if (!m) {
+    ct_fail(CT_ERR_OOM, "ct_metrics_open: out of memory");
+    return NULL;
+  }
+  if (path) {
+    m->path = strdup(path);
+    if (!m->path) {
+      free(m);
+      ct_fail(CT_ERR_OOM, "ct_metrics_open: out of memory");
+      return NULL;
+    }
+  }
+  return m;
+}
+
+// Takes ownership of the rendered value; a key given twice keeps its first
+// place and its last value.
+static void metrics_put(ct_metrics *m, const char *key, sbuf *value) {
+  if (value->oom || !value->s) {
+    m->oom = true;
+    free(value->s);
+    return;
+  }
+  for (int i = 0; i < m->n; i++) {
+    if (!strcmp(m->items[i].key, key)) {
+      free(m->items[i].json);
+      m->items[i].json = value->s;
+      return;
+    }
+  }
+  if (m->n == m->cap) {
+    int cap = m->cap ? 2 * m->cap : 16;
+    metric *p = realloc(m->items, (size_t)cap * sizeof *p);
+    if (!p) {
+      m->oom = true;
+      free(value->s);
+      return;
+    }
+    m->items = p;
+    m->cap = cap;
+  }
+  char *k = strdup(key);
+  if (!k) {
+    m->oom = true;
+    free(value->s);
+    return;
+  }
+  m->items[m->n].key = k;
+  m->items[m->n].json = value->s;
+  m->n++;
+}
+
+void ct_metrics_num(ct_metrics *m, const char *key, double value) {
+  if (!m || !m->path || !key) return;
+  sbuf v = {0};
+  sb_json_number(&v, value);
+  metrics_put(m, key, &v);
+}
+
+void ct_metrics_str(ct_metrics *m, const char *key, const char *value) {
+  if (!m || !m->path || !key) return;
+  sbuf v = {0};
+  sb_json_string(&v, value);
+  metrics_put(m, key, &v);
+}
+
+void ct_metrics_series(ct_metrics *m, const char *key, const double *values, int n) {
+  if (!m || !m->path || !key) return;
+  sbuf v = {0};
+  sb_putn(&v, "[", 1);
+  for (int i = 0; values && i < n; i++) {
+    if (i) sb_puts(&v, ", ");
+    sb_json_number(&v, values[i]);
+  }
+  sb_putn(&v, "]", 1);
+  metrics_put(m, key, &v);
+}
+
+static void metrics_free(ct_metrics *m) {
+  for (int i = 0; i < m->n; i++) {
+    free(m->items[i].key);
+    free(m->items[i].json);
+  }
+  free(m->items);
+  free(m->path);
+  free(m);
+}
+
+// Enters with the whole document in `doc`; leaves with `path` replaced by it,
+// or with the old `path` untouched, no temp file left behind, and CT_ERR_IO.
+static int write_atomically(const char *path, const char *doc, size_t len) {
+  size_t tlen = strlen(path) + 32;
+  char *tmp = malloc(tlen);
+  if (!tmp) return ct_fail(CT_ERR_IO, "ct_metrics_close: cannot write \"%s\": out of memory", path);
+  snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    int e = errno;
+    ct_status st = ct_fail(CT_ERR_IO, "ct_metrics_close: cannot write \"%s\": %s", path, strerror(e));
+    free(tmp);
+    return st;
+  }
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    unlink(tmp);
+    ct_status st = ct_fail(CT_ERR_IO, "ct_metrics_close: cannot write \"%s\": %s", path, strerror(e));
+    free(tmp);
+    return st;
+  }
+  int e = 0;
+  if (fwrite(doc, 1, len, f) != len || fflush(f) != 0) e = errno ? errno : EIO;
+  if (!e && fsync(fileno(f)) != 0) e = errno;
+  if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+  if (!e && rename(tmp, path) != 0) e = errno;
+  if (e) {
+    unlink(tmp);
+    ct_status st = ct_fail(CT_ERR_IO, "ct_metrics_close: cannot write \"%s\": %s", path, strerror(e));
+    free(tmp);
+    return st;
+  }
+  free(tmp);
+
+  // Make the rename itself durable; a failure here leaves a complete file, so
+  // it is not reported.
+  char *dir = strdup(path);
+  if (dir) {
+    char *slash = strrchr(dir, '/');
+    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
+    int dfd = open(d, O_RDONLY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)fsync(dfd);
+      close(dfd);
+    }
+    free(dir);
+  }
+  return CT_OK;
+}
+
+int ct_metrics_close(ct_metrics *m) {
+  if (!m) return CT_OK;
+  if (!m->path) {
+    metrics_free(m);
+    return CT_OK;
+  }
+  sbuf doc = {0};
+  sb_puts(&doc, "{");
+  for (int i = 0; i < m->n; i++) {
+    sb_puts(&doc, i ? ",\n  " : "\n  ");
+    sb_json_string(&doc, m->items[i].key);
+    sb_puts(&doc, ": ");
+    sb_puts(&doc, m->items[i].json);
+  }
+  sb_puts(&doc, m->n ? "\n}\n" : "}\n");
+
+  int rc;
+  if (m->oom || doc.oom)
+    rc = ct_fail(CT_ERR_IO, "ct_metrics_close: cannot write \"%s\": out of memory", m->path);
+  else
+    rc = write_atomically(m->path, doc.s, doc.n);
+  free(doc.s);
+  metrics_free(m);
+  return rc;
+}
