@@ -118,7 +118,7 @@ static int same_device(const char *op, const ct_tensor *a, const ct_tensor *b) {
 static int broadcast_shapes(const char *op, ct_shape a, ct_shape b, ct_shape *out) {
   int n = a.ndim > b.ndim ? a.ndim : b.ndim;
   out->ndim = n;
-  for (int i = 0; i < n; ++i) {
+  for (int i = n - 1; i >= 0; --i) { // from the last dim, so the message names the one PyTorch names
     int ia = a.ndim - n + i, ib = b.ndim - n + i;
     int64_t sa = ia >= 0 ? a.d[ia] : 1, sb = ib >= 0 ? b.d[ib] : 1;
     if (sa != sb && sa != 1 && sb != 1)
@@ -153,10 +153,8 @@ static int binary_dtypes(const char *op_name, ct_binary_op op, ct_dtype promoted
   if (promoted == CT_BOOL && (op == CT_OP_SUB))
     return ct_fail(CT_ERR_DTYPE, "%s: subtraction with two bool tensors is not supported; "
                    "use logical ops or cast to an integer dtype first", op_name);
-  if (!ct_dtype_is_floating(promoted)) {
-    if (op == CT_OP_DIV) dt->compute = dt->result = CT_F32; // true division, as torch.div
-    else if (op == CT_OP_POW) dt->compute = CT_F64;         // exact for integer results
-  }
+  // True division, as torch.div; integer pow stays integer and wraps, as in PyTorch.
+  if (!ct_dtype_is_floating(promoted) && op == CT_OP_DIV) dt->compute = dt->result = CT_F32;
   return CT_OK;
 }
 
@@ -244,6 +242,9 @@ static ct_dtype scalar_promote(ct_dtype t, double s) {
 }
 
 static int scalar_dtypes(const char *name, ct_binary_op op, ct_dtype t, double s, op_dtypes *dt) {
+  if (op == CT_OP_POW && !ct_dtype_is_floating(t) && s < 0 && s == floor(s))
+    return ct_fail(CT_ERR_VALUE, "%s: Integers to negative integer powers are not allowed "
+                   "(a %s tensor to the power %g); use a float tensor", name, ct_dtype_name(t), s);
   if (is_comparison(op)) {
     dt->result = CT_BOOL;
     bool integral = isfinite(s) && s == floor(s);

@@ -294,14 +294,18 @@ ct_tensor *ct_from_host(const void *data, ct_shape shape, ct_dtype dtype, ct_dev
   return t;
 }
 
+static bool like_ok(const char *op, const ct_tensor *t) {
+  if (!t) ct_fail(CT_ERR_VALUE, "%s: NULL tensor", op);
+  return t != NULL;
+}
 ct_tensor *ct_empty_like(const ct_tensor *t, ct_dtype dtype, ct_device device) {
-  return ct_empty(ct_shape_of(t), dtype, device);
+  return like_ok("ct_empty_like", t) ? ct_empty(ct_shape_of(t), dtype, device) : NULL;
 }
 ct_tensor *ct_zeros_like(const ct_tensor *t, ct_dtype dtype, ct_device device) {
-  return ct_zeros(ct_shape_of(t), dtype, device);
+  return like_ok("ct_zeros_like", t) ? ct_zeros(ct_shape_of(t), dtype, device) : NULL;
 }
 ct_tensor *ct_ones_like(const ct_tensor *t, ct_dtype dtype, ct_device device) {
-  return ct_ones(ct_shape_of(t), dtype, device);
+  return like_ok("ct_ones_like", t) ? ct_ones(ct_shape_of(t), dtype, device) : NULL;
 }
 
 // ---- views -------------------------------------------------------------------------
