@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: MIT
+//
+// elementwise: unary ops, copy/cast, fill and arange on CUDA.
+//
+// Invariant: as elementwise.cuh says, one element at a time, converted
+// between dtypes only through kernel_util.cuh's ct_convert, the CPU's rules:
+// float -> integer truncates toward zero and clamps (NaN -> 0), to bool is
+// x != 0, f16/bf16 round to nearest even.
+#include "cuda_backend.h"
+#include "elementwise.cuh"
+
+// ---- functors: one element each -------------------------------------------------------------
+// out [OutT] = OP(a [T]).
+template <ct_dtype D, ct_unary_op OP>
+struct UnaryFn {
+  using T = ct_T<D>;
+  using OutT = typename std::conditional<OP == CT_OP_ISFINITE, uint8_t, T>::type;
+  OutT *out;
+  const T *a;
+  __host__ __device__ void operator()(const int64_t *off) const {
+    const auto r = ct_unary_apply<OP>(ct_load<D>(a[off[1]]));
+    if constexpr (OP == CT_OP_ISFINITE) out[off[0]] = (uint8_t)r;
+    else out[off[0]] = ct_convert<D>(r);
+  }
+};
+
+// out [To] = (To) in [From].
+template <ct_dtype To, ct_dtype From>
+struct CopyFn {
+  ct_T<To> *out;
+  const ct_T<From> *in;
+  __host__ __device__ void operator()(const int64_t *off) const { out[off[0]] = ct_cast<To, From>(in[off[1]]); }
+};
+
+// out [W] = in [W]: a same-dtype copy moves the bits (NaN payloads and all),
+// W an unsigned integer of the element's size.
+template <size_t N> struct ct_uint_of_size;
+template <> struct ct_uint_of_size<1> { using type = uint8_t; };
+template <> struct ct_uint_of_size<2> { using type = uint16_t; };
+template <> struct ct_uint_of_size<4> { using type = uint32_t; };
+template <> struct ct_uint_of_size<8> { using type = uint64_t; };
+
+template <class W>
+struct MoveFn {
+  W *out;
+  const W *in;
+  __host__ __device__ void operator()(const int64_t *off) const { out[off[0]] = in[off[1]]; }
+};
+
+// out [T] = v, v already stored as T.
+template <ct_dtype D>
+struct FillFn {
+  ct_T<D> *out;
+  ct_T<D> v;
+  __host__ __device__ void operator()(const int64_t *off) const { out[off[0]] = v; }
+};
+
+struct UnaryLaunch {
+  ct_unary_op op;
+  const ct_iter *it;
+  void *out;
+  const void *a;
+  cudaStream_t stream;
+
+  template <ct_dtype D, ct_unary_op OP> int go() const {
+    using F = UnaryFn<D, OP>;
+    F f{static_cast<typename F::OutT *>(out), static_cast<const ct_T<D> *>(a)};
+    return ct_launch_elementwise<2>(it, f, stream);
+  }
+  template <ct_dtype D> int operator()() const {
+    switch (op) {
+    case CT_OP_NEG: return go<D, CT_OP_NEG>();
+    case CT_OP_ABS: return go<D, CT_OP_ABS>();
+    case CT_OP_RELU: return go<D, CT_OP_RELU>();
+    case CT_OP_ISFINITE: return go<D, CT_OP_ISFINITE>();
+    case CT_OP_EXP:
+      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_EXP>();
+      break;
+    case CT_OP_LOG:
+      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_LOG>();
+      break;
+    case CT_OP_SQRT:
+      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_SQRT>();
+      break;
+    case CT_OP_SIGMOID:
+      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_SIGMOID>();
+      break;
+    case CT_OP_TANH:
+      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_TANH>();
+      break;
+    default: break;
+    }
+    return ct_fail(CT_ERR_DTYPE, "ct_%s: not supported for %s on cuda", ct_unary_op_name(op),
+                   ct_dt_name(D));
+  }
+};
+
+template <ct_dtype To>
+struct CopyFromLaunch {
+  const ct_iter *it;
+  void *out;
+  const void *in;
+  cudaStream_t stream;
+  template <ct_dtype From> int operator()() const {
+    if constexpr (To == From) { // same dtype, strided: move the bits
+      using W = typename ct_uint_of_size<sizeof(ct_T<To>)>::type;
+      MoveFn<W> f{static_cast<W *>(out), static_cast<const W *>(in)};
+      return ct_launch_elementwise<2>(it, f, stream);
+    } else {
+      CopyFn<To, From> f{static_cast<ct_T<To> *>(out), static_cast<const ct_T<From> *>(in)};
+      return ct_launch_elementwise<2>(it, f, stream);
+    }
+  }
+};
+
+struct CopyLaunch {
+  ct_dtype in_dt;
+  const ct_iter *it;
+  void *out;
+  const void *in;
+  cudaStream_t stream;
+  template <ct_dtype To> int operator()() const {
+    return ct_dispatch_dtype(in_dt, CopyFromLaunch<To>{it, out, in, stream});
+  }
+};
+
+struct FillLaunch {
+  const ct_iter *it;
+  void *out;
+  double v;
+  cudaStream_t stream;
+  template <ct_dtype D> int operator()() const {
+    FillFn<D> f{static_cast<ct_T<D> *>(out), ct_convert<D>(v)}; // converted once, on the host
+    return ct_launch_elementwise<1>(it, f, stream);
+  }
+};
+
+// out[i] (n, contiguous) = start + i * step, in double, then converted. The
+// product and the sum are rounded separately (__dmul_rn, __dadd_rn): nvcc
+// would otherwise fuse them into one fma, and the CPU does not.
+template <ct_dtype D>
+static __global__ void ct_arange_kernel(ct_T<D> *out, int64_t n, double start, double step) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = ct_convert<D>(__dadd_rn(start, __dmul_rn((double)i, step)));
+}
+
+struct ArangeLaunch {
+  int64_t n;
+  void *out;
+  double start, step;
+  cudaStream_t stream;
+  template <ct_dtype D> int operator()() const {
+    ct_arange_kernel<D><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(
+        static_cast<ct_T<D> *>(out), n, start, step);
+    CT_CUDA_CHECK(cudaGetLastError());
+    return CT_OK;
+  }
+};
+
+// ---- the backend's entries ---------------------------------------------------------------------
+extern "C" int ct_cuda_unary(ct_unary_op op, ct_dtype dt, const ct_iter *it, void *out,
+                             const void *a, ct_stream *s) {
+  if ((unsigned)op >= CT_NUM_UNARY_OPS) return ct_fail(CT_ERR_VALUE, "ct_unary: invalid op %d", (int)op);
+  if (!ct_dtype_valid(dt)) return ct_bad_dtype("ct_unary", dt);
+  if (it->numel <= 0) return CT_OK;
+  CtCudaScope scope;
+  if (int rc = scope.enter(s)) return rc;
+  return ct_dispatch_dtype(dt, UnaryLaunch{op, it, out, a, scope.stream()});
+}
+
+extern "C" int ct_cuda_copy(ct_dtype out_dt, ct_dtype in_dt, const ct_iter *it, void *out,
+                            const void *in, ct_stream *s) {
+  if (!ct_dtype_valid(out_dt)) return ct_bad_dtype("ct_copy", out_dt);
+  if (!ct_dtype_valid(in_dt)) return ct_bad_dtype("ct_copy", in_dt);
+  if (it->numel <= 0) return CT_OK;
+  CtCudaScope scope;
+  if (int rc = scope.enter(s)) return rc;
+  if (out_dt == in_dt && it->contiguous) { // the bits move unchanged, in one copy
+    if (out != in)
+      CT_CUDA_CHECK(cudaMemcpyAsync(out, in, (size_t)it->numel * ct_dtype_size(out_dt),
+                                    cudaMemcpyDeviceToDevice, scope.stream()));
+    return CT_OK;
+  }
+  return ct_dispatch_dtype(out_dt, CopyLaunch{in_dt, it, out, in, scope.stream()});
+}
+
+extern "C" int ct_cuda_fill(ct_dtype dt, const ct_iter *it, void *out, double v, ct_stream *s) {
+  if (!ct_dtype_valid(dt)) return ct_bad_dtype("ct_fill_", dt);
+  if (it->numel <= 0) return CT_OK;
+  CtCudaScope scope;
+  if (int rc = scope.enter(s)) return rc;
+  if (it->contiguous && v == 0.0 && !signbit(v)) { // +0 is all-zero bytes in every dtype
+    CT_CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)it->numel * ct_dtype_size(dt), scope.stream()));
+    return CT_OK;
+  }
+  return ct_dispatch_dtype(dt, FillLaunch{it, out, v, scope.stream()});
+}
+
+extern "C" int ct_cuda_arange(ct_dtype dt, int64_t n, void *out, double start, double step,
+                              ct_stream *s) {
+  if (!ct_dtype_valid(dt)) return ct_bad_dtype("ct_arange", dt);
+  if (n <= 0) return CT_OK;
+  CtCudaScope scope;
+  if (int rc = scope.enter(s)) return rc;
+  return ct_dispatch_dtype(dt, ArangeLaunch{n, out, start, step, scope.stream()});
+}

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+//
+// kernel_util: what every file of the CUDA backend shares (device code).
+//
+// The invariant this header keeps: a value crosses between dtypes in exactly
+// one way, the one the CPU backend uses (cpu_backend.c's LD_/CV_ macros), so
+// that a test comparing the two devices compares only arithmetic:
+//   - each dtype has a storage type T and a compute type C: integers and bool
+//     compute in int64 (a bool loads as 0 or 1), f16/bf16/f32 in float, f64
+//     in double;
+//   - ct_convert<D>(x) turns an int64, float or double into dtype D:
+//     to bool is (x != 0); integers wrap to D; floating -> integer truncates
+//     toward zero, clamps to D's range and sends NaN to 0; to f16/bf16 goes
+//     through float and rounds to nearest even (as c10::Half(float) does, so
+//     a double is rounded twice, like PyTorch).
+// Everything here is __host__ __device__ where it can be, so that it can be
+// checked on a machine without a GPU.
+#ifndef CT_KERNEL_UTIL_CUH
+#define CT_KERNEL_UTIL_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "cuda_check.h"
+#include "dtype.h"
+#include "error.h"
+#include "stream.h"
+
+// ---- dtype traits ---------------------------------------------------------------------
+template <ct_dtype D> struct ct_dt;
+template <> struct ct_dt<CT_BOOL> { using T = uint8_t; using C = int64_t; static constexpr bool floating = false; };
+template <> struct ct_dt<CT_U8> { using T = uint8_t; using C = int64_t; static constexpr bool floating = false; };
+template <> struct ct_dt<CT_I32> { using T = int32_t; using C = int64_t; static constexpr bool floating = false; };
+template <> struct ct_dt<CT_I64> { using T = int64_t; using C = int64_t; static constexpr bool floating = false; };
+template <> struct ct_dt<CT_F16> { using T = __half; using C = float; static constexpr bool floating = true; };
+template <> struct ct_dt<CT_BF16> { using T = __nv_bfloat16; using C = float; static constexpr bool floating = true; };
+template <> struct ct_dt<CT_F32> { using T = float; using C = float; static constexpr bool floating = true; };
+template <> struct ct_dt<CT_F64> { using T = double; using C = double; static constexpr bool floating = true; };
+
+template <ct_dtype D> using ct_T = typename ct_dt<D>::T;
+template <ct_dtype D> using ct_C = typename ct_dt<D>::C;
+
+// Storage -> compute type. Exact for every dtype.
+template <ct_dtype D> __host__ __device__ inline ct_C<D> ct_load(ct_T<D> x) {
+  if constexpr (D == CT_F16) return __half2float(x);
+  else if constexpr (D == CT_BF16) return __bfloat162float(x);
+  else if constexpr (D == CT_F32 || D == CT_F64) return x;
+  else if constexpr (D == CT_BOOL) return (int64_t)(x != 0); // any nonzero byte is true
+  else return (int64_t)x;
+}
+
+// |x| <= the largest finite value: false for inf and NaN.
+__host__ __device__ inline bool ct_isfinite(float x) { return fabsf(x) <= 3.40282346638528859812e+38f; }
+__host__ __device__ inline bool ct_isfinite(double x) { return fabs(x) <= 1.7976931348623157e308; }
+
+// ---- conversions into dtype D (see the essay at the top) ------------------------------
+template <ct_dtype D> __host__ __device__ inline ct_T<D> ct_convert(double d) {
+  if constexpr (D == CT_F64) {
+    return d;
+  } else if constexpr (D == CT_F32) {
+    return (float)d;
+  } else if constexpr (D == CT_F16) {
+    return __float2half_rn((float)d);
+  } else if constexpr (D == CT_BF16) {
+    return __float2bfloat16_rn((float)d);
+  } else if constexpr (D == CT_BOOL) {
+    return (uint8_t)(d != 0.0); // NaN != 0: true, as bool(float('nan'))
+  } else {
+    // Truncate toward zero and saturate, NaN -> 0: the CPU backend's sat_*
+    // (cpu_backend.c), bound for bound, and what CUDA's cvt.rzi.sat does.
+    if (d != d) return 0;
+    if constexpr (D == CT_U8) {
+      if (d <= 0.0) return 0;
+      if (d >= 255.0) return 255;
+      return (uint8_t)d;
+    } else if constexpr (D == CT_I32) {
+      if (d <= -2147483648.0) return INT32_MIN;
+      if (d >= 2147483647.0) return INT32_MAX;
+      return (int32_t)d;
+    } else {
+      if (d <= -9223372036854775808.0) return INT64_MIN;
+      if (d >= 9223372036854775808.0) return INT64_MAX;
+      return (int64_t)d;
+    }
+  }
+}
+
+template <ct_dtype D> __host__ __device__ inline ct_T<D> ct_convert(float f) {
+  if constexpr (D == CT_F32) return f;
+  else if constexpr (D == CT_F16) return __float2half_rn(f);
+  else if constexpr (D == CT_BF16) return __float2bfloat16_rn(f);
+  else return ct_convert<D>((double)f); // exact widening, then as a double
+}
+
+template <ct_dtype D> __host__ __device__ inline ct_T<D> ct_convert(int64_t v) {
+  if constexpr (D == CT_BOOL) return (uint8_t)(v != 0);
+  else if constexpr (D == CT_U8) return (uint8_t)(uint64_t)v;              // wraps mod 2^8
+  else if constexpr (D == CT_I32) return (int32_t)(uint32_t)(uint64_t)v;   // wraps mod 2^32
+  else if constexpr (D == CT_I64) return v;
+  else if constexpr (D == CT_F64) return (double)v;
+  else return ct_convert<D>((float)v); // f32, f16, bf16: through float
+}
+
+// Storage of dtype `From` -> storage of dtype `To`: ct_copy's cast.
+template <ct_dtype To, ct_dtype From> __host__ __device__ inline ct_T<To> ct_cast(ct_T<From> x) {
+  return ct_convert<To>(ct_load<From>(x));
+}
+
+// out[pos] := v converted to the run-time dtype dt (reductions' results).
+template <class A> __device__ inline void ct_store_dyn(ct_dtype dt, void *out, int64_t pos, A v) {
+  switch (dt) {
+  case CT_BOOL: static_cast<ct_T<CT_BOOL> *>(out)[pos] = ct_convert<CT_BOOL>(v); break;
+  case CT_U8: static_cast<ct_T<CT_U8> *>(out)[pos] = ct_convert<CT_U8>(v); break;
+  case CT_I32: static_cast<ct_T<CT_I32> *>(out)[pos] = ct_convert<CT_I32>(v); break;
+  case CT_I64: static_cast<ct_T<CT_I64> *>(out)[pos] = ct_convert<CT_I64>(v); break;
+  case CT_F16: static_cast<ct_T<CT_F16> *>(out)[pos] = ct_convert<CT_F16>(v); break;
+  case CT_BF16: static_cast<ct_T<CT_BF16> *>(out)[pos] = ct_convert<CT_BF16>(v); break;
+  case CT_F32: static_cast<ct_T<CT_F32> *>(out)[pos] = ct_convert<CT_F32>(v); break;
+  case CT_F64: static_cast<ct_T<CT_F64> *>(out)[pos] = ct_convert<CT_F64>(v); break;
+  default: break;
+  }
+}
+
+// Calls f.template operator()<D>() with D the compile-time twin of the
+// run-time dtype dt; returns what f returns, or -1 for an invalid dtype.
+template <class F> inline int ct_dispatch_dtype(ct_dtype dt, F &&f) {
+  switch (dt) {
+  case CT_BOOL: return f.template operator()<CT_BOOL>();
+  case CT_U8: return f.template operator()<CT_U8>();
+  case CT_I32: return f.template operator()<CT_I32>();
+  case CT_I64: return f.template operator()<CT_I64>();
+  case CT_F16: return f.template operator()<CT_F16>();
+  case CT_BF16: return f.template operator()<CT_BF16>();
+  case CT_F32: return f.template operator()<CT_F32>();
+  case CT_F64: return f.template operator()<CT_F64>();
+  default: return -1;
+  }
+}
+
+// A dtype's name for messages, safe for invalid values.
+inline const char *ct_dt_name(ct_dtype dt) {
+  return ct_dtype_valid(dt) ? ct_dtype_name(dt) : "an invalid dtype";
+}
+
+// ---- launch geometry ------------------------------------------------------------------
+constexpr int CT_THREADS = 256;          // threads per block of the 1-d kernels
+constexpr int64_t CT_MAX_BLOCKS = 65536; // grid-stride loops cover the rest
+
+// Blocks for n work items at `threads` per block: at least 1, at most CT_MAX_BLOCKS.
+inline unsigned ct_blocks_for(int64_t n, int threads) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  if (b > CT_MAX_BLOCKS) b = CT_MAX_BLOCKS;
+  return (unsigned)b;
+}
+
+__host__ __device__ inline int64_t ct_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- the op's stream and device ---------------------------------------------------------
+// Enters an op: the cudaStream_t behind `s` (NULL handle = the legacy default
+// stream) and the stream's device made current for the op's duration (the
+// dispatcher has normally done so already; then this costs one
+// cudaGetDevice). The destructor restores the caller's device.
+class CtCudaScope {
+ public:
+  CtCudaScope() = default;
+  CtCudaScope(const CtCudaScope &) = delete;
+  CtCudaScope &operator=(const CtCudaScope &) = delete;
+  ~CtCudaScope() {
+    if (restore_) (void)cudaSetDevice(prev_);
+  }
+  // Returns CT_OK or the CUDA error (recorded).
+  int enter(ct_stream *s) {
+    stream_ = s ? static_cast<cudaStream_t>(ct_stream_handle(s)) : nullptr;
+    CT_CUDA_CHECK(cudaGetDevice(&prev_));
+    device_ = prev_;
+    if (s) {
+      ct_device d = ct_stream_device(s);
+      if (d.type == CT_CUDA && d.index >= 0 && d.index != prev_) {
+        CT_CUDA_CHECK(cudaSetDevice(d.index));
+        device_ = d.index;
+        restore_ = true;
+      }
+    }
+    return CT_OK;
+  }
+  cudaStream_t stream() const { return stream_; }
+  int device() const { return device_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  int prev_ = 0, device_ = 0;
+  bool restore_ = false;
+};
+
+#endif

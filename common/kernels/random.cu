@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: MIT
+//
+// random: uniform and normal tensors from Philox 4x32-10 on CUDA.
+//
+// The invariant (random.h): element i of the output depends only on (seed,
+// offset, i). One thread takes one counter c = offset + q, which yields the
+// uniforms of elements 4q .. 4q+3, and writes those four elements, uniform or
+// normal (philox.cuh's ct_random_counter, which also runs on the host).
+#include "cuda_backend.h"
+#include "kernel_util.cuh"
+#include "philox.cuh"
+
+// out (n, contiguous) [T] := uniforms, or normals when `normal`; thread q
+// of the grid-stride loop owns counter q.
+template <ct_dtype D>
+static __global__ void ct_random_kernel(ct_T<D> *out, int64_t n, uint64_t seed, uint64_t offset,
+                                        bool normal) {
+  const int64_t ncounters = ct_ceil_div(n, 4);
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < ncounters; q += stride)
+    ct_random_counter<D>(out, n, seed, offset, q, normal);
+}
+
+struct RandomLaunch {
+  bool normal;
+  int64_t n;
+  void *out;
+  uint64_t seed, offset;
+  cudaStream_t stream;
+  template <ct_dtype D> int operator()() const {
+    if constexpr (!ct_dt<D>::floating) {
+      return ct_fail(CT_ERR_DTYPE, "%s: not supported for %s on cuda (floating dtypes only)",
+                     normal ? "ct_randn" : "ct_rand", ct_dt_name(D));
+    } else {
+      const int64_t ncounters = ct_ceil_div(n, 4);
+      ct_random_kernel<D><<<ct_blocks_for(ncounters, CT_THREADS), CT_THREADS, 0, stream>>>(
+          static_cast<ct_T<D> *>(out), n, seed, offset, normal);
+      CT_CUDA_CHECK(cudaGetLastError());
+      return CT_OK;
+    }
+  }
+};
+
+extern "C" int ct_cuda_random(bool normal, ct_dtype dt, int64_t n, void *out, uint64_t seed,
+                              uint64_t offset, ct_stream *s) {
+  if (!ct_dtype_valid(dt))
+    return ct_fail(CT_ERR_DTYPE, "%s: dtype %s not supported on cuda", normal ? "ct_randn" : "ct_rand",
+                   ct_dt_name(dt));
+  if (n <= 0) return CT_OK;
+  CtCudaScope scope;
+  if (int rc = scope.enter(s)) return rc;
+  return ct_dispatch_dtype(dt, RandomLaunch{normal, n, out, seed, offset, scope.stream()});
+}
