@@ -157,6 +157,13 @@ static double ref_uniform(uint64_t seed, uint64_t offset, int64_t i) {
   return (double)(ref_bits(seed, offset, i) >> 8) * 0x1p-24;
 }
 
+// The uniform random.h gives dtype dt: its top p bits, p = 11 (float16),
+// 8 (bfloat16), 24 (float32, float64): exact in dt, below 1.
+static double ref_uniform_dt(uint64_t seed, uint64_t offset, int64_t i, ct_dtype dt) {
+  int p = dt == CT_F16 ? 11 : dt == CT_BF16 ? 8 : 24;
+  return ldexp((double)(ref_bits(seed, offset, i) >> (32 - p)), -p);
+}
+
 static double ref_normal(uint64_t seed, uint64_t offset, int64_t i) {
   const int64_t j = i & ~(int64_t)1;
   const double u0 = ref_uniform(seed, offset, j), u1 = ref_uniform(seed, offset, j + 1);
@@ -164,27 +171,20 @@ static double ref_normal(uint64_t seed, uint64_t offset, int64_t i) {
   return (i & 1) ? r * sin(theta) : r * cos(theta);
 }
 
-// One unit in the last place of dtype dt at |x| (x > 0 normal range).
-static double ulp_at(double x, ct_dtype dt) {
-  int e;
-  frexp(fabs(x), &e);
-  return ldexp(2.0 * ref_eps(dt), e - 1);
-}
 
-// Checks a uniform tensor element by element against the recipe: float32
-// and float64 hold the 24-bit value exactly; float16 and bfloat16 must hold
-// it to within one of their ulps and stay below 1 (random.h: "in [0, 1)").
+// Checks a uniform tensor element by element against the recipe: every
+// dtype holds its uniform exactly, and it stays below 1 (random.h).
 static void check_uniform(const ct_tensor *t, uint64_t seed, uint64_t offset, const char *what) {
   ct_dtype dt = ct_dtype_of(t);
   int64_t n = ct_numel(t);
   double *got = tu_to_f64(t);
   TU_CHECK(got);
   for (int64_t i = 0; i < n; ++i) {
-    double u = ref_uniform(seed, offset, i), g = got[i];
+    double u = ref_uniform_dt(seed, offset, i, dt), g = got[i];
     if (!(g >= 0.0 && g < 1.0))
       fail_msg("%s (%s): element %lld = %.9g outside [0, 1) (recipe %.9g)", what,
                ct_dtype_name(dt), (long long)i, g, u);
-    bool ok = (dt == CT_F32 || dt == CT_F64) ? g == u : fabs(g - u) <= ulp_at(u, dt);
+    bool ok = g == u;
     if (!ok)
       fail_msg("%s (%s): element %lld = %.9g, recipe %.9g", what, ct_dtype_name(dt), (long long)i,
                g, u);
