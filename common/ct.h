@@ -5,12 +5,17 @@
 #define CT_H
 
 #include "alloc.h"
+#include "checkpoint.h"
 #include "cli.h"
+#include "data.h"
 #include "device.h"
 #include "dtype.h"
 #include "error.h"
+#include "nn.h"
 #include "ops.h"
+#include "optim.h"
 #include "print.h"
+#include "progress.h"
 #include "random.h"
 #include "stream.h"
 #include "tensor.h"
