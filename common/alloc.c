@@ -512,7 +512,7 @@ static void fail_oom(dev_state *ds, int slot, size_t asked) {
   if (slot_memory_info(slot, &free_b, &total_b) != CT_OK) free_b = total_b = 0;
   char frac[96] = "";
   if (ds->fraction_set)
-    snprintf(frac, sizeof frac, "; memory fraction %.2f allows %s", ds->fraction,
+    snprintf(frac, sizeof frac, "; memory fraction %.4g allows %s", ds->fraction,
              fmt_size(ds->fraction_limit, lim, sizeof lim));
   ct_fail(CT_ERR_OOM,
           "ct_block_alloc: %s out of memory. Tried to allocate %s (%s; %s total capacity; "
@@ -942,7 +942,7 @@ char *ct_memory_summary(ct_device d) {
            (unsigned long long)s.num_cache_flushes, (unsigned long long)s.num_ooms);
   sb_printf(&b, "|%-*s|\n", SUMMARY_WIDTH, line);
   if (fraction_set)
-    snprintf(line, sizeof line, " Memory fraction: %.2f (allows %s)", fraction,
+    snprintf(line, sizeof line, " Memory fraction: %.4g (allows %s)", fraction,
              fmt_size(limit, f1, sizeof f1));
   else
     snprintf(line, sizeof line, " Memory fraction: not set (1.00)");
