@@ -6,7 +6,7 @@
 //   epoch 3/10 [########------------]  412/938 loss 0.4123  8123 samples/s  ETA 0:06
 // When stdout is not a terminal (logs, tests, the book): nothing while the
 // epoch runs, then one plain line per epoch:
-//   epoch 3/10: loss 0.4123, 8123 samples/s, 7.7 s
+//   epoch 3/10: loss 0.4123, 8123 samples/s, 7.7 s   (ms below a second)
 #ifndef CT_PROGRESS_H
 #define CT_PROGRESS_H
 
@@ -23,7 +23,8 @@ typedef struct ct_progress ct_progress;
 // Starts an epoch of `steps` steps; `out` NULL means stdout. Redraws only when
 // `out` is a terminal (or force_tty).
 ct_progress *ct_progress_start(FILE *out, int epoch, int epochs, int64_t steps, bool force_tty);
-// After each step: the running loss and the samples in this step.
+// After each step: the running loss (NaN when the step did not read it) and
+// the samples in this step.
 void ct_progress_step(ct_progress *p, double loss, int64_t samples);
 // Ends the epoch: prints the epoch's line (with `extra`, e.g. "test acc
 // 0.8812", may be NULL) and frees p. Returns the epoch's samples/s.
