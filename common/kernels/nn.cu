@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+//
+// nn: the nn family's fused kernels on CUDA (see nn_kernels.h): ReLU's
+// backward, dropout's mask-and-scale, and cross-entropy (log-softmax + NLL
+// and its gradient in one pass over the logits).
+//
+// Elementwise kernels are 1-d grid-stride loops over 64-bit indices.
+// Cross-entropy gives one warp to a row: the 32 lanes stride over the row's
+// c logits, then butterfly shuffles (__shfl_xor_sync) leave the row's max and
+// its sum of exp(x - max) in every lane, so each lane can write its share of
+// the gradient without shared memory or __syncthreads. Rows are short for
+// classifiers (c = 10 for Fashion-MNIST), so eight rows per 256-thread block
+// keep the loads coalesced along each row. Sums run in the dtype (float for
+// f32, as PyTorch's CUDA kernels do), in an order fixed by the shape.
+//
+// A target outside [0, c) cannot be reported from inside a kernel, so the
+// row's warp records its row in a device-side flag (atomicMin: the lowest bad
+// row wins) and the entry copies the flag back after the launch: 8 bytes and
+// one stream synchronization per call.
+#include <stdint.h>
+
+#include "alloc.h"
+#include "kernel_util.cuh"
+#include "nn_kernels.h"
+
+// ---- math in the compute type ---------------------------------------------------------------
+__device__ inline float ct_nn_exp(float x) { return expf(x); }
+__device__ inline double ct_nn_exp(double x) { return exp(x); }
+__device__ inline float ct_nn_log(float x) { return logf(x); }
+__device__ inline double ct_nn_log(double x) { return log(x); }
+__device__ inline float ct_nn_max(float a, float b) { return fmaxf(a, b); }
+__device__ inline double ct_nn_max(double a, double b) { return fmax(a, b); }
+__device__ inline bool ct_nn_isfinite(float x) { return ct_isfinite(x); }
+__device__ inline bool ct_nn_isfinite(double x) { return ct_isfinite(x); }
+__device__ inline float ct_nn_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+__device__ inline double ct_nn_shfl_xor(double v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+
+// ---- ReLU backward ------------------------------------------------------------------------------
+// out[i] = y[i] <= 0 ? 0 : g[i] (y, g, out: n elements, contiguous).
+template <ct_dtype D>
+static __global__ void ct_relu_backward_kernel(const ct_T<D> *y, const ct_T<D> *g, ct_T<D> *out,
+                                               int64_t n) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  const ct_T<D> zero = ct_convert<D>(0.0f);
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = ct_load<D>(y[i]) <= 0 ? zero : g[i];
+}
+
+struct ReluBackwardLaunch {
+  int64_t n;
+  const void *y, *g;
+  void *out;
+  cudaStream_t stream;
+  template <ct_dtype D> int operator()() const {
+    if constexpr (!ct_dt<D>::floating) {
+      return ct_fail(CT_ERR_DTYPE, "ct_relu_backward: not supported for %s on cuda (floating dtypes only)",
+                     ct_dt_name(D));
+    } else {
+      ct_relu_backward_kernel<D><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(
+          static_cast<const ct_T<D> *>(y), static_cast<const ct_T<D> *>(g), static_cast<ct_T<D> *>(out), n);
+      CT_CUDA_CHECK(cudaGetLastError());
+      return CT_OK;
+    }
+  }
+};
+
+extern "C" int ct_cuda_relu_backward(ct_dtype dt, int64_t n, const void *y, const void *g, void *out,
+                                     ct_stream *s) {
+  if (!ct_dtype_valid(dt))
+    return ct_fail(CT_ERR_DTYPE, "ct_relu_backward: dtype %s not supported on cuda", ct_dt_name(dt));
+  if (n <= 0) return CT_OK;
+  CtCudaScope scope;
+  if (int rc = scope.enter(s)) return rc;
+  return ct_dispatch_dtype(dt, ReluBackwardLaunch{n, y, g, out, scope.stream()});
+}
+
+// ---- dropout --------------------------------------------------------------------------------------
+// mask[i] = u[i] >= p ? keep : 0, y[i] = x[i] * mask[i] in the compute type,
+// rounded once (n elements, contiguous; u float32).
+template <ct_dtype D>
+static __global__ void ct_dropout_kernel(const ct_T<D> *x, const float *u, double p, ct_T<D> keep,
+                                         ct_T<D> *y, ct_T<D> *mask, int64_t n) {
+  using C = ct_C<D>;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  const ct_T<D> drop = ct_convert<D>(0.0f);
+  const C keep_c = ct_load<D>(keep);
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const bool k = (double)u[i] >= p;
+    mask[i] = k ? keep : drop;
+    y[i] = ct_convert<D>(ct_load<D>(x[i]) * (k ? keep_c : C(0)));
+  }
+}
+
+struct DropoutLaunch {
+  int64_t n;
+  const void *x;
+  const float *u;
+  double p, scale;
+  void *y, *mask;
+  cudaStream_t stream;
+  template <ct_dtype D> int operator()() const {
+    if constexpr (!ct_dt<D>::floating) {
+      return ct_fail(CT_ERR_DTYPE, "ct_dropout: not supported for %s on cuda (floating dtypes only)",
+                     ct_dt_name(D));
+    } else {
+      const ct_T<D> keep = ct_convert<D>((ct_C<D>)scale);
+      ct_dropout_kernel<D><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(
+          static_cast<const ct_T<D> *>(x), u, p, keep, static_cast<ct_T<D> *>(y),
+          static_cast<ct_T<D> *>(mask), n);
+      CT_CUDA_CHECK(cudaGetLastError());
+      return CT_OK;
+    }
+  }
+};
+
+extern "C" int ct_cuda_dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double p,
+                               double scale, void *y, void *mask, ct_stream *s) {
+  if (!ct_dtype_valid(dt))
+    return ct_fail(CT_ERR_DTYPE, "ct_dropout: dtype %s not supported on cuda", ct_dt_name(dt));
+  if (n <= 0) return CT_OK;
+  CtCudaScope scope;
+  if (int rc = scope.enter(s)) return rc;
+  return ct_dispatch_dtype(dt, DropoutLaunch{n, x, u, p, scale, y, mask, scope.stream()});
+}
+
+// ---- cross-entropy ----------------------------------------------------------------------------------
+constexpr int CT_CE_THREADS = 256;
+constexpr int CT_CE_ROWS_PER_BLOCK = CT_CE_THREADS / 32;
+
+// One warp per row i of x (n, c): loss[i] = logsumexp(x_i) - x_i[t_i] and,
+// when grad is not NULL, grad[i, :] = (softmax(x_i) - onehot(t_i)) * inv_n.
+// A row whose target is outside [0, c) lowers *bad to its index and is skipped.
+template <ct_dtype D>
+static __global__ void ct_cross_entropy_kernel(const ct_T<D> *x, const int64_t *target, ct_T<D> *loss,
+                                               ct_T<D> *grad, int64_t n, int64_t c, ct_C<D> inv_n,
+                                               unsigned long long *bad) {
+  using A = ct_C<D>;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t)gridDim.x * CT_CE_ROWS_PER_BLOCK;
+  for (int64_t i = (int64_t)blockIdx.x * CT_CE_ROWS_PER_BLOCK + (threadIdx.x >> 5); i < n; i += warps) {
+    const int64_t t = target[i]; // the same for the whole warp, so the branch is uniform
+    if (t < 0 || t >= c) {
+      if (lane == 0) atomicMin(bad, (unsigned long long)i);
+      continue;
+    }
+    const ct_T<D> *xi = x + i * c;
+    A m = -INFINITY;
+    for (int64_t j = lane; j < c; j += 32) m = ct_nn_max(m, ct_load<D>(xi[j]));
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m = ct_nn_max(m, ct_nn_shfl_xor(m, off));
+    // All -inf (or a +inf): shift by 0 so that exp sees the real values (NaN
+    // results, as PyTorch gives). A NaN logit makes the sum NaN below.
+    const A shift = ct_nn_isfinite(m) ? m : A(0);
+    A s = 0;
+    for (int64_t j = lane; j < c; j += 32) s += ct_nn_exp(ct_load<D>(xi[j]) - shift);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += ct_nn_shfl_xor(s, off);
+    // log_softmax_j = (x_j - shift) - log(s): x_j - shift is exact for the
+    // large entries (Sterbenz) and log(s) is small, so nothing cancels; adding
+    // shift back first (lse = shift + log(s)) would round away digits of
+    // log(s) when the logits are large.
+    const A ls = ct_nn_log(s);
+    if (lane == 0) loss[i] = ct_convert<D>(ls - (ct_load<D>(xi[t]) - shift));
+    if (grad) {
+      ct_T<D> *gi = grad + i * c;
+      for (int64_t j = lane; j < c; j += 32)
+        gi[j] = ct_convert<D>((ct_nn_exp((ct_load<D>(xi[j]) - shift) - ls) - (j == t ? A(1) : A(0))) * inv_n);
+    }
+  }
+}
+
+template <ct_dtype D>
+static int ct_cross_entropy_launch(int64_t n, int64_t c, const void *logits, const int64_t *target,
+                                   void *loss, void *grad, double inv_n, unsigned long long *bad,
+                                   cudaStream_t stream) {
+  const unsigned blocks = ct_blocks_for(ct_ceil_div(n, CT_CE_ROWS_PER_BLOCK), 1);
+  ct_cross_entropy_kernel<D><<<blocks, CT_CE_THREADS, 0, stream>>>(
+      static_cast<const ct_T<D> *>(logits), target, static_cast<ct_T<D> *>(loss),
+      static_cast<ct_T<D> *>(grad), n, c, (ct_C<D>)inv_n, bad);
+  CT_CUDA_CHECK(cudaGetLastError());
+  return CT_OK;
+}
+
+extern "C" int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
+                                     const int64_t *target, void *loss, void *grad, double inv_n,
+                                     int64_t *bad_row, ct_stream *s) {
+  *bad_row = -1;
+  if (dt != CT_F32 && dt != CT_F64)
+    return ct_fail(CT_ERR_DTYPE, "ct_cross_entropy_loss: not implemented for %s on cuda "
+                   "(float32 and float64 only)", ct_dt_name(dt));
+  if (n <= 0) return CT_OK;
+  CtCudaScope scope;
+  if (int rc = scope.enter(s)) return rc;
+  // The flag lives in a block of the caching allocator on this stream; it
+  // goes back as soon as its value has been read.
+  ct_block *blk = ct_block_alloc(ct_device_cuda(scope.device()), sizeof(unsigned long long), s, NULL);
+  if (!blk) {
+    const int st = ct_last_status();
+    return st != CT_OK ? st : ct_fail(CT_ERR_OOM, "ct_cross_entropy_loss: no memory for the target check");
+  }
+  unsigned long long *flag = static_cast<unsigned long long *>(ct_block_ptr(blk));
+  unsigned long long host_flag = 0;
+  int rc = CT_OK;
+  {
+    // A lambda so that CT_CUDA_CHECK's early return still frees the block.
+    auto run = [&]() -> int {
+      CT_CUDA_CHECK(cudaMemsetAsync(flag, 0xff, sizeof *flag, scope.stream())); // no bad row yet
+      const int lrc = dt == CT_F32
+                          ? ct_cross_entropy_launch<CT_F32>(n, c, logits, target, loss, grad, inv_n, flag,
+                                                            scope.stream())
+                          : ct_cross_entropy_launch<CT_F64>(n, c, logits, target, loss, grad, inv_n, flag,
+                                                            scope.stream());
+      if (lrc != CT_OK) return lrc;
+      CT_CUDA_CHECK(cudaMemcpyAsync(&host_flag, flag, sizeof host_flag, cudaMemcpyDeviceToHost,
+                                    scope.stream()));
+      CT_CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
+      return CT_OK;
+    };
+    rc = run();
+  }
+  ct_block_free(blk);
+  if (rc != CT_OK) return rc;
+  if (host_flag != ~0ull) *bad_row = (int64_t)host_flag;
+  return CT_OK;
+}

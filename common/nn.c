@@ -1,0 +1,524 @@
+// SPDX-License-Identifier: MIT
+//
+// nn: the generic half of every module (nn_impl.h): the tree, names,
+// parameters()/state_dict order, .to(device), train/eval, zero_grad,
+// load_state_dict, print(model), and Sequential.
+//
+// Names: a module's own tensors carry their full state_dict name in
+// ct_param.name ("weight" at the root, "0.weight" inside a Sequential,
+// "2.0.weight" two levels down). A tensor's own (local) name is the part
+// after the last dot: kinds register names without dots. When
+// ct_nn_sequential adopts modules it rewrites the names of the whole new
+// tree from the root down (path of child names joined by dots + local name),
+// so nesting Sequentials gives torch's keys. The ct_param structs are shared
+// by the whole tree, so a child asked for its parameters lists them under
+// their names in the tree it belongs to.
+//
+// Order: parameters() is each module's own parameters in registration order,
+// then its children's, depth first (model.parameters()); the state is each
+// module's parameters, then its buffers, then its children's
+// (model.state_dict()). Both flat arrays are refilled on each call (in
+// place: an array handed out earlier stays valid); they point at the
+// ct_param structs themselves, so they always see the current tensors
+// (replaced by ct_module_to).
+//
+// Ownership: ct_module_register takes the caller's reference to `value`,
+// also when it fails (the tensor is then freed), so a kind's constructor can
+// hand over a tensor and only check the result.
+#include "nn.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "error.h"
+#include "nn_impl.h"
+#include "ops.h"
+
+// ---- a growing string -----------------------------------------------------------------------
+typedef struct sbuf {
+  char *s;
+  size_t len, cap;
+  bool oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(sbuf *b, const char *fmt, ...) {
+  if (b->oom) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int need = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (need < 0) return;
+  if (b->len + (size_t)need + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 128;
+    while (b->len + (size_t)need + 1 > cap) cap *= 2;
+    char *s = realloc(b->s, cap);
+    if (!s) {
+      b->oom = true;
+      return;
+    }
+    b->s = s;
+    b->cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)need;
+}
+
+// ---- names ----------------------------------------------------------------------------------
+static const char *local_name(const char *full) {
+  const char *dot = strrchr(full, '.');
+  return dot ? dot + 1 : full;
+}
+
+// Sets the names of m's tensors and of its subtree's to prefix + path.
+static int set_paths(ct_module *m, const char *prefix) {
+  for (int i = 0; i < m->n_own; ++i) {
+    char name[sizeof m->own[i].name];
+    int w = snprintf(name, sizeof name, "%s%s", prefix, local_name(m->own[i].name));
+    if (w < 0 || (size_t)w >= sizeof name)
+      return ct_fail(CT_ERR_VALUE, "ct_nn_sequential: the state_dict name \"%s%s\" is longer than %zu "
+                     "characters", prefix, local_name(m->own[i].name), sizeof name - 1);
+    memcpy(m->own[i].name, name, sizeof name);
+  }
+  for (int c = 0; c < m->n_children; ++c) {
+    char p[sizeof m->own[0].name];
+    int w = snprintf(p, sizeof p, "%s%s.", prefix, m->children[c]->name);
+    if (w < 0 || (size_t)w >= sizeof p)
+      return ct_fail(CT_ERR_VALUE, "ct_nn_sequential: the module path \"%s%s\" is too long", prefix,
+                     m->children[c]->name);
+    int rc = set_paths(m->children[c], p);
+    if (rc) return rc;
+  }
+  return CT_OK;
+}
+
+// ---- creation and registration --------------------------------------------------------------
+ct_module *ct_module_new(const ct_module_ops *ops, void *state) {
+  if (!ops || !ops->kind || !ops->forward || !ops->backward) {
+    ct_fail(CT_ERR_VALUE, "ct_module_new: ops must have a kind, forward and backward");
+    return NULL;
+  }
+  ct_module *m = calloc(1, sizeof *m);
+  if (!m) {
+    ct_fail(CT_ERR_OOM, "ct_module_new: out of host memory");
+    return NULL;
+  }
+  m->ops = ops;
+  m->state = state;
+  m->device = ct_device_cpu();
+  m->training = true;
+  return m;
+}
+
+ct_param *ct_module_register(ct_module *m, const char *name, ct_tensor *value, bool is_buffer) {
+  const char *why = NULL;
+  if (!m || !name || !value) why = "NULL module, name or tensor";
+  else if (!*name || strchr(name, '.')) why = "a name must be non-empty and without dots";
+  else if (strlen(name) >= sizeof m->own[0].name) why = "name too long";
+  else if (m->n_own >= CT_MODULE_MAX_TENSORS) why = "too many tensors in one module";
+  else if (ct_module_find(m, name)) why = "a tensor of that name is already registered";
+  else if (!ct_device_eq(ct_device_of(value), m->device)) why = "the tensor is not on the module's device";
+  if (why) {
+    ct_fail(CT_ERR_VALUE, "ct_module_register: cannot register \"%s\" in %s: %s", name ? name : "(null)",
+            m ? m->ops->kind : "(null)", why);
+    ct_free(value);
+    return NULL;
+  }
+  ct_param *p = &m->own[m->n_own++];
+  memset(p, 0, sizeof *p);
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->value = value;
+  p->is_buffer = is_buffer;
+  return p;
+}
+
+ct_param *ct_module_find(ct_module *m, const char *name) {
+  if (!m || !name) return NULL;
+  for (int i = 0; i < m->n_own; ++i)
+    if (!strcmp(local_name(m->own[i].name), name)) return &m->own[i];
+  return NULL;
+}
+
+int ct_param_accumulate_grad(ct_param *p, const ct_tensor *g) {
+  if (!p || !g || !p->value) return ct_fail(CT_ERR_VALUE, "ct_param_accumulate_grad: NULL parameter or gradient");
+  ct_shape ps = ct_shape_of(p->value), gs = ct_shape_of(g);
+  if (!ct_shape_eq(ps, gs)) {
+    char a[96], b[96];
+    return ct_fail(CT_ERR_SHAPE, "ct_param_accumulate_grad: gradient of shape %s for %s of shape %s",
+                   ct_shape_str(gs, a, sizeof a), p->name, ct_shape_str(ps, b, sizeof b));
+  }
+  ct_device dev = ct_device_of(p->value);
+  if (!ct_device_eq(ct_device_of(g), dev)) {
+    char a[CT_DEVICE_STR_MAX], b[CT_DEVICE_STR_MAX];
+    return ct_fail(CT_ERR_DEVICE, "ct_param_accumulate_grad: gradient on %s for %s on %s",
+                   ct_device_str(ct_device_of(g), a), p->name, ct_device_str(dev, b));
+  }
+  ct_dtype dt = ct_dtype_of(p->value);
+  if (!p->grad) { // the first gradient: a copy of its own (g may be reused by the caller)
+    ct_tensor *c = ct_dtype_of(g) == dt ? ct_clone(g) : ct_to(g, dev, dt, false);
+    if (!c) return ct_last_status();
+    p->grad = c;
+    return CT_OK;
+  }
+  if (ct_dtype_of(g) == ct_dtype_of(p->grad)) return ct_binary_out(CT_OP_ADD, p->grad, p->grad, g);
+  ct_tensor *c = ct_to(g, dev, ct_dtype_of(p->grad), false);
+  if (!c) return ct_last_status();
+  int rc = ct_binary_out(CT_OP_ADD, p->grad, p->grad, c);
+  ct_free(c);
+  return rc;
+}
+
+int ct_nn_init_uniform(ct_tensor *t, double bound) {
+  if (!t) return ct_fail(CT_ERR_VALUE, "ct_nn_init_uniform: NULL tensor");
+  if (!(bound >= 0) || isinf(bound))
+    return ct_fail(CT_ERR_VALUE, "ct_nn_init_uniform: bound must be finite and >= 0, got %g", bound);
+  if (!ct_dtype_is_floating(ct_dtype_of(t)))
+    return ct_fail(CT_ERR_DTYPE, "ct_nn_init_uniform: expected a floating tensor, got %s",
+                   ct_dtype_name(ct_dtype_of(t)));
+  // w = (2u - 1) * bound with u uniform [0, 1) from the CPU generator, in
+  // float64 (2u - 1 is exact), rounded once into t's dtype.
+  ct_tensor *u = ct_rand(ct_shape_of(t), CT_F64, ct_device_cpu());
+  if (!u) return ct_last_status();
+  int rc = ct_binary_scalar_out(CT_OP_MUL, u, u, 2.0);
+  if (!rc) rc = ct_binary_scalar_out(CT_OP_SUB, u, u, 1.0);
+  if (!rc) rc = ct_binary_scalar_out(CT_OP_MUL, u, u, bound);
+  if (!rc) rc = ct_copy_(t, u, false);
+  ct_free(u);
+  return rc;
+}
+
+// ---- Sequential --------------------------------------------------------------------------------
+static ct_tensor *seq_forward(ct_module *m, const ct_tensor *x) {
+  ct_tensor *cur = ct_retain((ct_tensor *)x);
+  for (int i = 0; i < m->n_children && cur; ++i) {
+    ct_tensor *next = ct_module_forward(m->children[i], cur);
+    ct_free(cur);
+    cur = next;
+  }
+  return cur;
+}
+
+static ct_tensor *seq_backward(ct_module *m, const ct_tensor *g) {
+  ct_tensor *cur = ct_retain((ct_tensor *)g);
+  for (int i = m->n_children - 1; i >= 0 && cur; --i) {
+    ct_tensor *next = ct_module_backward(m->children[i], cur);
+    ct_free(cur);
+    cur = next;
+  }
+  return cur;
+}
+
+static const ct_module_ops sequential_ops = {
+    .kind = "Sequential", .forward = seq_forward, .backward = seq_backward};
+
+ct_module *ct_nn_sequential(int n, ct_module **modules) {
+  const char *why = NULL;
+  if (n < 0 || (n > 0 && !modules)) why = "bad module list";
+  for (int i = 0; i < n && !why; ++i)
+    if (!modules[i]) why = "a NULL module (did its constructor fail?)";
+    else if (!ct_device_eq(modules[i]->device, modules[0]->device)) why = "modules on different devices";
+  ct_module *m = why ? NULL : ct_module_new(&sequential_ops, NULL);
+  if (m && n > 0 && !(m->children = calloc((size_t)n, sizeof *m->children))) {
+    free(m);
+    m = NULL;
+    ct_fail(CT_ERR_OOM, "ct_nn_sequential: out of host memory");
+  }
+  if (!m) {
+    if (why) ct_fail(CT_ERR_VALUE, "ct_nn_sequential: %s", why);
+    for (int i = 0; modules && i < n; ++i) ct_module_free(modules[i]);
+    return NULL;
+  }
+  for (int i = 0; i < n; ++i) {
+    m->children[i] = modules[i];
+    snprintf(modules[i]->name, sizeof modules[i]->name, "%d", i);
+  }
+  m->n_children = n;
+  if (n > 0) m->device = modules[0]->device;
+  if (set_paths(m, "") != CT_OK) {
+    ct_module_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+// ---- running ----------------------------------------------------------------------------------
+static int check_device(const char *op, const ct_module *m, const ct_tensor *t, const char *what) {
+  if (ct_device_eq(ct_device_of(t), m->device)) return CT_OK;
+  char a[CT_DEVICE_STR_MAX], b[CT_DEVICE_STR_MAX];
+  return ct_fail(CT_ERR_DEVICE, "%s: expected all tensors to be on the same device, but %s is on %s "
+                 "and its %s on %s (move the model with ct_module_to or the tensor with ct_to)", op,
+                 m->ops->kind, ct_device_str(m->device, a), what, ct_device_str(ct_device_of(t), b));
+}
+
+ct_tensor *ct_module_forward(ct_module *m, const ct_tensor *x) {
+  if (!m || !x) {
+    ct_fail(CT_ERR_VALUE, "ct_module_forward: NULL module or input");
+    return NULL;
+  }
+  if (check_device("ct_module_forward", m, x, "input")) return NULL;
+  return m->ops->forward(m, x);
+}
+
+ct_tensor *ct_module_backward(ct_module *m, const ct_tensor *grad_output) {
+  if (!m || !grad_output) {
+    ct_fail(CT_ERR_VALUE, "ct_module_backward: NULL module or gradient");
+    return NULL;
+  }
+  if (check_device("ct_module_backward", m, grad_output, "grad_output")) return NULL;
+  return m->ops->backward(m, grad_output);
+}
+
+void ct_module_train(ct_module *m, bool mode) {
+  if (!m) return;
+  m->training = mode;
+  for (int i = 0; i < m->n_children; ++i) ct_module_train(m->children[i], mode);
+}
+
+bool ct_module_is_training(const ct_module *m) { return m && m->training; }
+
+ct_device ct_module_device(const ct_module *m) { return m ? m->device : ct_device_cpu(); }
+
+// Replaces *t by its copy on `device` (a no-op reference when already there).
+static int move_tensor(ct_tensor **t, ct_device device) {
+  if (!*t) return CT_OK;
+  ct_tensor *moved = ct_to(*t, device, ct_dtype_of(*t), false);
+  if (!moved) return ct_last_status();
+  ct_free(*t);
+  *t = moved;
+  return CT_OK;
+}
+
+int ct_module_to(ct_module *m, ct_device device) {
+  if (!m) return ct_fail(CT_ERR_VALUE, "ct_module_to: NULL module");
+  if (!ct_backend_for("ct_module_to", device)) return ct_last_status();
+  for (int i = 0; i < m->n_own; ++i) {
+    int rc = move_tensor(&m->own[i].value, device);
+    if (!rc) rc = move_tensor(&m->own[i].grad, device);
+    if (rc) return rc;
+  }
+  if (m->ops->state_to) {
+    int rc = m->ops->state_to(m, device);
+    if (rc) return rc;
+  }
+  for (int i = 0; i < m->n_children; ++i) {
+    int rc = ct_module_to(m->children[i], device);
+    if (rc) return rc;
+  }
+  m->device = device;
+  return CT_OK;
+}
+
+int ct_module_zero_grad(ct_module *m, bool set_to_none) {
+  if (!m) return ct_fail(CT_ERR_VALUE, "ct_module_zero_grad: NULL module");
+  for (int i = 0; i < m->n_own; ++i) {
+    ct_param *p = &m->own[i];
+    if (p->is_buffer || !p->grad) continue;
+    if (set_to_none) {
+      ct_free(p->grad);
+      p->grad = NULL;
+    } else {
+      int rc = ct_zero_(p->grad);
+      if (rc) return rc;
+    }
+  }
+  for (int i = 0; i < m->n_children; ++i) {
+    int rc = ct_module_zero_grad(m->children[i], set_to_none);
+    if (rc) return rc;
+  }
+  return CT_OK;
+}
+
+// ---- parameters and state -------------------------------------------------------------------------
+// Appends m's tensors in parameters() order (buffers false) or state_dict
+// order (buffers true) to out (may be NULL: counts only); returns the count.
+static int collect(ct_module *m, bool with_buffers, ct_param **out, int k) {
+  for (int i = 0; i < m->n_own; ++i)
+    if (!m->own[i].is_buffer) {
+      if (out) out[k] = &m->own[i];
+      ++k;
+    }
+  if (with_buffers)
+    for (int i = 0; i < m->n_own; ++i)
+      if (m->own[i].is_buffer) {
+        if (out) out[k] = &m->own[i];
+        ++k;
+      }
+  for (int c = 0; c < m->n_children; ++c) k = collect(m->children[c], with_buffers, out, k);
+  return k;
+}
+
+// Refills the module's array in place (a tree never changes its size after
+// construction, so the array handed out earlier stays valid, as nn.h
+// promises); reallocates only when the count differs.
+static ct_param **flatten(ct_module *m, bool with_buffers, ct_param ***arr, int *count, int *n) {
+  int k = collect(m, with_buffers, NULL, 0);
+  ct_param **a = *arr && *count == k ? *arr : realloc(*arr, (size_t)(k > 0 ? k : 1) * sizeof *a);
+  if (!a) {
+    ct_fail(CT_ERR_OOM, "ct_module_parameters: out of host memory");
+    if (n) *n = 0;
+    return NULL;
+  }
+  collect(m, with_buffers, a, 0);
+  *arr = a;
+  *count = k;
+  if (n) *n = k;
+  return a;
+}
+
+ct_param **ct_module_parameters(ct_module *m, int *n) {
+  if (!m) {
+    if (n) *n = 0;
+    ct_fail(CT_ERR_VALUE, "ct_module_parameters: NULL module");
+    return NULL;
+  }
+  return flatten(m, false, &m->flat_params, &m->n_flat_params, n);
+}
+
+ct_param **ct_module_state(ct_module *m, int *n) {
+  if (!m) {
+    if (n) *n = 0;
+    ct_fail(CT_ERR_VALUE, "ct_module_state: NULL module");
+    return NULL;
+  }
+  return flatten(m, true, &m->flat_state, &m->n_flat_state, n);
+}
+
+int64_t ct_module_num_elements(ct_module *m) {
+  if (!m) return 0;
+  int64_t total = 0;
+  for (int i = 0; i < m->n_own; ++i)
+    if (!m->own[i].is_buffer && m->own[i].value) total += ct_numel(m->own[i].value);
+  for (int c = 0; c < m->n_children; ++c) total += ct_module_num_elements(m->children[c]);
+  return total;
+}
+
+// load_state_dict: every check first, then the copies, so that a failed load
+// leaves the model as it was. Messages as torch's, e.g.
+//   Error(s) in loading state_dict for Sequential:
+//   \tMissing key(s) in state_dict: "0.bias". 
+//   \tUnexpected key(s) in state_dict: "foo". 
+//   \tsize mismatch for 0.weight: copying a param with shape (3, 2) from checkpoint, the shape in current model is (2, 3).
+int ct_module_load_state(ct_module *m, const ct_named_tensor *entries, int n, bool strict) {
+  if (!m || (n > 0 && !entries) || n < 0)
+    return ct_fail(CT_ERR_VALUE, "ct_module_load_state: NULL module or bad entry list");
+  for (int j = 0; j < n; ++j)
+    if (!entries[j].tensor)
+      return ct_fail(CT_ERR_VALUE, "ct_module_load_state: entry \"%s\" has no tensor", entries[j].name);
+  int ns = 0;
+  ct_param **state = ct_module_state(m, &ns);
+  if (!state) return ct_last_status();
+  int *match = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *match); // entry index per state tensor, or -1
+  bool *used = calloc((size_t)(n > 0 ? n : 1), sizeof *used);
+  if (!match || !used) {
+    free(match);
+    free(used);
+    return ct_fail(CT_ERR_OOM, "ct_module_load_state: out of host memory");
+  }
+  for (int i = 0; i < ns; ++i) {
+    match[i] = -1;
+    for (int j = 0; j < n && match[i] < 0; ++j)
+      if (!strcmp(state[i]->name, entries[j].name)) match[i] = j, used[j] = true;
+  }
+  sbuf missing = {0}, unexpected = {0}, sizes = {0};
+  int n_missing = 0, n_unexpected = 0, n_sizes = 0;
+  for (int i = 0; i < ns; ++i) {
+    if (match[i] < 0) {
+      sb_add(&missing, "%s\"%s\"", n_missing++ ? ", " : "", state[i]->name);
+      continue;
+    }
+    ct_shape want = ct_shape_of(state[i]->value), got = ct_shape_of(entries[match[i]].tensor);
+    if (!ct_shape_eq(want, got)) {
+      char a[128], b[128];
+      sb_add(&sizes, "\n\tsize mismatch for %s: copying a param with shape %s from checkpoint, the shape "
+             "in current model is %s.", state[i]->name, ct_shape_str(got, a, sizeof a),
+             ct_shape_str(want, b, sizeof b));
+      ++n_sizes;
+    }
+  }
+  for (int j = 0; j < n; ++j)
+    if (!used[j]) sb_add(&unexpected, "%s\"%s\"", n_unexpected++ ? ", " : "", entries[j].name);
+  int rc = CT_OK;
+  if (n_sizes || (strict && (n_missing || n_unexpected))) {
+    sbuf msg = {0};
+    sb_add(&msg, "ct_module_load_state: Error(s) in loading state_dict for %s:", m->ops->kind);
+    if (strict && n_missing) sb_add(&msg, "\n\tMissing key(s) in state_dict: %s. ", missing.s);
+    if (strict && n_unexpected) sb_add(&msg, "\n\tUnexpected key(s) in state_dict: %s. ", unexpected.s);
+    if (n_sizes) sb_add(&msg, "%s", sizes.s);
+    rc = ct_fail(CT_ERR_VALUE, "%s", msg.s ? msg.s : "ct_module_load_state: out of host memory");
+    free(msg.s);
+  } else {
+    for (int i = 0; i < ns && rc == CT_OK; ++i)
+      if (match[i] >= 0) rc = ct_copy_(state[i]->value, entries[match[i]].tensor, false);
+  }
+  free(missing.s);
+  free(unexpected.s);
+  free(sizes.s);
+  free(match);
+  free(used);
+  return rc;
+}
+
+// ---- print(model) ----------------------------------------------------------------------------
+// torch.nn.Module.__repr__: Kind(extra) for a leaf with one line of extra
+// repr; else Kind(\n  extra lines\n  (name): child repr, its later lines
+// indented by two more spaces\n).
+static void repr(const ct_module *m, sbuf *b, int indent) {
+  char extra[512] = "";
+  if (m->ops->describe) m->ops->describe(m, extra, sizeof extra);
+  sb_add(b, "%s(", m->ops->kind);
+  bool one_line = m->n_children == 0 && !strchr(extra, '\n');
+  if (one_line) {
+    sb_add(b, "%s)", extra);
+    return;
+  }
+  if (extra[0]) {
+    for (const char *line = extra; line;) {
+      const char *nl = strchr(line, '\n');
+      int len = nl ? (int)(nl - line) : (int)strlen(line);
+      sb_add(b, "\n%*s%.*s", indent + 2, "", len, line);
+      line = nl ? nl + 1 : NULL;
+    }
+  }
+  for (int i = 0; i < m->n_children; ++i) {
+    sb_add(b, "\n%*s(%s): ", indent + 2, "", m->children[i]->name);
+    repr(m->children[i], b, indent + 2);
+  }
+  sb_add(b, "\n%*s)", indent, "");
+}
+
+char *ct_module_str(const ct_module *m) {
+  if (!m) {
+    ct_fail(CT_ERR_VALUE, "ct_module_str: NULL module");
+    return NULL;
+  }
+  sbuf b = {0};
+  repr(m, &b, 0);
+  if (b.oom || !b.s) {
+    free(b.s);
+    ct_fail(CT_ERR_OOM, "ct_module_str: out of host memory");
+    return NULL;
+  }
+  return b.s;
+}
+
+void ct_module_free(ct_module *m) {
+  if (!m) return;
+  for (int i = 0; i < m->n_children; ++i) ct_module_free(m->children[i]);
+  free(m->children);
+  if (m->ops && m->ops->state_free) m->ops->state_free(m);
+  else free(m->state);
+  for (int i = 0; i < m->n_own; ++i) {
+    ct_free(m->own[i].value);
+    ct_free(m->own[i].grad);
+  }
+  free(m->flat_params);
+  free(m->flat_state);
+  free(m);
+}

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+//
+// nn_linear: torch.nn.Linear, y = x W^T + b, with its backward.
+//
+// Shapes: x (N, in) (or (*, in): leading dims are flattened into N and
+// restored), W (out, in), b (out), y (N, out). Forward is one GEMM with the
+// bias broadcast into the output first (y := b; y = 1 * x @ W^T + 1 * y), so
+// cuBLAS/OpenBLAS read W transposed in place, with no copy. Backward, for
+// g = dL/dy (N, out):
+//   dW += g^T x   (out, in): a GEMM that accumulates straight into W.grad;
+//   db += sum_n g (out);
+//   dx  = g W     (N, in).
+// Training forward keeps x (a reference, no copy) for dW; eval keeps nothing.
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "error.h"
+#include "nn_impl.h"
+#include "ops.h"
+
+typedef struct linear_state {
+  int64_t in, out;
+  bool bias;
+  ct_tensor *x;      // the last training forward's input, as (N, in)
+  ct_shape x_shape;  // its shape as given, for dx
+} linear_state;
+
+static ct_param *weight_of(ct_module *m) { return ct_module_find(m, "weight"); }
+static ct_param *bias_of(ct_module *m) { return ct_module_find(m, "bias"); }
+
+static ct_tensor *linear_forward(ct_module *m, const ct_tensor *x) {
+  linear_state *st = m->state;
+  ct_tensor *w = weight_of(m)->value;
+  int nd = ct_ndim(x);
+  if (nd < 1 || ct_size(x, -1) != st->in) {
+    char s[96];
+    ct_fail(CT_ERR_SHAPE, "Linear: mat1 and mat2 shapes cannot be multiplied: input %s, expected "
+            "(*, %" PRId64 ")", ct_shape_str(ct_shape_of(x), s, sizeof s), st->in);
+    return NULL;
+  }
+  if (ct_dtype_of(x) != ct_dtype_of(w)) {
+    ct_fail(CT_ERR_DTYPE, "Linear: mat1 and mat2 must have the same dtype, but got %s and %s",
+            ct_dtype_name(ct_dtype_of(x)), ct_dtype_name(ct_dtype_of(w)));
+    return NULL;
+  }
+  ct_tensor *x2 = ct_reshape(x, CT_SHAPE(-1, st->in)); // (N, in), a view when x is contiguous
+  if (!x2) return NULL;
+  int64_t n = ct_size(x2, 0);
+  ct_tensor *y = ct_empty(CT_SHAPE(n, st->out), ct_dtype_of(x), m->device);
+  ct_tensor *wt = ct_t(w); // (in, out), a view
+  int rc = y && wt ? CT_OK : (int)ct_last_status();
+  if (!rc && st->bias) rc = ct_copy_(y, bias_of(m)->value, false); // broadcast b over the rows
+  if (!rc) rc = ct_addmm_(y, x2, wt, 1.0, st->bias ? 1.0 : 0.0);
+  ct_free(wt);
+  if (rc) {
+    ct_free(x2);
+    ct_free(y);
+    return NULL;
+  }
+  ct_free(st->x);
+  st->x = NULL;
+  if (m->training) {
+    st->x = x2;
+    st->x_shape = ct_shape_of(x);
+  } else {
+    ct_free(x2);
+  }
+  if (nd == 2) return y;
+  ct_shape ys = ct_shape_of(x);
+  ys.d[nd - 1] = st->out;
+  ct_tensor *yr = ct_reshape(y, ys);
+  ct_free(y);
+  return yr;
+}
+
+static ct_tensor *linear_backward(ct_module *m, const ct_tensor *g) {
+  linear_state *st = m->state;
+  if (!st->x) {
+    ct_fail(CT_ERR_VALUE, "Linear backward: no saved input (run forward in training mode first)");
+    return NULL;
+  }
+  int64_t n = ct_size(st->x, 0);
+  ct_shape want = st->x_shape;
+  want.d[want.ndim - 1] = st->out;
+  if (!ct_shape_eq(ct_shape_of(g), want)) {
+    char a[96], b[96];
+    ct_fail(CT_ERR_SHAPE, "Linear backward: grad_output of shape %s, expected %s",
+            ct_shape_str(ct_shape_of(g), a, sizeof a), ct_shape_str(want, b, sizeof b));
+    return NULL;
+  }
+  ct_param *pw = weight_of(m), *pb = st->bias ? bias_of(m) : NULL;
+  if (ct_dtype_of(g) != ct_dtype_of(pw->value)) {
+    ct_fail(CT_ERR_DTYPE, "Linear backward: grad_output is %s but the weight is %s",
+            ct_dtype_name(ct_dtype_of(g)), ct_dtype_name(ct_dtype_of(pw->value)));
+    return NULL;
+  }
+  ct_tensor *g2 = ct_reshape(g, CT_SHAPE(n, st->out)); // (N, out)
+  ct_tensor *gt = g2 ? ct_t(g2) : NULL;                 // (out, N), a view
+  if (!gt) {
+    ct_free(g2);
+    return NULL;
+  }
+  int rc = CT_OK;
+  // dW += g^T x: straight into W.grad when it is there and contiguous.
+  if (pw->grad && ct_is_contiguous(pw->grad) && ct_dtype_of(pw->grad) == ct_dtype_of(g)) {
+    rc = ct_addmm_(pw->grad, gt, st->x, 1.0, 1.0);
+  } else {
+    ct_tensor *dw = ct_mm(gt, st->x);
+    rc = dw ? ct_param_accumulate_grad(pw, dw) : (int)ct_last_status();
+    ct_free(dw);
+  }
+  if (!rc && pb) {
+    ct_tensor *db = ct_sum_dim(g2, 0, false); // (out)
+    rc = db ? ct_param_accumulate_grad(pb, db) : (int)ct_last_status();
+    ct_free(db);
+  }
+  ct_tensor *dx = rc ? NULL : ct_mm(g2, pw->value); // (N, in)
+  ct_free(gt);
+  ct_free(g2);
+  if (!dx || st->x_shape.ndim == 2) return dx;
+  ct_tensor *dxr = ct_reshape(dx, st->x_shape);
+  ct_free(dx);
+  return dxr;
+}
+
+static void linear_describe(const ct_module *m, char *buf, size_t len) {
+  const linear_state *st = m->state;
+  snprintf(buf, len, "in_features=%" PRId64 ", out_features=%" PRId64 ", bias=%s", st->in, st->out,
+           st->bias ? "True" : "False");
+}
+
+// The saved input is an activation: moved along rather than dropped, so a
+// backward after .to() still works.
+static int linear_state_to(ct_module *m, ct_device device) {
+  linear_state *st = m->state;
+  if (!st->x) return CT_OK;
+  ct_tensor *x = ct_to(st->x, device, ct_dtype_of(st->x), false);
+  if (!x) return ct_last_status();
+  ct_free(st->x);
+  st->x = x;
+  return CT_OK;
+}
+
+static void linear_state_free(ct_module *m) {
+  linear_state *st = m->state;
+  if (st) ct_free(st->x);
+  free(st);
+  m->state = NULL;
+}
+
+static const ct_module_ops linear_ops = {
+    .kind = "Linear",
+    .forward = linear_forward,
+    .backward = linear_backward,
+    .describe = linear_describe,
+    .state_to = linear_state_to,
+    .state_free = linear_state_free,
+};
+
+ct_module *ct_nn_linear(int64_t in_features, int64_t out_features, bool bias) {
+  if (in_features < 0 || out_features < 0) {
+    ct_fail(CT_ERR_VALUE, "ct_nn_linear: in_features and out_features must be >= 0, got %" PRId64
+            " and %" PRId64, in_features, out_features);
+    return NULL;
+  }
+  linear_state *st = calloc(1, sizeof *st);
+  if (!st) {
+    ct_fail(CT_ERR_OOM, "ct_nn_linear: out of host memory");
+    return NULL;
+  }
+  st->in = in_features;
+  st->out = out_features;
+  st->bias = bias;
+  ct_module *m = ct_module_new(&linear_ops, st);
+  if (!m) {
+    free(st);
+    return NULL;
+  }
+  // torch.nn.Linear.reset_parameters: kaiming_uniform_(a=sqrt(5)) on W and
+  // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) on b, both bound 1/sqrt(in); W first.
+  double bound = in_features > 0 ? 1.0 / sqrt((double)in_features) : 0.0;
+  ct_tensor *w = ct_empty(CT_SHAPE(out_features, in_features), CT_F32, ct_device_cpu());
+  if (w && ct_nn_init_uniform(w, bound) != CT_OK) ct_free(w), w = NULL;
+  if (!w || !ct_module_register(m, "weight", w, false)) { // register takes w even when it fails
+    ct_module_free(m);
+    return NULL;
+  }
+  if (bias) {
+    ct_tensor *b = ct_empty(CT_SHAPE(out_features), CT_F32, ct_device_cpu());
+    if (b && ct_nn_init_uniform(b, bound) != CT_OK) ct_free(b), b = NULL;
+    if (!b || !ct_module_register(m, "bias", b, false)) {
+      ct_module_free(m);
+      return NULL;
+    }
+  }
+  return m;
+}

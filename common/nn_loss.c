@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+//
+// nn_loss: MSELoss and CrossEntropyLoss (mean reduction), each returning the
+// loss and, on request, its gradient with respect to the prediction: the
+// first step of every backward pass.
+//
+// MSE:  L = mean((p - t)^2) over all n elements;  dL/dp = 2 (p - t) / n.
+//       Built from existing ops (sub, mul, mean, mul by a scalar).
+// Cross-entropy of logits x (N, C) against class indices t (N,):
+//       L = (1/N) sum_i [log sum_j exp(x_ij) - x_i,t_i]
+//       dL/dx_ij = (softmax(x_i)_j - [j == t_i]) / N.
+//       One fused kernel per device (cpu_nn.c, kernels/nn.cu) computes each
+//       row's loss and gradient row in one pass over the logits, shifting by
+//       the row's max so that exp never overflows (log-softmax's trick);
+//       the mean of the row losses is ct_mean. Targets are checked in the
+//       same pass: one out of [0, C) fails with torch's "Target 10 is out of
+//       bounds." (PyTorch's ignore_index is not supported: -100 is an error.)
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "backend.h"
+#include "error.h"
+#include "nn.h"
+#include "nn_kernels.h"
+#include "ops.h"
+
+static int same_device(const char *op, const ct_tensor *a, const ct_tensor *b) {
+  if (ct_device_eq(ct_device_of(a), ct_device_of(b))) return CT_OK;
+  char x[CT_DEVICE_STR_MAX], y[CT_DEVICE_STR_MAX];
+  return ct_fail(CT_ERR_DEVICE, "%s: expected all tensors to be on the same device, but found %s and %s",
+                 op, ct_device_str(ct_device_of(a), x), ct_device_str(ct_device_of(b), y));
+}
+
+ct_tensor *ct_mse_loss(const ct_tensor *pred, const ct_tensor *target, ct_tensor **grad) {
+  static const char *op = "ct_mse_loss";
+  if (grad) *grad = NULL;
+  if (!pred || !target) {
+    ct_fail(CT_ERR_VALUE, "%s: NULL tensor", op);
+    return NULL;
+  }
+  if (same_device(op, pred, target)) return NULL;
+  if (!ct_shape_eq(ct_shape_of(pred), ct_shape_of(target))) {
+    char a[96], b[96];
+    ct_fail(CT_ERR_SHAPE, "%s: input of shape %s and target of shape %s differ", op,
+            ct_shape_str(ct_shape_of(pred), a, sizeof a), ct_shape_str(ct_shape_of(target), b, sizeof b));
+    return NULL;
+  }
+  ct_dtype dt = ct_dtype_of(pred);
+  if (!ct_dtype_is_floating(dt)) {
+    ct_fail(CT_ERR_DTYPE, "%s: expected a floating input, got %s", op, ct_dtype_name(dt));
+    return NULL;
+  }
+  ct_tensor *t = ct_to_dtype(target, dt); // the loss has pred's dtype
+  ct_tensor *diff = t ? ct_sub(pred, t) : NULL;
+  ct_tensor *sq = diff ? ct_mul(diff, diff) : NULL;
+  ct_tensor *loss = sq ? ct_mean(sq) : NULL;
+  ct_tensor *g = NULL;
+  if (loss && grad) {
+    g = ct_mul_scalar(diff, 2.0 / (double)ct_numel(pred));
+    if (!g) {
+      ct_free(loss);
+      loss = NULL;
+    }
+  }
+  ct_free(t);
+  ct_free(diff);
+  ct_free(sq);
+  if (grad) *grad = g;
+  return loss;
+}
+
+ct_tensor *ct_cross_entropy_loss(const ct_tensor *logits, const ct_tensor *target, ct_tensor **grad) {
+  static const char *op = "ct_cross_entropy_loss";
+  if (grad) *grad = NULL;
+  if (!logits || !target) {
+    ct_fail(CT_ERR_VALUE, "%s: NULL tensor", op);
+    return NULL;
+  }
+  if (same_device(op, logits, target)) return NULL;
+  ct_dtype dt = ct_dtype_of(logits);
+  if (dt != CT_F32 && dt != CT_F64) {
+    ct_fail(CT_ERR_DTYPE, "%s: logits must be float32 or float64, got %s", op, ct_dtype_name(dt));
+    return NULL;
+  }
+  if (ct_dtype_of(target) != CT_I64) {
+    ct_fail(CT_ERR_DTYPE, "%s: expected scalar type Long but found %s (targets are class indices, int64)",
+            op, ct_dtype_name(ct_dtype_of(target)));
+    return NULL;
+  }
+  if (ct_ndim(logits) != 2 || ct_ndim(target) != 1 || ct_size(target, 0) != ct_size(logits, 0)) {
+    char a[96], b[96];
+    ct_fail(CT_ERR_SHAPE, "%s: expected logits (N, C) and target (N,), got %s and %s", op,
+            ct_shape_str(ct_shape_of(logits), a, sizeof a), ct_shape_str(ct_shape_of(target), b, sizeof b));
+    return NULL;
+  }
+  ct_device dev = ct_device_of(logits);
+  if (!ct_backend_for(op, dev)) return NULL;
+  int64_t n = ct_size(logits, 0), c = ct_size(logits, 1);
+  ct_tensor *x = ct_contiguous(logits), *t = ct_contiguous(target);
+  ct_tensor *rows = x && t ? ct_empty(CT_SHAPE(n), dt, dev) : NULL; // per-row losses
+  ct_tensor *g = rows && grad ? ct_empty(CT_SHAPE(n, c), dt, dev) : NULL;
+  int rc = rows && (g || !grad) ? CT_OK : (int)ct_last_status();
+  int64_t bad = -1;
+  double inv_n = n > 0 ? 1.0 / (double)n : 0.0;
+  if (!rc && n > 0) {
+#ifdef CT_HAVE_CUDA
+    if (dev.type == CT_CUDA)
+      rc = ct_cuda_cross_entropy(dt, n, c, ct_data_ptr(x), ct_data_ptr(t), ct_data_ptr(rows),
+                                 g ? ct_data_ptr(g) : NULL, inv_n, &bad, ct_current_stream(dev));
+    else
+#endif
+      rc = ct_cpu_cross_entropy(dt, n, c, ct_data_ptr(x), ct_data_ptr(t), ct_data_ptr(rows),
+                                g ? ct_data_ptr(g) : NULL, inv_n, &bad);
+  }
+  if (!rc && bad >= 0) {
+    int64_t value = 0;
+    ct_tensor *tv = ct_narrow(t, 0, bad, 1);
+    rc = tv ? ct_copy_to_host(tv, &value, sizeof value) : (int)ct_last_status();
+    ct_free(tv);
+    if (!rc) rc = ct_fail(CT_ERR_VALUE, "%s: Target %" PRId64 " is out of bounds.", op, value);
+  }
+  ct_tensor *loss = rc ? NULL : ct_mean(rows); // NaN for N = 0, as torch
+  ct_free(x);
+  ct_free(t);
+  ct_free(rows);
+  if (!loss) {
+    ct_free(g);
+    return NULL;
+  }
+  if (grad) *grad = g;
+  return loss;
+}
