@@ -247,7 +247,7 @@ ct_tensor *ct_arange(double start, double end, double step, ct_dtype dtype, ct_d
   ct_tensor *t = ct_empty(CT_SHAPE(n), dtype, device);
   if (!t || n == 0) return t;
   const ct_backend *be = ct_backend_for("ct_arange", device);
-  if (be->arange(dtype, n, ct_data_ptr(t), start, step, ct_current_stream(device)) != CT_OK) {
+  if (!be || be->arange(dtype, n, ct_data_ptr(t), start, step, ct_current_stream(device)) != CT_OK) {
     ct_free(t);
     return NULL;
   }
@@ -267,7 +267,7 @@ static ct_tensor *random_tensor(const char *op, bool normal, ct_shape shape, ct_
   uint64_t seed, offset;
   ct_philox_reserve(device, (uint64_t)(n + 3) / 4, &seed, &offset);
   const ct_backend *be = ct_backend_for(op, device);
-  if (be->random(normal, dtype, n, ct_data_ptr(t), seed, offset, ct_current_stream(device)) != CT_OK) {
+  if (!be || be->random(normal, dtype, n, ct_data_ptr(t), seed, offset, ct_current_stream(device)) != CT_OK) {
     ct_free(t);
     return NULL;
   }
