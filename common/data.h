@@ -57,7 +57,8 @@ const char *ct_fashion_mnist_class_name(int label); // "T-shirt/top", ..., "Ankl
 
 // Reads an IDX file (http://yann.lecun.com/exdb/mnist/ format; gzip or
 // plain, detected by the magic bytes) into a new CPU tensor of its dtype
-// (0x08 u8, 0x0B i16 -> i32, 0x0C i32, 0x0D f32, 0x0E f64) and dims. Checks
+// (0x08 u8, 0x09 i8 -> i32, 0x0B i16 -> i32, 0x0C i32, 0x0D f32, 0x0E f64)
+// and dims. Checks
 // the magic, the dims against the file's size, and truncation.
 ct_tensor *ct_idx_read(const char *path);
 
@@ -66,23 +67,27 @@ typedef struct ct_dataloader_options {
   bool shuffle;
   bool drop_last;
   int num_workers;     // 0: batches are gathered on the calling thread
-  bool pin_memory;     // host batches in pinned memory (needs CUDA)
+  bool pin_memory;     // host batches in pinned memory; without CUDA, warns once on
+                       // stderr and goes on unpinned, as torch does
   int prefetch_factor; // batches in flight per worker (default 2)
-  uint64_t seed;       // shuffling seed (epoch e uses seed + e)
+  uint64_t seed;       // shuffling seed: epoch e (counting start_epoch calls from 0)
+                       // is a Fisher-Yates shuffle driven by Philox with key seed + e
   ct_device device;    // where batches are delivered (default: the CPU)
 } ct_dataloader_options;
 
 ct_dataloader_options ct_dataloader_defaults(void);
 
 typedef struct ct_dataloader ct_dataloader;
+// The loader borrows ds: the dataset must outlive it.
 ct_dataloader *ct_dataloader_create(ct_dataset *ds, ct_dataloader_options options);
 void ct_dataloader_free(ct_dataloader *dl);
 int64_t ct_dataloader_len(const ct_dataloader *dl); // batches per epoch
 // Starts an epoch (new permutation when shuffling) and its workers.
 int ct_dataloader_start_epoch(ct_dataloader *dl);
 // The next batch of the epoch: returns 1 and new tensors in *x, *y (on the
-// loader's device; the caller frees them), 0 at the end of the epoch, or a
-// negative ct_status on error.
+// loader's device; the caller frees them), 0 at the end of the epoch (and
+// until the next start_epoch), or a negative ct_status on error. A loader
+// never started begins epoch 0 by itself.
 int ct_dataloader_next(ct_dataloader *dl, ct_tensor **x, ct_tensor **y);
 
 #ifdef __cplusplus
