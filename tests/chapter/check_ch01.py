@@ -14,73 +14,24 @@ The references are independent of the program: os.cpu_count() and the
 affinity mask from Python, the 898 GB/s that NVIDIA's CUDA C++ Best Practices
 Guide derives for the V100, nvidia-smi's view of the GPUs, and PyTorch.
 """
-import glob
-import json
+import functools
 import os
 import re
-import shutil
-import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chaptertest  # noqa: E402
+from chaptertest import (expect, expect_cuda_ok, expect_usage_error, fresh, key_values,  # noqa: E402
+                         load_metrics, nvidia_smi, run_cuda, run_with_twin, section_lines, sections_of,
+                         skip, skip_unless_cuda_build, skip_unless_imports)
+
 SECTIONS = ["availability", "devices", "versions", "cpu", "tensor"]
-
-
-def fail(msg):
-    print(f"FAIL: {msg}")
-    sys.exit(1)
-
-
-def skip(msg):
-    print(f"SKIP: {msg}")
-    sys.exit(77)
-
-
-def run(cmd, timeout=120):
-    print("$", " ".join(cmd))
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    return r
-
-
-def show(r):
-    print(f"--- exit {r.returncode}; stdout:\n{r.stdout}--- stderr:\n{r.stderr}---")
-
-
-def expect(cond, msg, r=None):
-    if not cond:
-        if r is not None:
-            show(r)
-        fail(msg)
-
-
-def sections_of(stdout):
-    return re.findall(r"^== (.+) ==$", stdout, re.M)
+run = functools.partial(chaptertest.run, timeout=120)  # ch01 answers in well under a second
 
 
 def rows_of(stdout, section):
     """The 'key: value' rows printed under `== section ==`."""
-    out, inside = {}, False
-    for line in stdout.splitlines():
-        h = re.fullmatch(r"== (.+) ==", line)
-        if h:
-            inside = h.group(1) == section
-            continue
-        m = re.match(r"^(\S[^:]*):\s+(.*)$", line)
-        if inside and m:
-            out[m.group(1).strip()] = m.group(2).strip()
-    return out
-
-
-def load_metrics(path):
-    expect(os.path.isfile(path), f"--metrics {path} wrote no file")
-    leftovers = glob.glob(glob.escape(path) + ".tmp.*")
-    expect(not leftovers, f"temporary metrics files left behind: {leftovers}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            m = json.load(f)
-    except ValueError as e:
-        fail(f"{path} is not valid JSON: {e}")
-    expect(isinstance(m, dict), f"{path} holds {type(m).__name__}, not a JSON object")
-    return m
+    return key_values(section_lines(stdout, section))
 
 
 def check_common(r, m, device):
@@ -136,9 +87,7 @@ def check_common(r, m, device):
 
 
 def cmd_report(ch01, metrics):
-    if os.path.exists(metrics):
-        os.unlink(metrics)
-    r = run([ch01, "--device", "cpu", "--quick", "--metrics", metrics])
+    r = run([ch01, "--device", "cpu", "--quick", "--metrics", fresh(metrics)])
     m = load_metrics(metrics) if r.returncode == 0 else {}
     expect(r.returncode == 0, f"exit code {r.returncode}", r)
     expect(r.stdout.splitlines()[0] == "device: cpu", "asked for the CPU, the first line must be 'device: cpu'", r)
@@ -172,9 +121,7 @@ def cmd_badflag(ch01):
         (["extra"], ['"extra"']),
     ]:
         r = run([ch01] + args)
-        expect(r.returncode == 2, f"{args}: exit code {r.returncode}, expected 2", r)
-        for n in needles:
-            expect(n in r.stderr, f"{args}: stderr does not mention {n!r}", r)
+        expect_usage_error(r, args, needles)
         expect("usage:" in r.stderr, f"{args}: no usage on stderr", r)
         expect("device:" not in r.stdout, f"{args}: ran anyway", r)
     r = run([ch01, "--help"])
@@ -199,18 +146,12 @@ def cmd_cuda_unavailable(ch01):
 
 def nvidia_smi_gpus():
     """[(name, memory MiB, max SM MHz, max memory MHz)] from nvidia-smi, [] if none or no nvidia-smi."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return []
-    try:
-        r = subprocess.run([smi, "--query-gpu=name,memory.total,clocks.max.sm,clocks.max.memory",
-                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if r.returncode != 0:
+    out = nvidia_smi("--query-gpu=name,memory.total,clocks.max.sm,clocks.max.memory",
+                     "--format=csv,noheader,nounits")
+    if out is None:
         return []
     gpus = []
-    for line in r.stdout.strip().splitlines():
+    for line in out.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 4:
             gpus.append(parts)
@@ -218,18 +159,10 @@ def nvidia_smi_gpus():
 
 
 def cmd_gpu(ch01, metrics, have_cuda):
-    if have_cuda.upper() in ("OFF", "0", "FALSE", "NO", ""):
-        skip("this build has no CUDA backend (CPU-only configuration)")
+    skip_unless_cuda_build(have_cuda)
     gpus = nvidia_smi_gpus()
-    gpu_evidence = bool(gpus) or bool(glob.glob("/dev/nvidia[0-9]*"))
-    if os.path.exists(metrics):
-        os.unlink(metrics)
-    r = run([ch01, "--device", "cuda", "--quick", "--metrics", metrics])
-    if r.returncode != 0:
-        if not gpu_evidence and r.returncode == 1 and "CUDA unavailable" in r.stderr:
-            skip("no GPU here (nvidia-smi lists none, no /dev/nvidia*)")
-        expect(False, "--device cuda failed on a machine with a GPU" if gpu_evidence
-               else f"--device cuda: exit code {r.returncode} without the 'CUDA unavailable' message", r)
+    r = run_cuda([ch01, "--device", "cuda", "--quick", "--metrics", fresh(metrics)], timeout=120)
+    expect_cuda_ok(r)
     m = load_metrics(metrics)
     first = r.stdout.splitlines()[0]
     match = re.fullmatch(r"device: (cuda:\d+) \((.+)\)", first)
@@ -267,18 +200,9 @@ def cmd_gpu(ch01, metrics, have_cuda):
 
 
 def cmd_twin(ch01, python, twin, workdir):
-    probe = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        skip(f"{python} cannot import torch: {probe.stderr.strip().splitlines()[-1:]}")
-    c_json, py_json = os.path.join(workdir, "ch01_twin_c.json"), os.path.join(workdir, "ch01_twin_py.json")
-    for p in (c_json, py_json):
-        if os.path.exists(p):
-            os.unlink(p)
-    rc = run([ch01, "--quick", "--metrics", c_json])
-    rp = run([python, twin, "--quick", "--metrics", py_json], timeout=300)
-    expect(rc.returncode == 0, f"ch01 exit code {rc.returncode}", rc)
-    expect(rp.returncode == 0, f"ch01_pytorch.py exit code {rp.returncode}", rp)
-    mc, mp = load_metrics(c_json), load_metrics(py_json)
+    skip_unless_imports(python, "torch")
+    rc, rp, mc, mp = run_with_twin("ch01", [ch01, "--quick"], [python, twin, "--quick"], workdir,
+                                   timeout=120, twin_timeout=300)
     if mc.get("cuda_available") == 1 and mp.get("cuda_available") == 0:
         skip("ct sees a GPU but this PyTorch cannot use it (a CPU-only torch); nothing to compare")
 
@@ -301,13 +225,9 @@ def cmd_twin(ch01, python, twin, workdir):
 
 
 def main(argv):
-    cmds = {"report": (cmd_report, 2), "badflag": (cmd_badflag, 1), "cuda_unavailable": (cmd_cuda_unavailable, 1),
-            "gpu": (cmd_gpu, 3), "twin": (cmd_twin, 4)}
-    if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
-        print(__doc__, file=sys.stderr)
-        return 2
-    cmds[argv[1]][0](*argv[2:])
-    return 0
+    return chaptertest.dispatch(argv, {"report": (cmd_report, 2), "badflag": (cmd_badflag, 1),
+                                       "cuda_unavailable": (cmd_cuda_unavailable, 1), "gpu": (cmd_gpu, 3),
+                                       "twin": (cmd_twin, 4)}, __doc__)
 
 
 if __name__ == "__main__":

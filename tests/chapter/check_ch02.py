@@ -26,18 +26,22 @@ What is checked against what (never against numbers pasted from a run):
   none was ever pending; on the GPU a copy queued behind a kernel is seen
   unfinished.
 """
+import functools
 import glob
-import json
-import math
 import os
 import re
-import shutil
 import struct
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chaptertest  # noqa: E402
+from chaptertest import (close, expect, expect_usage_error, fresh, load_metrics, positive,  # noqa: E402
+                         run_cuda, run_with_twin, section_text, sections_of, skip_unless_cuda_build,
+                         skip_unless_imports)
 
 SECTIONS = ["create", "to_device", "round_trip", "cuda_cpu", "mixed_devices", "bandwidth", "overlap", "hazard"]
 KIB, MIB = 1024, 1024 * 1024
+run = functools.partial(chaptertest.run, timeout=240)
 
 try:
     import numpy as np
@@ -50,50 +54,6 @@ def f32(v):
     if np is not None:
         return float(np.float64(np.float32(v)))
     return struct.unpack("f", struct.pack("f", v))[0]
-
-
-def fail(msg):
-    print(f"FAIL: {msg}")
-    sys.exit(1)
-
-
-def skip(msg):
-    print(f"SKIP: {msg}")
-    sys.exit(77)
-
-
-def run(cmd, timeout=240):
-    print("$", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def show(r):
-    print(f"--- exit {r.returncode}; stdout:\n{r.stdout}--- stderr:\n{r.stderr}---")
-
-
-def expect(cond, msg, r=None):
-    if not cond:
-        if r is not None:
-            show(r)
-        fail(msg)
-
-
-def sections_of(stdout):
-    return re.findall(r"^== (.+) ==$", stdout, re.M)
-
-
-def section_text(stdout, name):
-    m = re.search(rf"^== {re.escape(name)} ==\n(.*?)(?=^== |\Z)", stdout, re.M | re.S)
-    return m.group(1) if m else ""
-
-
-def rows_of(text):
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^(\S[^:]*|  \S[^:]*):\s+(.*)$", line)
-        if m:
-            out[m.group(1).strip()] = m.group(2).strip()
-    return out
 
 
 def tensor_after(text, label):
@@ -114,29 +74,17 @@ def tensor_after(text, label):
     return [float(v) for v in nums], t
 
 
-def load_metrics(path):
-    expect(os.path.isfile(path), f"--metrics {path} wrote no file")
-    expect(not glob.glob(glob.escape(path) + ".tmp.*"), "temporary metrics files left behind")
-    try:
-        with open(path, encoding="utf-8") as f:
-            m = json.load(f)
-    except ValueError as e:
-        fail(f"{path} is not valid JSON: {e}")
-    expect(isinstance(m, dict), f"{path} holds {type(m).__name__}, not a JSON object")
-    return m
-
-
 def positive_series(m, key, n):
     v = m.get(key)
     expect(isinstance(v, list) and len(v) == n, f"metrics {key}={v!r}: expected a list of {n} numbers")
     for x in v:
-        expect(isinstance(x, (int, float)) and math.isfinite(x) and x > 0, f"metrics {key} has {x!r}")
+        expect(positive(x), f"metrics {key} has {x!r}")
     return v
 
 
 def positive_num(m, key):
     v = m.get(key)
-    expect(isinstance(v, (int, float)) and math.isfinite(v) and v > 0, f"metrics {key}={v!r}, expected > 0")
+    expect(positive(v), f"metrics {key}={v!r}, expected > 0")
     return v
 
 
@@ -180,8 +128,9 @@ def table_rows(text, ncols):
     return out
 
 
-def near(a, b, rel=0.01, abs_=0.006):
-    return abs(a - b) <= abs_ + rel * abs(b)
+def near(a, b):
+    """A printed table cell (two decimals) against the metrics' value."""
+    return close(a, b, 0.01, 0.006)
 
 
 def check_round_trip(r, m):
@@ -238,9 +187,7 @@ def check_common(r, m, device, max_mib):
 
 
 def cmd_report(ch02, metrics):
-    if os.path.exists(metrics):
-        os.unlink(metrics)
-    r = run([ch02, "--device", "cpu", "--quick", "--metrics", metrics])
+    r = run([ch02, "--device", "cpu", "--quick", "--metrics", fresh(metrics)])
     expect(r.returncode == 0, f"exit code {r.returncode}", r)
     m = load_metrics(metrics)
     expect(r.stdout.splitlines()[0] == "device: cpu", "the first line must be 'device: cpu'", r)
@@ -304,9 +251,7 @@ def cmd_badflag(ch02):
         (["--device", "gpu"], ["--device", '"gpu"', "usage:"]),
     ]:
         r = run([ch02] + args)
-        expect(r.returncode == 2, f"{args}: exit code {r.returncode}, expected 2", r)
-        for n in needles:
-            expect(n in r.stderr, f"{args}: stderr does not mention {n!r}", r)
+        expect_usage_error(r, args, needles)
         expect("device:" not in r.stdout, f"{args}: ran anyway", r)
     r = run([ch02, "--help"])
     expect(r.returncode == 0 and r.stdout.startswith("usage: ch02") and "--max-mib" in r.stdout,
@@ -315,16 +260,9 @@ def cmd_badflag(ch02):
 
 
 def cmd_gpu(ch02, metrics, have_cuda):
-    if have_cuda.upper() in ("OFF", "0", "FALSE", "NO", ""):
-        skip("this build has no CUDA backend (CPU-only configuration)")
-    gpu_evidence = bool(shutil.which("nvidia-smi")) or bool(glob.glob("/dev/nvidia[0-9]*"))
-    if os.path.exists(metrics):
-        os.unlink(metrics)
-    r = run([ch02, "--device", "cuda", "--quick", "--metrics", metrics], timeout=280)
-    if r.returncode != 0:
-        if not gpu_evidence and r.returncode == 1 and "CUDA unavailable" in r.stderr:
-            skip("no GPU here (no nvidia-smi, no /dev/nvidia*)")
-        expect(False, f"--device cuda: exit code {r.returncode}", r)
+    skip_unless_cuda_build(have_cuda)
+    r = run_cuda([ch02, "--device", "cuda", "--quick", "--metrics", fresh(metrics)], timeout=280)
+    expect(r.returncode == 0, f"--device cuda: exit code {r.returncode}", r)
     m = load_metrics(metrics)
     first = r.stdout.splitlines()[0]
     match = re.fullmatch(r"device: (cuda:(\d+)) \((.+)\)", first)
@@ -363,18 +301,9 @@ def cmd_gpu(ch02, metrics, have_cuda):
 
 
 def cmd_twin(ch02, python, twin, workdir):
-    probe = subprocess.run([python, "-c", "import torch, numpy"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        skip(f"{python} cannot import torch and numpy: {probe.stderr.strip().splitlines()[-1:]}")
-    c_json, py_json = os.path.join(workdir, "ch02_twin_c.json"), os.path.join(workdir, "ch02_twin_py.json")
-    for p in (c_json, py_json):
-        if os.path.exists(p):
-            os.unlink(p)
-    rc = run([ch02, "--device", "cpu", "--quick", "--metrics", c_json])
-    rp = run([python, twin, "--device", "cpu", "--quick", "--metrics", py_json], timeout=280)
-    expect(rc.returncode == 0, f"ch02 exit code {rc.returncode}", rc)
-    expect(rp.returncode == 0, f"ch02_pytorch.py exit code {rp.returncode}", rp)
-    mc, mp = load_metrics(c_json), load_metrics(py_json)
+    skip_unless_imports(python, "torch", "numpy")
+    rc, rp, mc, mp = run_with_twin("ch02", [ch02, "--device", "cpu", "--quick"],
+                                   [python, twin, "--device", "cpu", "--quick"], workdir, timeout=240)
     expect(rp.stdout.splitlines()[0] == "device: cpu", "the twin's first line must be 'device: cpu'", rp)
     check_common(rp, mp, "cpu", 4)
     expect(sections_of(rp.stdout) == sections_of(rc.stdout), "the twin prints other sections than ch02", rp)
@@ -398,12 +327,8 @@ def cmd_twin(ch02, python, twin, workdir):
 
 
 def main(argv):
-    cmds = {"report": (cmd_report, 2), "badflag": (cmd_badflag, 1), "gpu": (cmd_gpu, 3), "twin": (cmd_twin, 4)}
-    if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
-        print(__doc__, file=sys.stderr)
-        return 2
-    cmds[argv[1]][0](*argv[2:])
-    return 0
+    return chaptertest.dispatch(argv, {"report": (cmd_report, 2), "badflag": (cmd_badflag, 1), "gpu": (cmd_gpu, 3),
+                                       "twin": (cmd_twin, 4)}, __doc__)
 
 
 if __name__ == "__main__":

@@ -19,62 +19,24 @@ and the per-process fraction with its flush-and-retry-once on failure. The
 checker replays the chapter's documented steps on the model and compares
 every statistic the chapter printed and wrote to --metrics.
 """
-import glob
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chaptertest  # noqa: E402
+from chaptertest import (expect, expect_cuda_ok, fail, fresh, run, run_cuda,  # noqa: E402
+                         section_lines, sections_of, skip_unless_cuda_build, skip_unless_imports)
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 SECTIONS = ["statistics", "splitting", "summary", "raw_vs_cached", "oom", "halve_batch", "chunks",
             "no_activations", "free_and_empty_cache", "zero_grad", "warmup"]
 
 
-def fail(msg):
-    print(f"FAIL: {msg}")
-    sys.exit(1)
-
-
-def skip(msg):
-    print(f"SKIP: {msg}")
-    sys.exit(77)
-
-
-def run(cmd, timeout=280):
-    print("$", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def show(r):
-    print(f"--- exit {r.returncode}; stdout:\n{r.stdout}--- stderr:\n{r.stderr}---")
-
-
-def expect(cond, msg, r=None):
-    if not cond:
-        if r is not None:
-            show(r)
-        fail(msg)
-
-
-def sections_of(stdout):
-    return re.findall(r"^== (.+) ==$", stdout, re.M)
-
-
-def section_text(stdout, name):
-    out, inside = [], False
-    for line in stdout.splitlines():
-        h = re.fullmatch(r"== (.+) ==", line)
-        if h:
-            inside = h.group(1) == name
-            continue
-        if inside:
-            out.append(line)
-    return out
-
-
 def load_metrics(path):
+    """The --metrics JSON, read plainly (chaptertest.load_metrics would also check that the
+    write was atomic and holds an object: ch03's tests have never asserted that)."""
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -366,7 +328,7 @@ def expected_oom(m):
 # ---- checks ----------------------------------------------------------------------------
 def stats_rows(stdout, section):
     rows = []
-    for line in section_text(stdout, section):
+    for line in section_lines(stdout, section):
         mm = re.fullmatch(r"(.+?)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", line)
         if mm:
             rows.append((mm.group(1), [int(mm.group(i)) for i in range(2, 7)]))
@@ -397,7 +359,7 @@ def check_run(r, m, device):
     labels, rows = expected_statistics(big_n)
     check_table(r, m, "statistics", labels, rows)
     expect(rows[1][:2] == [4_000_256, 20 * MIB], "the model itself disagrees with the documented example")
-    stats = "\n".join(section_text(r.stdout, "statistics"))
+    stats = "\n".join(section_lines(r.stdout, "statistics"))
     expect("4000000 B = 3.81 MiB" in stats and "4000256" in stats, "statistics does not explain 3.81 MiB / 4000256 B", r)
 
     # == splitting ==: splitting, the whole-tail rule and fragmentation.
@@ -408,7 +370,7 @@ def check_run(r, m, device):
 
     # == summary ==: ct_memory_summary at the fragmented moment.
     summ = {}
-    for line in section_text(r.stdout, "summary"):
+    for line in section_lines(r.stdout, "summary"):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 5:
             summ[cells[0]] = cells[1:]
@@ -450,7 +412,7 @@ def check_run(r, m, device):
                    f"{fmt_size(err.allocated)} already allocated", f"{fmt_size(err.reserved)} reserved",
                    f"allows {fmt_size(e['limit'])}"):
         expect(needle in msg, f"OOM message lacks {needle!r}: {msg!r}")
-    oom_out = "\n".join(section_text(r.stdout, "oom"))
+    oom_out = "\n".join(section_lines(r.stdout, "oom"))
     expect(msg and msg in oom_out, "the caught OOM message is not printed in == oom ==", r)
 
     expect(m.get("halve_tried") == e["halve_tried"], f"halve_tried {m.get('halve_tried')}, expected {e['halve_tried']}")
@@ -458,7 +420,7 @@ def check_run(r, m, device):
            f"fitted batch {m.get('halve_fitted')}, expected {e['halve_fitted']} (half of {m['oom_batch']})")
     expect(m.get("halve_peak_allocated") == e["halve_peak"], f"halve peak {m.get('halve_peak_allocated')}, expected {e['halve_peak']}")
     expect(e["halve_peak"] <= e["limit"], "the model's peak exceeds the cap")
-    hb = "\n".join(section_text(r.stdout, "halve_batch"))
+    hb = "\n".join(section_lines(r.stdout, "halve_batch"))
     expect(re.search(rf"batch\s+{m['oom_batch']}: out of memory", hb) and re.search(rf"batch\s+{e['halve_fitted']}: ok", hb),
            "halve_batch does not show the failed and the successful attempt", r)
 
@@ -499,9 +461,7 @@ def check_run(r, m, device):
 
 
 def cmd_report(ch03, metrics):
-    if os.path.exists(metrics):
-        os.unlink(metrics)
-    r = run([ch03, "--device", "cpu", "--quick", "--metrics", metrics])
+    r = run([ch03, "--device", "cpu", "--quick", "--metrics", fresh(metrics)])
     expect(r.returncode == 0, f"exit code {r.returncode}", r)
     expect(r.stdout.splitlines()[0] == "device: cpu", "first line must be 'device: cpu'", r)
     check_run(r, load_metrics(metrics), "cpu")
@@ -509,17 +469,9 @@ def cmd_report(ch03, metrics):
 
 
 def cmd_gpu(ch03, metrics, have_cuda):
-    if have_cuda.upper() in ("OFF", "0", "FALSE", "NO", ""):
-        skip("this build has no CUDA backend (CPU-only configuration)")
-    gpu_evidence = bool(shutil.which("nvidia-smi")) and bool(glob.glob("/dev/nvidia[0-9]*"))
-    if os.path.exists(metrics):
-        os.unlink(metrics)
-    r = run([ch03, "--device", "cuda", "--quick", "--metrics", metrics])
-    if r.returncode != 0:
-        if not gpu_evidence and r.returncode == 1 and "CUDA unavailable" in r.stderr:
-            skip("no GPU here (no nvidia-smi or /dev/nvidia*)")
-        expect(False, "--device cuda failed on a machine with a GPU" if gpu_evidence
-               else f"--device cuda: exit code {r.returncode} without the 'CUDA unavailable' message", r)
+    skip_unless_cuda_build(have_cuda)
+    r = run_cuda([ch03, "--device", "cuda", "--quick", "--metrics", fresh(metrics)])
+    expect_cuda_ok(r)
     first = r.stdout.splitlines()[0]
     match = re.fullmatch(r"device: (cuda:\d+) \((.+)\)", first)
     expect(match, f"first line {first!r}, expected 'device: cuda:N (name)'", r)
@@ -528,13 +480,8 @@ def cmd_gpu(ch03, metrics, have_cuda):
 
 
 def cmd_twin(ch03, python, twin, workdir):
-    probe = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        skip(f"{python} cannot import torch: {probe.stderr.strip().splitlines()[-1:]}")
-    c_json, py_json = os.path.join(workdir, "ch03_twin_c.json"), os.path.join(workdir, "ch03_twin_py.json")
-    for p in (c_json, py_json):
-        if os.path.exists(p):
-            os.unlink(p)
+    skip_unless_imports(python, "torch")
+    c_json, py_json = (fresh(os.path.join(workdir, f)) for f in ("ch03_twin_c.json", "ch03_twin_py.json"))
     rc = run([ch03, "--device", "cpu", "--quick", "--metrics", c_json])
     rp = run([python, twin, "--device", "cpu", "--quick", "--metrics", py_json])
     expect(rc.returncode == 0, f"ch03 exit code {rc.returncode}", rc)
@@ -546,7 +493,7 @@ def cmd_twin(ch03, python, twin, workdir):
     # torch's own numbers for the same tensors.
     expect(mp.get("x_request_bytes") == mc.get("x_request_bytes") == 4_000_000,
            f"x.element_size() * x.nelement(): twin {mp.get('x_request_bytes')}, C {mc.get('x_request_bytes')}")
-    expect("memory_allocated" in "\n".join(section_text(rp.stdout, "statistics")),
+    expect("memory_allocated" in "\n".join(section_lines(rp.stdout, "statistics")),
            "the twin must say what torch.cuda.memory_allocated gives without CUDA", rp)
     for k in ("oom_layers", "oom_width", "oom_batch", "oom_act_bytes", "halve_fitted"):
         expect(mp.get(k) == mc.get(k), f"{k}: twin {mp.get(k)!r}, C {mc.get(k)!r}")
@@ -562,12 +509,8 @@ def cmd_twin(ch03, python, twin, workdir):
 
 
 def main(argv):
-    cmds = {"report": (cmd_report, 2), "gpu": (cmd_gpu, 3), "twin": (cmd_twin, 4)}
-    if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
-        print(__doc__, file=sys.stderr)
-        return 2
-    cmds[argv[1]][0](*argv[2:])
-    return 0
+    return chaptertest.dispatch(argv, {"report": (cmd_report, 2), "gpu": (cmd_gpu, 3), "twin": (cmd_twin, 4)},
+                                __doc__)
 
 
 if __name__ == "__main__":

@@ -18,14 +18,16 @@ Independent references: numpy's float64 product of the matrices the chapter
 dumps (--dump), the tolerance formula the chapter documents, and PyTorch.
 Performance is printed for the record, never asserted.
 """
-import glob
-import json
 import math
 import os
 import re
 import shutil
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chaptertest  # noqa: E402
+from chaptertest import (expect, fresh, load_metrics, positive, run, run_cuda, run_with_twin,  # noqa: E402
+                         sections_of, skip, skip_unless_cuda_build, skip_unless_imports, torch_cuda_available)
 
 SECTIONS = ["cpu", "cpu ladder", "gpu", "gpu ladder", "speedup"]
 CPU_VERSIONS = ["cpu_naive", "cpu_blocked", "cpu_mm", "cpu_cblas"]
@@ -36,48 +38,6 @@ PREC = {"gpu_mm_tf32": "tf32", "gpu_mm_bf16": "bf16", "gpu_mm_f16": "f16"}
 NAIVE_CPU_MAX = 512
 CHECK_RE = re.compile(r"^check (\S+) (\d+): (?:max rel err (\S+) \(tol (\S+), (all|sampled) (\d+) entries\) (OK|FAIL)"
                       r"|error: .* FAIL)$", re.M)
-
-
-def fail(msg):
-    print(f"FAIL: {msg}")
-    sys.exit(1)
-
-
-def skip(msg):
-    print(f"SKIP: {msg}")
-    sys.exit(77)
-
-
-def run(cmd, timeout=280):
-    print("$", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def show(r):
-    print(f"--- exit {r.returncode}; stdout:\n{r.stdout}--- stderr:\n{r.stderr}---")
-
-
-def expect(cond, msg, r=None):
-    if not cond:
-        if r is not None:
-            show(r)
-        fail(msg)
-
-
-def sections_of(stdout):
-    return re.findall(r"^== (.+) ==$", stdout, re.M)
-
-
-def load_metrics(path):
-    expect(os.path.isfile(path), f"--metrics {path} wrote no file")
-    expect(not glob.glob(glob.escape(path) + ".tmp.*"), "temporary metrics files left behind")
-    try:
-        with open(path, encoding="utf-8") as f:
-            m = json.load(f)
-    except ValueError as e:
-        fail(f"{path} is not valid JSON: {e}")
-    expect(isinstance(m, dict), f"{path} is not a JSON object")
-    return m
 
 
 def tolerance(prec, k):
@@ -96,10 +56,6 @@ def checks_of(stdout):
         else:
             out[key] = (float(mt.group(3)), float(mt.group(4)), mt.group(5), int(mt.group(6)), mt.group(7))
     return out
-
-
-def positive(x):
-    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
 def expect_ladder(r, m, device, versions, expect_sizes):
@@ -177,11 +133,9 @@ def numpy_recheck(dump, m, r):
 
 
 def cmd_report(ch04, metrics, dump):
-    if os.path.exists(metrics):
-        os.unlink(metrics)
     shutil.rmtree(dump, ignore_errors=True)
     os.makedirs(dump)
-    r = run([ch04, "--device", "cpu", "--quick", "--metrics", metrics, "--dump", dump])
+    r = run([ch04, "--device", "cpu", "--quick", "--metrics", fresh(metrics), "--dump", dump])
     expect(r.returncode == 0, f"exit code {r.returncode}", r)
     m = load_metrics(metrics)
     expect(r.stdout.splitlines()[0] == "device: cpu", "asked for the CPU, the first line must be 'device: cpu'", r)
@@ -203,9 +157,7 @@ def cmd_report(ch04, metrics, dump):
 
 
 def cmd_corrupt(ch04, metrics):
-    if os.path.exists(metrics):
-        os.unlink(metrics)
-    r = run([ch04, "--device", "cpu", "--quick", "--metrics", metrics, "--corrupt", "cpu_blocked"])
+    r = run([ch04, "--device", "cpu", "--quick", "--metrics", fresh(metrics), "--corrupt", "cpu_blocked"])
     expect(r.returncode == 1, f"a spoiled result must make the chapter exit 1, got {r.returncode}", r)
     expect("check(s) failed" in r.stderr, "stderr does not say that checks failed", r)
     m = load_metrics(metrics)
@@ -219,32 +171,9 @@ def cmd_corrupt(ch04, metrics):
     print("PASS")
 
 
-def gpu_evidence():
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            r = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
-            if r.returncode == 0 and "GPU" in r.stdout:
-                return True
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    return bool(glob.glob("/dev/nvidia[0-9]*"))
-
-
-def run_on_cuda(cmd, have_cuda):
-    if have_cuda.upper() in ("OFF", "0", "FALSE", "NO", ""):
-        skip("this build has no CUDA backend (CPU-only configuration)")
-    evidence = gpu_evidence()
-    r = run(cmd)
-    if r.returncode != 0 and not evidence and r.returncode == 1 and "CUDA unavailable" in r.stderr:
-        skip("no GPU here (nvidia-smi lists none, no /dev/nvidia*)")
-    return r
-
-
 def cmd_gpu(ch04, metrics, have_cuda):
-    if os.path.exists(metrics):
-        os.unlink(metrics)
-    r = run_on_cuda([ch04, "--device", "cuda", "--metrics", metrics], have_cuda)
+    skip_unless_cuda_build(have_cuda)
+    r = run_cuda([ch04, "--device", "cuda", "--metrics", fresh(metrics)])
     expect(r.returncode == 0, f"--device cuda: exit code {r.returncode}", r)
     print(r.stdout)
     m = load_metrics(metrics)
@@ -268,25 +197,15 @@ def cmd_gpu(ch04, metrics, have_cuda):
 
 
 def probe_torch(python, need_cuda=False):
-    code = "import torch; import sys; sys.exit(0 if torch.cuda.is_available() else 3)"
-    p = subprocess.run([python, "-c", code], capture_output=True, text=True)
-    if p.returncode not in (0, 3):
-        skip(f"{python} cannot import torch: {p.stderr.strip().splitlines()[-1:]}")
-    if need_cuda and p.returncode == 3:
+    skip_unless_imports(python, "torch")
+    if need_cuda and not torch_cuda_available(python):
         skip("this PyTorch cannot use a GPU here (no GPU, or a CPU-only torch)")
 
 
 def cmd_twin(ch04, python, twin, workdir):
     probe_torch(python)
-    c_json, py_json = os.path.join(workdir, "ch04_twin_c.json"), os.path.join(workdir, "ch04_twin_py.json")
-    for p in (c_json, py_json):
-        if os.path.exists(p):
-            os.unlink(p)
-    rc = run([ch04, "--device", "cpu", "--quick", "--metrics", c_json])
-    rp = run([python, twin, "--device", "cpu", "--quick", "--metrics", py_json])
-    expect(rc.returncode == 0, f"ch04 exit code {rc.returncode}", rc)
-    expect(rp.returncode == 0, f"ch04_pytorch.py exit code {rp.returncode}", rp)
-    mc, mp = load_metrics(c_json), load_metrics(py_json)
+    rc, rp, mc, mp = run_with_twin("ch04", [ch04, "--device", "cpu", "--quick"],
+                                   [python, twin, "--device", "cpu", "--quick"], workdir)
     expect(sections_of(rp.stdout) == sections_of(rc.stdout),
            f"sections differ: twin {sections_of(rp.stdout)}, C {sections_of(rc.stdout)}", rp)
     expect(rp.stdout.splitlines()[0] == "device: cpu", "the twin's first line must be 'device: cpu'", rp)
@@ -305,14 +224,10 @@ def cmd_twin(ch04, python, twin, workdir):
 
 
 def cmd_gpu_twin(ch04, python, twin, workdir, have_cuda):
-    if have_cuda.upper() in ("OFF", "0", "FALSE", "NO", ""):
-        skip("this build has no CUDA backend (CPU-only configuration)")
+    skip_unless_cuda_build(have_cuda)
     probe_torch(python, need_cuda=True)
-    c_json, py_json = os.path.join(workdir, "ch04_gpu_twin_c.json"), os.path.join(workdir, "ch04_gpu_twin_py.json")
-    for p in (c_json, py_json):
-        if os.path.exists(p):
-            os.unlink(p)
-    rc = run_on_cuda([ch04, "--device", "cuda", "--metrics", c_json], have_cuda)
+    c_json, py_json = (fresh(os.path.join(workdir, f)) for f in ("ch04_gpu_twin_c.json", "ch04_gpu_twin_py.json"))
+    rc = run_cuda([ch04, "--device", "cuda", "--metrics", c_json])
     rp = run([python, twin, "--device", "cuda", "--metrics", py_json])
     expect(rc.returncode == 0, f"ch04 exit code {rc.returncode}", rc)
     expect(rp.returncode == 0, f"ch04_pytorch.py exit code {rp.returncode}", rp)
@@ -333,13 +248,8 @@ def cmd_gpu_twin(ch04, python, twin, workdir, have_cuda):
 
 
 def main(argv):
-    cmds = {"report": (cmd_report, 3), "corrupt": (cmd_corrupt, 2), "gpu": (cmd_gpu, 3),
-            "twin": (cmd_twin, 4), "gpu_twin": (cmd_gpu_twin, 5)}
-    if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
-        print(__doc__, file=sys.stderr)
-        return 2
-    cmds[argv[1]][0](*argv[2:])
-    return 0
+    return chaptertest.dispatch(argv, {"report": (cmd_report, 3), "corrupt": (cmd_corrupt, 2), "gpu": (cmd_gpu, 3),
+                                       "twin": (cmd_twin, 4), "gpu_twin": (cmd_gpu_twin, 5)}, __doc__)
 
 
 if __name__ == "__main__":

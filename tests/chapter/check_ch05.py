@@ -22,17 +22,18 @@ numpy float64 from the same start; and PyTorch (the twin). Speed is printed
 for the record (the project's target is ch05 >= 3x the twin's steps/s on the
 same device), never asserted.
 """
-import glob
-import json
 import math
 import os
 import re
-import shutil
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
+sys.path.insert(0, HERE)
+import chaptertest  # noqa: E402
+from chaptertest import (close, expect, expect_cuda_ok, expect_usage_error, fresh, load_metrics,  # noqa: E402
+                         run, run_cuda, run_with_twin, sections_of, skip, skip_unless_cuda_build,
+                         skip_unless_imports, torch_cuda_available)
 
 SECTIONS = ["data", "closed form", "to device", "gradient check", "train", "parameters", "speed"]
 TRUE_W = [2.0, -3.4, 1.7, 0.5]
@@ -41,58 +42,6 @@ NOISE_STD = 0.01
 QUICK = {"samples": 1024, "batch_size": 32, "epochs": 3, "lr": 0.05}
 TWIN_STEPS = 20
 TWIN_RTOL = 1e-4
-
-
-def fail(msg):
-    print(f"FAIL: {msg}")
-    sys.exit(1)
-
-
-def skip(msg):
-    print(f"SKIP: {msg}")
-    sys.exit(77)
-
-
-def run(cmd, timeout=280):
-    print("$", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def show(r):
-    print(f"--- exit {r.returncode}; stdout:\n{r.stdout}--- stderr:\n{r.stderr}---")
-
-
-def expect(cond, msg, r=None):
-    if not cond:
-        if r is not None:
-            show(r)
-        fail(msg)
-
-
-def sections_of(stdout):
-    return re.findall(r"^== (.+) ==$", stdout, re.M)
-
-
-def fresh(path):
-    if os.path.exists(path):
-        os.unlink(path)
-    return path
-
-
-def load_metrics(path):
-    expect(os.path.isfile(path), f"--metrics {path} wrote no file")
-    expect(not glob.glob(glob.escape(path) + ".tmp.*"), "temporary metrics files left behind")
-    try:
-        with open(path, encoding="utf-8") as f:
-            m = json.load(f)
-    except ValueError as e:
-        fail(f"{path} is not valid JSON: {e}")
-    expect(isinstance(m, dict), f"{path} is not a JSON object")
-    return m
-
-
-def close(a, b, rtol, atol=0.0):
-    return abs(a - b) <= atol + rtol * abs(b)
 
 
 def simulate_sgd(np, x, y, w, b, lr, bs, epochs):
@@ -241,9 +190,7 @@ def cmd_badflag(ch05, workdir):
         (["--device", "gpu"], ["--device", '"gpu"']),
     ]:
         r = run([ch05, "--quick"] + args)
-        expect(r.returncode == 2, f"{args}: exit code {r.returncode}, expected 2", r)
-        for s in needles:
-            expect(s in r.stderr, f"{args}: stderr does not mention {s!r}", r)
+        expect_usage_error(r, args, needles)
         expect("usage" in r.stderr, f"{args}: no usage hint on stderr", r)
         expect("device:" not in r.stdout, f"{args}: ran anyway", r)
     r = run([ch05, "--help"])
@@ -269,16 +216,9 @@ def cmd_badflag(ch05, workdir):
 
 def gpu_or_skip(ch05, have_cuda, args):
     """Runs ch05 with --device cuda; skips (77) only where there is no GPU at all."""
-    if have_cuda.upper() in ("OFF", "0", "FALSE", "NO", ""):
-        skip("this build has no CUDA backend (CPU-only configuration)")
-    r = run([ch05, "--device", "cuda"] + args)
-    if r.returncode != 0:
-        evidence = bool(glob.glob("/dev/nvidia[0-9]*")) or bool(shutil.which("nvidia-smi") and subprocess.run(
-            ["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip())
-        if not evidence and r.returncode == 1 and "CUDA unavailable" in r.stderr:
-            skip("no GPU here (nvidia-smi lists none, no /dev/nvidia*)")
-        expect(False, "--device cuda failed on a machine with a GPU" if evidence
-               else f"--device cuda: exit code {r.returncode} without the 'CUDA unavailable' message", r)
+    skip_unless_cuda_build(have_cuda)
+    r = run_cuda([ch05, "--device", "cuda"] + args)
+    expect_cuda_ok(r)
     return r
 
 
@@ -289,20 +229,10 @@ def cmd_gpu(ch05, workdir, have_cuda):
     print("PASS")
 
 
-def torch_or_skip(python):
-    probe = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        skip(f"{python} cannot import torch: {probe.stderr.strip().splitlines()[-1:]}")
-
-
 def cmd_twin(ch05, python, twin, workdir):
-    torch_or_skip(python)
-    c_json, py_json = fresh(os.path.join(workdir, "ch05_twin_c.json")), fresh(os.path.join(workdir, "ch05_twin_py.json"))
-    rc = run([ch05, "--device", "cpu", "--quick", "--metrics", c_json])
-    rp = run([python, twin, "--device", "cpu", "--quick", "--metrics", py_json])
-    expect(rc.returncode == 0, f"ch05 exit code {rc.returncode}", rc)
-    expect(rp.returncode == 0, f"ch05_pytorch.py exit code {rp.returncode}", rp)
-    mc, mp = load_metrics(c_json), load_metrics(py_json)
+    skip_unless_imports(python, "torch")
+    rc, rp, mc, mp = run_with_twin("ch05", [ch05, "--device", "cpu", "--quick"],
+                                   [python, twin, "--device", "cpu", "--quick"], workdir)
     expect(rp.stdout.splitlines()[0] == "device: cpu", f"twin's first line {rp.stdout.splitlines()[0]!r}", rp)
     expect(sections_of(rp.stdout) == SECTIONS, f"twin sections {sections_of(rp.stdout)}, expected {SECTIONS}", rp)
     missing = sorted(set(mc) - set(mp))
@@ -330,7 +260,7 @@ def compare_losses(a, b, who):
 
 def cmd_twin_agree(ch05, python, twin, workdir, device, have_cuda="ON"):
     if device == "cpu":
-        torch_or_skip(python)
+        skip_unless_imports(python, "torch")
     tag = "gpu" if device != "cpu" else "cpu"
     p = lambda f: fresh(os.path.join(workdir, f"ch05_agree_{tag}_{f}"))  # noqa: E731
     c_init, py_init, c1, p1, c2, p2 = (p(f) for f in ("c_init.safetensors", "py_init.safetensors",
@@ -341,9 +271,8 @@ def cmd_twin_agree(ch05, python, twin, workdir, device, have_cuda="ON"):
         expect(rc.returncode == 0, f"ch05 exit code {rc.returncode}", rc)
     else:
         rc = gpu_or_skip(ch05, have_cuda, ["--quick", "--save-init", c_init, "--metrics", c1])
-        torch_or_skip(python)
-        cuda_ok = subprocess.run([python, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"])
-        if cuda_ok.returncode != 0:
+        skip_unless_imports(python, "torch")
+        if not torch_cuda_available(python):
             skip("ct runs on the GPU but this PyTorch cannot use it; nothing to compare")
     rp = run([python, twin, "--device", device, "--quick", "--load-init", c_init, "--metrics", p1])
     expect(rp.returncode == 0, f"ch05_pytorch.py --load-init exit code {rp.returncode}", rp)
@@ -371,14 +300,9 @@ def numpy_or_skip():
 
 
 def main(argv):
-    cmds = {"report": (cmd_report, [2]), "badflag": (cmd_badflag, [2]), "gpu": (cmd_gpu, [3]),
-            "twin": (cmd_twin, [4]), "twin_agree": (cmd_twin_agree, [5, 6])}
-    if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 not in cmds[argv[1]][1]:
-        print(__doc__, file=sys.stderr)
-        return 2
-    numpy_or_skip()
-    cmds[argv[1]][0](*argv[2:])
-    return 0
+    return chaptertest.dispatch(argv, {"report": (cmd_report, 2), "badflag": (cmd_badflag, 2), "gpu": (cmd_gpu, 3),
+                                       "twin": (cmd_twin, 4), "twin_agree": (cmd_twin_agree, [5, 6])}, __doc__,
+                                prepare=numpy_or_skip)
 
 
 if __name__ == "__main__":
