@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: MIT
+#
+# The book's tests (label book), included from tests/CMakeLists.txt.
+#   book.sources   the chapters' sources: every prose block in both languages,
+#                  exercises, well-formed directives (no pandoc needed)
+#   book.weave     tools/weave on small chapters: verbatim code, outputs,
+#                  recorded transcripts, twins, figures; FILE:LINE errors
+#   book.build     tools/book --quick --no-bootstrap --no-build into
+#                  ${CMAKE_BINARY_DIR}/book-test with this build's chapters
+#   book.html      both editions, every chapter in both, no broken internal link
+#   book.pdf       the PDFs hold Chinese and English text and every chapter title
+#   book.chromium  headless Chromium opens every chapter page of both editions
+#                  with no console message; screenshots in book-test/screenshots/
+# A test whose tool is missing (pandoc, xelatex, gnuplot, pdftotext,
+# chromium) exits 77 and is reported skipped; tools/bootstrap installs them.
+find_program(CT_BOOK_PYTHON NAMES python3 REQUIRED)
+set(CT_BOOK_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(CT_BOOK_OUT ${CMAKE_BINARY_DIR}/book-test)
+
+add_test(NAME book.sources COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_sources.py ${PROJECT_SOURCE_DIR})
+add_test(NAME book.weave COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/test_weave.py ${PROJECT_SOURCE_DIR})
+add_test(NAME book.build
+         COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_book.py build ${PROJECT_SOURCE_DIR} ${CT_BOOK_OUT}
+                 ${CMAKE_BINARY_DIR})
+foreach(check html pdf chromium)
+  add_test(NAME book.${check}
+           COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_book.py ${check} ${PROJECT_SOURCE_DIR} ${CT_BOOK_OUT})
+  set_tests_properties(book.${check} PROPERTIES FIXTURES_REQUIRED ct_book TIMEOUT 600)
+endforeach()
+set_tests_properties(book.build PROPERTIES FIXTURES_SETUP ct_book TIMEOUT 1500)
+set_tests_properties(book.sources book.weave PROPERTIES TIMEOUT 120)
+set_tests_properties(book.sources book.weave book.build book.html book.pdf book.chromium
+                     PROPERTIES LABELS book SKIP_RETURN_CODE 77)

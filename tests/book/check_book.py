@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Checks of a built book (the output of tools/book --out OUT).
+
+    check_book.py build  REPO OUT [BUILD_DIR]  runs tools/book --quick --no-bootstrap --no-build
+                                               --build-dir BUILD_DIR --out OUT, then checks that both
+                                               editions were built with every chapter
+    check_book.py html     REPO OUT            every chapter in both editions; no broken internal link
+    check_book.py pdf      REPO OUT            pdftotext: Chinese and English text, every chapter title,
+                                               numbered pages, no glyph missing from the fonts
+    check_book.py chromium REPO OUT            headless Chromium opens every chapter page of each
+                                               edition: no console message; screenshots in OUT/screenshots/
+
+A check that needs a tool that is missing (pandoc, xelatex, gnuplot,
+pdftotext, chromium) or a book that was not built exits 77 (skipped) and
+says why. Standard library only.
+"""
+import glob
+import html.parser
+import importlib.machinery
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+
+SKIP = 77
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def skip(why):
+    print(f"skipped: {why}")
+    sys.exit(SKIP)
+
+
+def load_weave(root):
+    loader = importlib.machinery.SourceFileLoader("weave", os.path.join(root, "tools", "weave"))
+    spec = importlib.util.spec_from_loader("weave", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def chapters(root):
+    """[(slug, {lang: title})] of every chapter in the sources."""
+    weave = load_weave(root)
+    out = []
+    for src in sorted(glob.glob(os.path.join(root, "chapters", "ch*_*", "ch*_*.c"))):
+        slug = os.path.basename(os.path.dirname(src))
+        if os.path.basename(src) != slug + ".c":
+            continue
+        out.append((slug, weave.Chapter(src).titles))
+    out.sort(key=lambda c: int(c[0][2:].split("_")[0]))
+    return out
+
+
+def need_book(out):
+    if not os.path.exists(os.path.join(out, "book.json")):
+        skip(f"no book in {out} (book.build did not build it)")
+
+
+# ---------------------------------------------------------------------------
+
+def cmd_build(root, out, build_dir):
+    missing = [t for t in ("pandoc", "xelatex", "gnuplot") if not shutil.which(t)]
+    if missing:
+        skip(f"missing {', '.join(missing)} (tools/bootstrap --group book installs them)")
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [os.path.join(root, "tools", "book"), "--quick", "--no-bootstrap", "--no-build",
+           "--build-dir", build_dir, "--out", out]
+    print("$ " + " ".join(cmd), flush=True)
+    r = subprocess.run(cmd)
+    check(r.returncode == 0, f"tools/book exits 0 (got {r.returncode})")
+    if r.returncode != 0:
+        return
+    for lang in ("zh", "en"):
+        check(os.path.exists(os.path.join(out, lang, "index.html")), f"{lang}/index.html")
+        pdf = os.path.join(out, f"workbook-{lang}.pdf")
+        check(os.path.exists(pdf) and os.path.getsize(pdf) > 10000, f"workbook-{lang}.pdf")
+    with open(os.path.join(out, "book.json"), encoding="utf-8") as f:
+        book = json.load(f)
+    built = [c["slug"] for c in book["chapters"]]
+    want = [slug for slug, _ in chapters(root)]
+    check(built == want, f"every chapter woven, in order: {built}")
+
+
+class Page(html.parser.HTMLParser):
+    """The ids, links, headings and text of one HTML page."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids, self.links, self.h1, self.text = set(), [], [], []
+        self._in_h1 = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        for key in ("href", "src"):
+            if a.get(key) is not None and tag in ("a", "link", "img", "script", "source", "iframe"):
+                self.links.append((tag, a[key]))
+        if tag == "h1":
+            self._in_h1 = True
+            self.h1.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "h1":
+            self._in_h1 = False
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._in_h1:
+            self.h1[-1] += data
+
+
+def norm_title(s):
+    """A title as Markdown writes it and as HTML shows it, compared loosely."""
+    s = re.sub(r"[`*_\\]", "", s)
+    s = s.translate(str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'}))
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def parse(path):
+    p = Page()
+    with open(path, encoding="utf-8") as f:
+        p.feed(f.read())
+    return p
+
+
+def cmd_html(root, out):
+    need_book(out)
+    pages = {}
+    for path in sorted(glob.glob(os.path.join(out, "*.html")) + glob.glob(os.path.join(out, "*", "*.html"))):
+        pages[os.path.abspath(path)] = parse(path)
+    check(len(pages) > 0, f"{len(pages)} HTML pages")
+    for slug, titles in chapters(root):
+        for lang in ("zh", "en"):
+            path = os.path.abspath(os.path.join(out, lang, slug + ".html"))
+            p = pages.get(path)
+            check(p is not None, f"{lang}/{slug}.html exists")
+            if not p:
+                continue
+            want = norm_title(titles[lang])
+            check(any(norm_title(h) == want for h in p.h1), f"{lang}/{slug}.html has the title {titles[lang]!r}")
+            other = "en" if lang == "zh" else "zh"
+            check(("a", f"../{other}/{slug}.html") in p.links, f"{lang}/{slug}.html links to the same chapter in {other}")
+            text = "".join(p.text)
+            cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
+            if lang == "zh":
+                check(cjk > 200, f"zh/{slug}.html is Chinese ({cjk} CJK characters)")
+            else:
+                check(cjk < 40, f"en/{slug}.html has no Chinese prose ({cjk} CJK characters)")
+            index = pages.get(os.path.abspath(os.path.join(out, lang, "index.html")))
+            check(index is not None and ("a", f"{slug}.html") in index.links, f"{lang}/index.html lists {slug}")
+    broken = 0
+    checked = 0
+    for path, p in pages.items():
+        for tag, link in p.links:
+            u = urllib.parse.urlsplit(link)
+            if u.scheme or u.netloc or link.startswith("//"):
+                continue  # external
+            checked += 1
+            target = os.path.abspath(os.path.join(os.path.dirname(path), urllib.parse.unquote(u.path))) \
+                if u.path else path
+            where = f"{os.path.relpath(path, out)}: <{tag}> {link}"
+            if not os.path.exists(target):
+                broken += 1
+                check(False, f"{where}: no file {os.path.relpath(target, out)}")
+                continue
+            if u.fragment and target.endswith(".html"):
+                tp = pages.get(target) or parse(target)
+                frag = urllib.parse.unquote(u.fragment)
+                if frag not in tp.ids:
+                    broken += 1
+                    check(False, f"{where}: no id {frag!r} in {os.path.relpath(target, out)}")
+    check(broken == 0, f"{checked} internal links and images, {broken} broken")
+
+
+def cmd_pdf(root, out):
+    need_book(out)
+    if not shutil.which("pdftotext"):
+        skip("no pdftotext (poppler-utils)")
+    chs = chapters(root)
+    for lang in ("zh", "en"):
+        pdf = os.path.join(out, f"workbook-{lang}.pdf")
+        check(os.path.exists(pdf), f"workbook-{lang}.pdf exists")
+        if not os.path.exists(pdf):
+            continue
+        r = subprocess.run(["pdftotext", "-enc", "UTF-8", pdf, "-"], capture_output=True, text=True)
+        check(r.returncode == 0, f"pdftotext workbook-{lang}.pdf")
+        text = r.stdout
+        cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
+        words = len(re.findall(r"\b[A-Za-z]{3,}\b", text))
+        if lang == "zh":
+            check(cjk > 1000, f"workbook-zh.pdf has Chinese text ({cjk} CJK characters)")
+            check(words > 200, f"workbook-zh.pdf has English text too: code, outputs ({words} words)")
+        else:
+            check(words > 2000, f"workbook-en.pdf has English text ({words} words)")
+        flat = re.sub(r"\s+", "", text)
+        for slug, titles in chs:
+            t = re.sub(r"\s+", "", titles[lang])
+            check(t in flat, f"workbook-{lang}.pdf has the chapter title {titles[lang]!r}")
+        logp = os.path.join(out, "pdf", f"pandoc-{lang}.log")
+        if os.path.exists(logp):
+            with open(logp, encoding="utf-8", errors="replace") as f:
+                missing = sorted(set(re.findall(r"Missing character: There is no (\S+ \(U\+[0-9A-F]+\))", f.read())))
+            check(not missing, f"workbook-{lang}.pdf: every character has a glyph" +
+                  (f"; missing: {', '.join(missing)} (add a fallback to book/pdf-header.tex)" if missing else ""))
+        r = subprocess.run(["pdfinfo", pdf], capture_output=True, text=True)
+        m = re.search(r"^Pages:\s+(\d+)", r.stdout, re.M)
+        pages = int(m.group(1)) if m else 0
+        check(pages >= 2 * len(chs), f"workbook-{lang}.pdf has {pages} pages")
+        # page numbers: the last page's number appears at its foot
+        r = subprocess.run(["pdftotext", "-f", str(pages), "-l", str(pages), "-layout", pdf, "-"],
+                           capture_output=True, text=True)
+        check(re.search(r"\b\d+\s*$", r.stdout.strip()) is not None, f"workbook-{lang}.pdf pages are numbered")
+
+
+def chromium_binary():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+def cmd_chromium(root, out):
+    need_book(out)
+    chrome = chromium_binary()
+    if not chrome:
+        skip("no chromium (Debian: chromium)")
+    shots = os.path.join(out, "screenshots")
+    os.makedirs(shots, exist_ok=True)
+    for slug, _ in chapters(root):
+        for lang in ("zh", "en"):
+            page = os.path.join(out, lang, slug + ".html")
+            png = os.path.join(shots, f"{slug}.{lang}.png")
+            profile = tempfile.mkdtemp(prefix="book-chromium.")
+            try:
+                cmd = [chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                       "--disable-component-update", "--disable-sync", "--no-first-run",
+                       "--disable-default-apps", "--disable-extensions", f"--user-data-dir={profile}",
+                       "--enable-logging=stderr", "--v=0", "--window-size=1280,1600",
+                       f"--screenshot={png}", "file://" + os.path.abspath(page)]
+                if os.path.exists(png):
+                    os.unlink(png)
+                try:
+                    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+                except subprocess.TimeoutExpired:
+                    check(False, f"chromium opens {lang}/{slug}.html within 120 s")
+                    continue
+            finally:
+                shutil.rmtree(profile, ignore_errors=True)
+            console = [t for t in r.stderr.split("\n") if ":CONSOLE" in t or "Uncaught" in t]
+            check(r.returncode == 0, f"chromium opens {lang}/{slug}.html (exit {r.returncode})")
+            check(not console, f"{lang}/{slug}.html: no console messages" +
+                  ("".join("\n     " + t for t in console)))
+            check(os.path.exists(png) and os.path.getsize(png) > 20000,
+                  f"screenshot {os.path.relpath(png, out)} ({os.path.getsize(png) if os.path.exists(png) else 0} bytes)")
+
+
+def main(argv):
+    if len(argv) < 4 or argv[1] not in ("build", "html", "pdf", "chromium"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    mode, root, out = argv[1], os.path.abspath(argv[2]), os.path.abspath(argv[3])
+    if mode == "build":
+        cmd_build(root, out, os.path.abspath(argv[4]) if len(argv) > 4 else os.path.join(root, "build"))
+    else:
+        {"html": cmd_html, "pdf": cmd_pdf, "chromium": cmd_chromium}[mode](root, out)
+    if failures:
+        print(f"{len(failures)} check(s) failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

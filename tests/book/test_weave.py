@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""book.weave: tools/weave on small chapters written here, good and malformed.
+
+    test_weave.py [REPO_ROOT]
+
+The good chapter checks what the book promises: the code blocks are the
+file's lines (verbatim, lab markers cut), hidden code is folded, prose is
+split by language with shared text in both, outputs come from the capture's
+sections (and a recorded GPU transcript is shown beside them with its
+label), twin regions are placed, figures are numbered and captioned in both
+languages and drawn by gnuplot (that part is skipped without gnuplot). Each
+malformed chapter must fail with FILE:LINE: and a message that names the
+problem. Standard library only.
+"""
+import importlib.machinery
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                       os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+loader = importlib.machinery.SourceFileLoader("weave", os.path.join(ROOT, "tools", "weave"))
+spec = importlib.util.spec_from_loader("weave", loader)
+weave = importlib.util.module_from_spec(spec)
+loader.exec_module(weave)
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+GOOD = r"""// SPDX-License-Identifier: MIT
+/*md
+::: zh
+# 第 9 章　演示
+
+中文的开场白。
+:::
+::: en
+# Chapter 9. A demo
+
+The English opening.
+:::
+*/
+
+/*md hide*/
+#include <stdio.h>
+static int helper(void) { return 1; }
+/*md show*/
+
+/*md
+::: zh
+## 主函数
+主函数打印一节。
+:::
+Shared formula: $a^2$
+::: en
+## Main
+Main prints a section.
+:::
+*/
+int main(void) {
+  /* LAB BEGIN: print the greeting */
+  printf("== greet ==\n");
+  printf("hello %d\n", helper()); /* LAB END */
+  return 0;
+}
+/*md output greet*/
+/*md twin greet*/
+/*md figure speed: 速度随大小变化 | Speed by size*/
+/*md figure preds: 预测 | Predictions*/
+
+/*md
+::: zh
+## 练习
+
+1. 一
+2. 二
+3. 三
+:::
+::: en
+## Exercises
+
+1. one
+2. two
+3. three
+:::
+*/
+"""
+
+TWIN = """import sys
+def main():
+    # twin: greet
+    print("== greet ==")
+    print("hello 1")
+    # twin: end
+main()
+"""
+
+SPEC = """# x: sizes
+# series: fast slow missing
+# xlabel-zh: 大小
+# xlabel-en: size
+# ylabel-en: speed
+plot for [i=2:nseries+1] datafile using 1:i title columnhead(i)
+"""
+
+RECORDED = """# chapter: ch09
+# device: NVIDIA H100 80GB HBM3
+# driver: 580.95.05
+# date: 2025-11-22
+# command: ./ch09 --device cuda
+
+device: cuda:0 (NVIDIA H100 80GB HBM3)
+== greet ==
+hello from the GPU
+"""
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def make_chapter(tmp, text, twin=None):
+    d = os.path.join(tmp, "chapters", "ch09_demo")
+    shutil.rmtree(d, ignore_errors=True)
+    write(os.path.join(d, "ch09_demo.c"), text)
+    if twin is not None:
+        write(os.path.join(d, "ch09_pytorch.py"), twin)
+    return os.path.join(d, "ch09_demo.c")
+
+
+def code_blocks(md, cls):
+    return [m.group(1) for m in re.finditer(r"^```" + cls + r"\n(.*?)\n```$", md, re.S | re.M)]
+
+
+def test_good(tmp):
+    src = make_chapter(tmp, GOOD, TWIN)
+    weave.SPEC_DIR = os.path.join(tmp, "figures")
+    write(os.path.join(weave.SPEC_DIR, "ch09_speed.gp"), SPEC)
+    run = os.path.join(tmp, "run", "ch09")
+    write(os.path.join(run, "ch09.out"), "device: cpu (CUDA unavailable: no driver)\n== greet ==\nhello 1\n")
+    write(os.path.join(run, "ch09.json"), json.dumps({"sizes": [1, 2, 4], "fast": [3, 4, None], "slow": [1, 1, 1]}))
+    write(os.path.join(run, "run.json"), json.dumps({"quick": True}))
+    write(os.path.join(run, "ch09_pytorch.out"), "== greet ==\nhello 1\n")
+    write(os.path.join(run, "twin.json"), json.dumps({"ran": True, "command": "python3 ch09_pytorch.py --quick"}))
+    write(os.path.join(run, "preds.png"), "a chapter's own image")
+    rec = os.path.join(tmp, "recorded")
+    write(os.path.join(rec, "ch09-nvidia-h100-80gb-hbm3-2025-11-22.txt"), RECORDED)
+    write(os.path.join(rec, "ch09-nvidia-h100-80gb-hbm3-2025-11-22.json"),
+          json.dumps({"sizes": [1, 2, 4, 8], "fast": [30, 40, 50, 60], "slow": [10, 11, 12, 13]}))
+    write(os.path.join(rec, "ch09-nvidia-h100-80gb-hbm3-2025-10-01.txt"), RECORDED.replace("GPU", "OLD"))
+    out = os.path.join(tmp, "md")
+    have_gnuplot = shutil.which("gnuplot") is not None
+    if not have_gnuplot:
+        print("skip figure drawing: no gnuplot")
+        os.unlink(os.path.join(weave.SPEC_DIR, "ch09_speed.gp"))
+        write(os.path.join(run, "speed.png"), "not really a png")
+    meta, docs = weave.weave(src, run, out, recorded_dir=rec)
+    zh, en = docs["zh"], docs["en"]
+    lines = GOOD.split("\n")
+
+    check(en.startswith("# Chapter 9. A demo {#ch09}"), "the English title comes first, with the chapter's id")
+    check("# 第 9 章　演示 {#ch09}" in zh and "A demo" not in zh, "the Chinese edition has only Chinese prose")
+    check("中文" not in en, "the English edition has no Chinese prose")
+    check("Shared formula: $a^2$" in zh and "Shared formula: $a^2$" in en, "text outside the divs is in both")
+    check(meta["titles"] == {"zh": "第 9 章　演示", "en": "Chapter 9. A demo"}, "titles in meta.json")
+
+    cblocks = code_blocks(en, "c")
+    main_src = "\n".join(lines[lines.index("int main(void) {"):lines.index("int main(void) {") + 6])
+    main_book = main_src.replace("  /* LAB BEGIN: print the greeting */\n", "").replace(" /* LAB END */", "")
+    check(main_book in cblocks, "main() is the file's lines, lab markers cut")
+    check("LAB" not in en, "no lab marker in the book")
+    check("SPDX" not in en, "the SPDX line is left out")
+    check(re.search(r'::: \{\.folded summary="Folded code: lines 16–17, 2 lines', en) is not None,
+          "hidden code is folded with its line numbers")
+    check("#include <stdio.h>\nstatic int helper(void) { return 1; }" in cblocks, "folded code is verbatim")
+
+    check("== greet ==\nhello 1" in en, "output section from the capture")
+    check("(`--quick`)" in en and "`device: cpu (CUDA unavailable: no driver)`" in en,
+          "the live output is labelled with --quick and its device line")
+    check("Recorded on NVIDIA H100 80GB HBM3 (driver 580.95.05, 2025-11-22)" in en and
+          "hello from the GPU" in en and "hello from the OLD" not in en,
+          "the newest recorded transcript is shown beside, with device, driver and date")
+    check("在 NVIDIA H100 80GB HBM3 上录制（驱动 580.95.05，2025-11-22）" in zh, "recorded label in Chinese")
+
+    py = code_blocks(en, "python")
+    check('print("== greet ==")\nprint("hello 1")' in py, "the twin region is placed, dedented")
+    check("ch09_pytorch.py:4" in en, "the twin region is labelled with its line")
+    check(any("# twin:" not in b and "def main():" in b for b in py), "the whole twin, without marker lines")
+    check("{#ch09-twin .twin-section}" in en and "python3 ch09_pytorch.py --quick" in en,
+          "the twin section with the twin's output")
+
+    if have_gnuplot:
+        check("![Figure 9.1. Speed by size — this run](figures/ch09_speed.en.svg){#fig:ch09-speed" in en,
+              "figure numbered and captioned (en)")
+        check("![图 9.1　速度随大小变化 — 本次运行](figures/ch09_speed.zh.svg)" in zh, "figure numbered and captioned (zh)")
+        for ext in ("zh.svg", "en.svg", "zh.pdf", "en.pdf"):
+            f = os.path.join(out, "figures", f"ch09_speed.{ext}")
+            check(os.path.exists(f) and os.path.getsize(f) > 500, f"gnuplot drew ch09_speed.{ext}")
+        with open(os.path.join(out, "figures", "ch09_speed.en.dat")) as f:
+            dat = f.read().split("\n")
+        check(dat[0] == '"sizes" "fast" "slow"' and dat[3] == "4.0 ? 1.0",
+              "the .dat has the present series only, '?' for null")
+        with open(os.path.join(out, "figures", "ch09_speed.en.svg"), encoding="utf-8") as f:
+            svg = f.read()
+        check(">size<" in svg and ">speed<" in svg, "axis labels from the spec")
+        check("![Figure 9.1. Speed by size — Recorded on NVIDIA H100 80GB HBM3 (driver 580.95.05, 2025-11-22)]"
+              "(figures/ch09_speed-nvidia-h100-80gb-hbm3-2025-11-22.en.svg)" in en,
+              "the recorded run's metrics give a second, labelled figure")
+    check("![Figure 9.2. Predictions](figures/ch09_preds.png){#fig:ch09-preds" in en and
+          "![图 9.2　预测](figures/ch09_preds.png)" in zh, "a chapter's own image, numbered and captioned")
+    with open(os.path.join(out, "figures", "ch09_preds.png"), encoding="utf-8") as f:
+        check(f.read() == "a chapter's own image", "the image is copied as the chapter wrote it")
+    for lang in ("zh", "en"):
+        check(os.path.exists(os.path.join(out, f"ch09.{lang}.md")), f"ch09.{lang}.md written")
+
+    # Without a run: placeholders, no error.
+    _, docs = weave.weave(src, None, None, recorded_dir=rec)
+    check("(Preview: the output section `== greet ==`" in docs["en"], "preview without a run")
+
+    # The capture lacks the section: FILE:LINE.
+    write(os.path.join(run, "ch09.out"), "device: cpu\n== other ==\n")
+    expect_error(lambda: weave.weave(src, run, out, recorded_dir=rec),
+                 src, lines.index("/*md output greet*/") + 1, "has no section '== greet ==' (it has: other)")
+
+
+def expect_error(fn, path, line, words):
+    try:
+        fn()
+    except weave.WeaveError as e:
+        ok = os.path.abspath(e.path) == os.path.abspath(path) and e.line == line and words in e.message
+        check(ok, f"error {os.path.basename(path)}:{line}: ...{words}... (got {e})")
+        return
+    check(False, f"error {os.path.basename(path)}:{line}: {words} (no error)")
+
+
+BAD = [
+    # (what, source, line, words in the message)
+    ("unclosed prose block", "/*md\n::: zh\n# 题\n:::\n::: en\n# T\n:::\n", 1, "not closed"),
+    ("prose block missing en", "/*md\n::: zh\n# 题\n:::\n*/\n", 1, "no '::: en' div"),
+    ("prose block missing zh", "/*md\n::: en\n# T\n:::\n*/\n", 1, "no '::: zh' div"),
+    ("unequal language divs", "/*md\n::: zh\n# 题\n:::\n::: zh\nx\n:::\n::: en\n# T\n:::\n*/\n", 1,
+     "2 '::: zh' divs and 1 '::: en'"),
+    ("unclosed div", "/*md\n::: zh\n# 题\n::: en\n# T\n:::\n*/\n", 4, "must not be nested"),
+    ("unclosed div at the end", "/*md\n::: zh\n# 题\n:::\n::: en\n# T\n*/\n", 5, "div not closed"),
+    ("nested language div", "/*md\n::: {.note}\n::: zh\nx\n:::\n:::\n::: en\nx\n:::\n*/\n", 3, "nested"),
+    ("stray div close", "/*md\n:::\n::: zh\n# 题\n:::\n::: en\n# T\n:::\n*/\n", 2, "never opened"),
+    ("unclosed fence", "/*md\n::: zh\n# 题\n```c\n:::\n::: en\n# T\n:::\n*/\n", 4, "code fence"),
+    ("*/ inside prose", "/*md\n::: zh\n# 题 a*/b\n:::\n::: en\n# T\n:::\n*/\n", 3, "'*/' inside a prose block"),
+    ("hide without show", "{OK}/*md hide*/\nint x;\n", 10, "without a /*md show*/"),
+    ("show without hide", "{OK}int x;\n/*md show*/\n", 11, "without a /*md hide*/"),
+    ("nested hide", "{OK}/*md hide*/\n/*md hide*/\n/*md show*/\n", 11, "inside a hidden region"),
+    ("unknown directive", "{OK}/*md outptu x*/\n", 10, "unknown directive /*md outptu*/"),
+    ("malformed marker", "{OK}int x; /*md output x*/\n", 10, "malformed '/*md' marker"),
+    ("output without a name", "{OK}/*md output */\n", 10, "needs the NAME"),
+    ("figure without captions", "{OK}/*md figure nospec*/\n", 10, "has no zh caption"),
+    ("bad figure caption", "{OK}/*md figure f: only one*/\n", 10, "zh caption | en caption"),
+    ("twin without a twin file", "{OK}/*md twin greet*/\n", 10, "there is no twin"),
+    ("no title", "/*md\n::: zh\n题\n:::\n::: en\nT\n:::\n*/\n", 0, "no chapter title"),
+]
+OK_HEAD = "/*md\n::: zh\n# 题\n:::\n::: en\n# T\n:::\n*/\n\n"  # 9 lines: a directive after it is line 10
+
+
+def test_bad(tmp):
+    weave.SPEC_DIR = os.path.join(tmp, "no-figures")
+    for what, text, line, words in BAD:
+        src = make_chapter(tmp, text.replace("{OK}", OK_HEAD))
+        print(f"--   {what}")
+        expect_error(lambda: weave.check(src), src, line, words or "")
+    # twin problems
+    src = make_chapter(tmp, OK_HEAD + "/*md twin nope*/\n", "# twin: a\nx = 1\n# twin: end\n")
+    expect_error(lambda: weave.check(src), src, 10, "has no region '# twin: nope'")
+    src = make_chapter(tmp, OK_HEAD, "# twin: a\nx = 1\n")
+    expect_error(lambda: weave.check(src), src.replace("ch09_demo.c", "ch09_pytorch.py"), 1, "not closed")
+    # The command line: exit 1 and FILE:LINE on stderr.
+    src = make_chapter(tmp, "/*md\n::: zh\n# 题\n:::\n*/\n")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "weave"), "--check", src],
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and f"{src}:1: prose block has a '::: zh' div but no '::: en' div" in r.stderr,
+          f"tools/weave --check exits 1 with FILE:LINE (got {r.returncode}: {r.stderr.strip()})")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="test_weave.")
+    try:
+        test_good(tmp)
+        test_bad(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        print(f"{len(failures)} check(s) failed", file=sys.stderr)
+        return 1
+    print("all weave checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
