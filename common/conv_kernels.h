@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+//
+// conv_kernels: the loops behind Conv2d, MaxPool2d and BatchNorm2d
+// (internal), each on the CPU (cpu_conv.c) and on CUDA (kernels/conv.cu).
+//
+// The modules (nn_conv.c, nn_pool.c, nn_batchnorm.c) check shapes, dtypes
+// and devices, make the operands contiguous, allocate the results, run the
+// GEMMs through the device's backend (OpenBLAS or cuBLAS) and pick the entry
+// of the tensors' device; an entry only runs its loop. Every pointer is
+// element 0 of a contiguous buffer on the entry's device. dt is float32 or float64 (anything else is
+// CT_ERR_DTYPE); CUDA entries issue their work on stream `s` and return once
+// it is queued. Each returns CT_OK or a status recorded with ct_fail.
+//
+// Convolution, im2col layout. For x (N, C, H, W), a k x k kernel, stride s
+// and zero padding p, the output is Ho x Wo with Ho = (H + 2p - k) / s + 1.
+// The column matrix of N images (a chunk of the batch) is
+//   cols (C*k*k, N*Ho*Wo):  cols[(c*k + i)*k + j][(n*Ho + oh)*Wo + ow]
+//                           = x[n][c][oh*s - p + i][ow*s - p + j]  (0 outside)
+// so that W (C_out, C*k*k) @ cols[:, n*Ho*Wo : (n+1)*Ho*Wo] is image n's
+// output. Backward needs dL/dy with the same column order: cnhw_from_nchw
+// lays it out as gt (C_out, N*Ho*Wo), and col2im sums a column matrix back
+// into the images:
+//   dx[n][c][h][w] = sum over (i, j, oh, ow) with oh*s - p + i == h and
+//                    ow*s - p + j == w of dcols[(c*k + i)*k + j][(n*Ho + oh)*Wo + ow]
+// Every output element is written by one thread, in a fixed order, so the
+// results do not depend on the thread count (col2im gathers, never adds
+// concurrently), and the CPU and CUDA loops sum in the same order.
+//
+// Max pooling over k x k windows with stride s (floor mode, no padding) of
+// `planes` = N*C planes of H x W: y[q][oh][ow] is the max of the window at
+// (oh*s, ow*s), and idx (int32, may be NULL in eval) receives its position
+// h*W + w inside the plane, as torch's indices. A window's maximum is
+// found as torch's CPU kernel does: starting from -inf at the window's first
+// element, a value replaces it when it is greater or NaN (so the first of
+// equal maxima wins and a NaN always propagates; the CPU's 2x2 / stride-2
+// loop gets the same answer by selects). Backward:
+//   dx[q][h*W + w] = sum of dy[q][o] over outputs o with idx[q][o] == h*W + w
+// (windows overlap when s < k).
+//
+// Batch normalization over x (N, C, P), P = H*W, per channel c over the M =
+// N*P values:
+//   bn_stats: mean[c] = sum x / M, var = sum (x - mean)^2 / M (two passes,
+//     sums in double), invstd[c] = 1 / sqrt(var + eps); when running_mean
+//     is not NULL, running = (1 - momentum) * running + momentum * batch,
+//     with the unbiased variance var * M / (M - 1) (M >= 2) for running_var;
+//   bn_apply: y = (x - mean[c]) * invstd[c] * gamma[c] + beta[c];
+//   bn_eval: y = (x - rmean[c]) / sqrt(rvar[c] + eps) * gamma[c] + beta[c];
+//   bn_backward: with xhat = (x - mean) * invstd,
+//     dbeta[c] = sum dy, dgamma[c] = sum dy * xhat (sums in double),
+//     dx = gamma * invstd * (dy - dbeta / M - xhat * dgamma / M).
+// mean, invstd, running stats, gamma, beta, dgamma and dbeta are (C,) of dt.
+#ifndef CT_CONV_KERNELS_H
+#define CT_CONV_KERNELS_H
+
+#include <stdint.h>
+
+#include "dtype.h"
+#include "stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ct_conv_geom {
+  int64_t n, c, h, w; // input (N, C, H, W)
+  int64_t k, stride, pad;
+  int64_t ho, wo;     // output spatial size
+} ct_conv_geom;
+
+typedef struct ct_pool_geom {
+  int64_t planes, h, w; // N*C planes of H x W
+  int64_t k, stride;
+  int64_t ho, wo;
+} ct_pool_geom;
+
+int ct_cpu_im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols);
+int ct_cpu_col2im(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx);
+// dst (C, N, P) = src (N, C, P).
+int ct_cpu_cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
+                          void *dst);
+int ct_cpu_maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y,
+                           int32_t *idx);
+int ct_cpu_maxpool_backward(ct_dtype dt, const ct_pool_geom *g, const void *dy,
+                            const int32_t *idx, void *dx);
+int ct_cpu_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
+                    void *mean, void *invstd, void *running_mean, void *running_var,
+                    double momentum);
+int ct_cpu_bn_apply(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+                    const void *mean, const void *invstd, const void *gamma, const void *beta,
+                    void *y);
+int ct_cpu_bn_eval(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+                   const void *running_mean, const void *running_var, double eps,
+                   const void *gamma, const void *beta, void *y);
+int ct_cpu_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+                       const void *dy, const void *mean, const void *invstd, const void *gamma,
+                       void *dx, void *dgamma, void *dbeta);
+
+#ifdef CT_HAVE_CUDA
+int ct_cuda_im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols, ct_stream *s);
+int ct_cuda_col2im(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx, ct_stream *s);
+int ct_cuda_cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
+                           void *dst, ct_stream *s);
+int ct_cuda_maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y,
+                            int32_t *idx, ct_stream *s);
+int ct_cuda_maxpool_backward(ct_dtype dt, const ct_pool_geom *g, const void *dy,
+                             const int32_t *idx, void *dx, ct_stream *s);
+int ct_cuda_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
+                     void *mean, void *invstd, void *running_mean, void *running_var,
+                     double momentum, ct_stream *s);
+int ct_cuda_bn_apply(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+                     const void *mean, const void *invstd, const void *gamma, const void *beta,
+                     void *y, ct_stream *s);
+int ct_cuda_bn_eval(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+                    const void *running_mean, const void *running_var, double eps,
+                    const void *gamma, const void *beta, void *y, ct_stream *s);
+int ct_cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+                        const void *dy, const void *mean, const void *invstd, const void *gamma,
+                        void *dx, void *dgamma, void *dbeta, ct_stream *s);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif
