@@ -15,6 +15,8 @@ set key bottom right samplen 2
 set style data linespoints
 set xtics 1
 set offsets graph 0.02, graph 0.02, graph 0.05, graph 0.05
+mlp = (lang eq "zh") ? "MLP 目标 0.88" : "MLP target 0.88"
+cnn = (lang eq "zh") ? "CNN 目标 0.91" : "CNN target 0.91"
 plot for [i=2:nseries+1] datafile using 1:i title columnhead(i) lw 2 pt 7 ps 0.8, \
-     0.88 title "MLP target 0.88" dt 2 lc rgb "#888888", \
-     0.91 title "CNN target 0.91" dt 3 lc rgb "#444444"
+     0.88 title mlp dt 2 lc rgb "#888888", \
+     0.91 title cnn dt 3 lc rgb "#444444"
