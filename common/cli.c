@@ -155,7 +155,22 @@ static bool parse_double(const char *s, double *out) {
   return true;
 }
 
+// OpenMP's idle threads spin while they wait for work, and OpenBLAS (Debian's
+// pthreads build) keeps its own threads: on a machine with few cores, or one
+// busy with other work, the spinning threads take the cores the BLAS threads
+// need, and small ops slow down 3-20x. So a chapter restarts itself once with
+// OMP_WAIT_POLICY=passive (sleeping waits), unless the user chose a policy
+// (OMP_WAIT_POLICY or GOMP_SPINCOUNT set). libgomp reads the variable only at
+// start-up, hence the exec. If the exec fails the chapter runs on as it is.
+static void passive_openmp(char **argv) {
+  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  fflush(NULL);
+  execv("/proc/self/exe", argv);
+}
+
 void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts) {
+  if (argc > 0 && argv && argv[0]) passive_openmp(argv);
   if (!cli->program || !cli->program[0]) {
     const char *base = (argc > 0 && argv[0]) ? strrchr(argv[0], '/') : NULL;
     cli->program = base ? base + 1 : (argc > 0 && argv[0] ? argv[0] : "ct");

@@ -50,6 +50,9 @@ typedef struct ct_cli {
 } ct_cli;
 
 // Parses argv into cli (and the chapter's opts, n_opts of them, may be 0).
+// First, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, the program starts
+// itself again with OMP_WAIT_POLICY=passive (see cli.c: spinning OpenMP
+// threads starve OpenBLAS's threads on small or busy machines).
 // On --help prints usage and exits 0; on a bad flag prints the problem and
 // usage to stderr and exits 2.
 void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts);

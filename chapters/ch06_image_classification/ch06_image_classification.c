@@ -122,20 +122,6 @@ static void device_sync(ct_device d) {
   if (d.type == CT_CUDA) ct_cuda_synchronize(d.index);
 }
 
-// libgomp's idle threads spin-wait between parallel regions unless
-// OMP_WAIT_POLICY says otherwise, while OpenBLAS (Debian's pthreads build)
-// runs GEMMs on threads of its own: on a 2-core machine the two fight for the
-// cores, and training ran 3x (CNN) to 20x (MLP) slower than with passive
-// waiting. libgomp reads the variable once, when it is loaded, so the program
-// sets it and starts itself again. An explicit OMP_WAIT_POLICY or
-// GOMP_SPINCOUNT is left alone.
-static void passive_openmp(char **argv) {
-  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
-  fflush(NULL);
-  execv("/proc/self/exe", argv); // returns only on failure: then run as we are
-}
-
 // The chapter's settings, from its flags.
 typedef struct settings {
   const char *model;     // "mlp" | "cnn"
@@ -1020,7 +1006,6 @@ int main(int argc, char **argv) {
     if (s.test_size == 0) s.test_size = 1000;
   }
   if (s.lr == 0) s.lr = adam ? 1e-3 : 0.05;
-  passive_openmp(argv); // may start the program again, with OMP_WAIT_POLICY=passive
   /*md show*/
   ct_cli_begin(&cli); // "device: ...", ct_manual_seed(seed)
   ct_device dev = cli.device;
