@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "nn.h"
 
 // Unit roundoff of each dtype's storage (0 for exact integer types).
 static inline double ref_eps(ct_dtype dt) {
@@ -341,6 +342,46 @@ static inline void ref_matmul(ct_dtype dt, const double *x, int64_t sxa, const d
         ref[o] = ref_cast(v, dt);
         tol[o] = 2.02 * ref_eps(dt) * fabs(v) + (4 * sqrt((double)k) + 4) * ref_acc_eps(dt) * va + 1e-30;
       }
+}
+
+// ---- modules (test_nn.c, test_conv.c) -------------------------------------------------
+// The module's state entry (parameter or buffer) of that dotted name; fails the test if absent.
+static inline ct_param *ref_param(ct_module *m, const char *name) {
+  int n = 0;
+  ct_param **s = ct_module_state(m, &n);
+  for (int i = 0; i < n; ++i)
+    if (!strcmp(s[i]->name, name)) return s[i];
+  fail_msg("no state entry \"%s\"", name);
+  return NULL;
+}
+
+// The tensor's values as doubles (caller frees); fails the test on NULL or a failed read.
+static inline double *ref_values(const ct_tensor *t) {
+  if (!t) fail_msg("NULL tensor: %s", ct_last_error());
+  double *v = tu_to_f64(t);
+  if (!v) fail_msg("could not read a tensor back: %s", ct_last_error());
+  return v;
+}
+
+// Moves m to the device under test.
+static inline ct_module *ref_on_device(ct_module *m) {
+  TU_CHECK(m);
+  TU_OK(ct_module_to(m, tu_device));
+  return m;
+}
+
+// Fails unless t equals ref within the rounding of a sum whose k terms have
+// absolute sum sa[i]: 2 ulp of the result plus (4 sqrt(k) + 4) eps |terms|
+// (float32 or float64 eps by t's dtype), as the matmul tolerance.
+static inline void ref_assert_sum_close(const ct_tensor *t, const double *ref, const double *sa,
+                                        int64_t k, const char *what) {
+  int64_t n = ct_numel(t);
+  double *tol = ref_alloc(n);
+  double eps = ct_dtype_of(t) == CT_F64 ? ref_eps(CT_F64) : ref_eps(CT_F32);
+  for (int64_t i = 0; i < n; ++i)
+    tol[i] = 2.02 * eps * fabs(ref[i]) + (4 * sqrt((double)k) + 4) * eps * sa[i] + 1e-30;
+  ref_assert_within(t, ref, tol, what);
+  free(tol);
 }
 
 #endif

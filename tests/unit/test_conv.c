@@ -22,42 +22,6 @@
 #include "testutil.h"
 #include "tu_ref.h"
 
-// ---- helpers ----------------------------------------------------------------------------------
-static ct_param *param(ct_module *m, const char *name) {
-  int n = 0;
-  ct_param **s = ct_module_state(m, &n);
-  for (int i = 0; i < n; ++i)
-    if (!strcmp(s[i]->name, name)) return s[i];
-  fail_msg("no state entry \"%s\"", name);
-  return NULL;
-}
-
-static double *values(const ct_tensor *t) {
-  if (!t) fail_msg("NULL tensor: %s", ct_last_error());
-  double *v = tu_to_f64(t);
-  if (!v) fail_msg("could not read a tensor back: %s", ct_last_error());
-  return v;
-}
-
-static ct_module *on_device(ct_module *m) {
-  TU_CHECK(m);
-  TU_OK(ct_module_to(m, tu_device));
-  return m;
-}
-
-// Fails unless t == ref within 2 ulp(ref) + (4 sqrt(k) + 4) eps sa (float32
-// or float64 eps by t's dtype).
-static void assert_sum_close(const ct_tensor *t, const double *ref, const double *sa, int64_t k,
-                             const char *what) {
-  int64_t n = ct_numel(t);
-  double *tol = ref_alloc(n);
-  double eps = ct_dtype_of(t) == CT_F64 ? ref_eps(CT_F64) : ref_eps(CT_F32);
-  for (int64_t i = 0; i < n; ++i)
-    tol[i] = 2.02 * eps * fabs(ref[i]) + (4 * sqrt((double)k) + 4) * eps * sa[i] + 1e-30;
-  ref_assert_within(t, ref, tol, what);
-  free(tol);
-}
-
 // A random f32 tensor on the device and its values.
 static ct_tensor *rand_tensor(ct_shape s, double lo, double hi, double **host) {
   ct_tensor *t = ref_tensor(s, CT_F32, tu_device, lo, hi, host);
@@ -84,11 +48,11 @@ static void check_conv(conv_case c) {
   snprintf(what, sizeof what, "conv N=%lld C=%lld %lldx%lld -> %lld k=%d s=%d p=%d bias=%d",
            (long long)c.n, (long long)c.cin, (long long)c.h, (long long)c.w, (long long)c.cout,
            c.k, c.s, c.p, (int)c.bias);
-  ct_module *m = on_device(ct_nn_conv2d(c.cin, c.cout, c.k, c.s, c.p, c.bias));
+  ct_module *m = ref_on_device(ct_nn_conv2d(c.cin, c.cout, c.k, c.s, c.p, c.bias));
   const int64_t ho = (c.h + 2 * c.p - c.k) / c.s + 1, wo = (c.w + 2 * c.p - c.k) / c.s + 1;
   const int64_t K = c.k;
-  double *W = values(param(m, "weight")->value);
-  double *B = c.bias ? values(param(m, "bias")->value) : NULL;
+  double *W = ref_values(ref_param(m, "weight")->value);
+  double *B = c.bias ? ref_values(ref_param(m, "bias")->value) : NULL;
   double *x, *gy;
   ct_tensor *xt = rand_tensor(CT_SHAPE(c.n, c.cin, c.h, c.w), -1, 1, &x);
   ct_tensor *y = ct_module_forward(m, xt);
@@ -131,26 +95,26 @@ static void check_conv(conv_case c) {
 #undef X
 #undef WT
   snprintf(what + strlen(what), sizeof what - strlen(what), " forward");
-  assert_sum_close(y, yr, ya, c.cin * K * K + 1, what);
+  ref_assert_sum_close(y, yr, ya, c.cin * K * K + 1, what);
   ct_tensor *gx = ct_module_backward(m, gyt);
   TU_CHECK(gx);
   if (!ct_shape_eq(ct_shape_of(gx), ct_shape_of(xt))) fail_msg("%s: dx shape", what);
-  assert_sum_close(gx, dx, dxa, c.cout * K * K, "conv dx");
-  assert_sum_close(param(m, "weight")->grad, dw, dwa, c.n * ho * wo, "conv dW");
-  if (c.bias) assert_sum_close(param(m, "bias")->grad, db, dba, c.n * ho * wo, "conv db");
+  ref_assert_sum_close(gx, dx, dxa, c.cout * K * K, "conv dx");
+  ref_assert_sum_close(ref_param(m, "weight")->grad, dw, dwa, c.n * ho * wo, "conv dW");
+  if (c.bias) ref_assert_sum_close(ref_param(m, "bias")->grad, db, dba, c.n * ho * wo, "conv db");
 
   // A second forward/backward adds into the gradients (autograd's accumulation).
   ct_tensor *y2 = ct_module_forward(m, xt);
   ct_tensor *gx2 = ct_module_backward(m, gyt);
   TU_CHECK(gx2);
   for (int64_t i = 0; i < nw; ++i) dw[i] *= 2, dwa[i] *= 2;
-  assert_sum_close(param(m, "weight")->grad, dw, dwa, c.n * ho * wo, "conv dW accumulated");
-  assert_sum_close(gx2, dx, dxa, c.cout * K * K, "conv dx (second backward)");
+  ref_assert_sum_close(ref_param(m, "weight")->grad, dw, dwa, c.n * ho * wo, "conv dW accumulated");
+  ref_assert_sum_close(gx2, dx, dxa, c.cout * K * K, "conv dx (second backward)");
 
   // Eval mode: the same output, nothing kept for backward.
   ct_module_train(m, false);
   ct_tensor *y3 = ct_module_forward(m, xt);
-  assert_sum_close(y3, yr, ya, c.cin * K * K + 1, "conv eval forward");
+  ref_assert_sum_close(y3, yr, ya, c.cin * K * K + 1, "conv eval forward");
   ct_tensor *bad = ct_module_backward(m, gyt);
   if (bad) fail_msg("conv: backward after an eval forward should fail");
   ref_assert_error(CT_ERR_VALUE, "conv backward after eval", "training mode", NULL);
@@ -183,7 +147,7 @@ static void check_pool(int64_t n, int64_t c, int64_t h, int64_t w, int k, int s_
   char what[128];
   snprintf(what, sizeof what, "maxpool (%lld, %lld, %lld, %lld) k=%d s=%d", (long long)n,
            (long long)c, (long long)h, (long long)w, k, s_arg);
-  ct_module *m = on_device(ct_nn_maxpool2d(k, s_arg));
+  ct_module *m = ref_on_device(ct_nn_maxpool2d(k, s_arg));
   const int64_t ho = (h - k) / s + 1, wo = (w - k) / s + 1, planes = n * c;
   double *x = NULL, *gy;
   ct_tensor *xt;
@@ -238,7 +202,7 @@ static void check_pool(int64_t n, int64_t c, int64_t h, int64_t w, int k, int s_
   ct_tensor *gx = ct_module_backward(m, gyt);
   TU_CHECK(gx);
   // each dx sums at most ceil(k/s)^2 gradients
-  assert_sum_close(gx, dx, dxa, (k + s - 1) / s * ((k + s - 1) / s), "maxpool dx");
+  ref_assert_sum_close(gx, dx, dxa, (k + s - 1) / s * ((k + s - 1) / s), "maxpool dx");
   ct_free(y), ct_free(gx), ct_free(xt), ct_free(gyt);
   free(x), free(gy), free(yr), free(dx), free(dxa), free(tol0);
   ct_module_free(m);
@@ -295,10 +259,10 @@ static void test_batchnorm(void **state) {
   (void)state;
   const int64_t N = 4, C = 3, H = 5, W = 3, P = H * W, nx = N * C * P;
   const double eps = 1e-5, mom = 0.1;
-  ct_module *m = on_device(ct_nn_batchnorm2d(C, eps, mom));
+  ct_module *m = ref_on_device(ct_nn_batchnorm2d(C, eps, mom));
   double gamma[3] = {1.5, -0.75, 0.25}, beta[3] = {0.1, -2.0, 0.0};
-  set_values(param(m, "weight"), gamma);
-  set_values(param(m, "bias"), beta);
+  set_values(ref_param(m, "weight"), gamma);
+  set_values(ref_param(m, "bias"), beta);
   double rm[3] = {0, 0, 0}, rv[3] = {1, 1, 1};
   double *x = NULL, *gy = NULL;
   ct_tensor *xt = NULL, *y = NULL;
@@ -325,12 +289,12 @@ static void test_batchnorm(void **state) {
     assert_close_rel(y, yr, sc, 8, step ? "bn train forward (step 2)" : "bn train forward");
     const double rs[3] = {fabs(rm[0]) + 1, fabs(rm[1]) + 1, fabs(rm[2]) + 1};
     const double vs[3] = {rv[0], rv[1], rv[2]};
-    assert_close_rel(param(m, "running_mean")->value, rm, rs, 8, "bn running_mean");
-    assert_close_rel(param(m, "running_var")->value, rv, vs, 8, "bn running_var");
+    assert_close_rel(ref_param(m, "running_mean")->value, rm, rs, 8, "bn running_mean");
+    assert_close_rel(ref_param(m, "running_var")->value, rv, vs, 8, "bn running_var");
     double nbt = 0;
-    TU_OK(ct_item(param(m, "num_batches_tracked")->value, &nbt));
+    TU_OK(ct_item(ref_param(m, "num_batches_tracked")->value, &nbt));
     if (nbt != step + 1) fail_msg("num_batches_tracked %g after %d steps", nbt, step + 1);
-    if (ct_dtype_of(param(m, "num_batches_tracked")->value) != CT_I64) fail_msg("counter dtype");
+    if (ct_dtype_of(ref_param(m, "num_batches_tracked")->value) != CT_I64) fail_msg("counter dtype");
     free(yr), free(sc);
   }
   // backward of the second step: dx through the batch statistics
@@ -359,8 +323,8 @@ static void test_batchnorm(void **state) {
       }
   }
   assert_close_rel(gx, dx, dxs, 32, "bn dx");
-  assert_close_rel(param(m, "weight")->grad, dg, dgs, 32, "bn dweight");
-  assert_close_rel(param(m, "bias")->grad, dbt, dbs, 32, "bn dbias");
+  assert_close_rel(ref_param(m, "weight")->grad, dg, dgs, 32, "bn dweight");
+  assert_close_rel(ref_param(m, "bias")->grad, dbt, dbs, 32, "bn dbias");
 
   // eval: the running statistics, nothing kept, the counter unchanged
   ct_module_train(m, false);
@@ -368,7 +332,7 @@ static void test_batchnorm(void **state) {
   TU_CHECK(ye);
   double *yr = ref_alloc(nx), *sc = ref_alloc(nx);
   double rmf[3], rvf[3];
-  double *rmv = values(param(m, "running_mean")->value), *rvv = values(param(m, "running_var")->value);
+  double *rmv = ref_values(ref_param(m, "running_mean")->value), *rvv = ref_values(ref_param(m, "running_var")->value);
   for (int c = 0; c < 3; ++c) rmf[c] = rmv[c], rvf[c] = rvv[c];
   for (int64_t c = 0; c < C; ++c)
     for (int64_t i = 0; i < N; ++i)
@@ -380,9 +344,9 @@ static void test_batchnorm(void **state) {
       }
   assert_close_rel(ye, yr, sc, 8, "bn eval forward");
   double nbt = 0;
-  TU_OK(ct_item(param(m, "num_batches_tracked")->value, &nbt));
+  TU_OK(ct_item(ref_param(m, "num_batches_tracked")->value, &nbt));
   if (nbt != 2) fail_msg("num_batches_tracked changed in eval: %g", nbt);
-  double *rm2 = values(param(m, "running_mean")->value);
+  double *rm2 = ref_values(ref_param(m, "running_mean")->value);
   for (int c = 0; c < 3; ++c)
     if (rm2[c] != rmf[c]) fail_msg("running_mean changed in eval");
   if (ct_module_backward(m, gyt)) fail_msg("bn: backward after an eval forward should fail");
@@ -397,7 +361,7 @@ static void test_block(void **state) {
   (void)state;
   ct_module *mods[4] = {ct_nn_conv2d(1, 8, 3, 1, 1, true), ct_nn_batchnorm2d(8, 1e-5, 0.1),
                         ct_nn_relu(), ct_nn_maxpool2d(2, 0)};
-  ct_module *net = on_device(ct_nn_sequential(4, mods));
+  ct_module *net = ref_on_device(ct_nn_sequential(4, mods));
   double *x, *g;
   ct_tensor *xt = rand_tensor(CT_SHAPE(3, 1, 28, 28), 0, 1, &x);
   ct_tensor *y = ct_module_forward(net, xt);
@@ -457,14 +421,14 @@ static void test_state_and_print(void **state) {
   ct_module_parameters(net, &np);
   if (np != 9) fail_msg("%d parameters, expected 9", np);
   // init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), spread over the range
-  double *w = values(st[7]->value); // 4.weight (64, 32, 5, 5): fan_in 800
+  double *w = ref_values(st[7]->value); // 4.weight (64, 32, 5, 5): fan_in 800
   const double bound = 1 / sqrt(800.0);
   double lo = 1, hi = -1;
   for (int64_t i = 0; i < 64 * 32 * 25; ++i) lo = fmin(lo, w[i]), hi = fmax(hi, w[i]);
   if (lo < -bound || hi > bound || lo > -0.95 * bound || hi < 0.95 * bound)
     fail_msg("conv init range [%g, %g], bound %g", lo, hi, bound);
   free(w);
-  double *bw = values(st[2]->value), *rv = values(st[5]->value), *rm = values(st[4]->value);
+  double *bw = ref_values(st[2]->value), *rv = ref_values(st[5]->value), *rm = ref_values(st[4]->value);
   for (int i = 0; i < 32; ++i)
     if (bw[i] != 1 || rv[i] != 1 || rm[i] != 0) fail_msg("batchnorm init");
   free(bw), free(rv), free(rm);
@@ -480,7 +444,7 @@ static void test_errors(void **state) {
   if (ct_nn_conv2d(1, 3, 3, 0, 0, true)) fail_msg("conv with stride 0");
   if (ct_nn_maxpool2d(0, 0)) fail_msg("pool with kernel 0");
   if (ct_nn_batchnorm2d(0, 1e-5, 0.1)) fail_msg("bn with 0 features");
-  ct_module *conv = on_device(ct_nn_conv2d(3, 4, 3, 1, 0, true));
+  ct_module *conv = ref_on_device(ct_nn_conv2d(3, 4, 3, 1, 0, true));
   ct_tensor *x = ct_zeros(CT_SHAPE(2, 2, 5, 5), CT_F32, tu_device);
   if (ct_module_forward(conv, x)) fail_msg("conv accepted 2 channels for 3");
   ref_assert_error(CT_ERR_SHAPE, "conv channels", "3 channels", "got 2 channels", NULL);
@@ -508,13 +472,13 @@ static void test_errors(void **state) {
   ct_free(y), ct_free(g), ct_free(g2), ct_free(x);
   ct_module_free(conv);
 
-  ct_module *pool = on_device(ct_nn_maxpool2d(3, 0));
+  ct_module *pool = ref_on_device(ct_nn_maxpool2d(3, 0));
   x = ct_zeros(CT_SHAPE(1, 1, 2, 4), CT_F32, tu_device);
   if (ct_module_forward(pool, x)) fail_msg("pool accepted an input smaller than its window");
   ct_free(x);
   ct_module_free(pool);
 
-  ct_module *bn = on_device(ct_nn_batchnorm2d(3, 1e-5, 0.1));
+  ct_module *bn = ref_on_device(ct_nn_batchnorm2d(3, 1e-5, 0.1));
   x = ct_zeros(CT_SHAPE(1, 3, 1, 1), CT_F32, tu_device);
   if (ct_module_forward(bn, x)) fail_msg("bn trained on one value per channel");
   ref_assert_error(CT_ERR_VALUE, "bn one value", "more than 1 value per channel", NULL);

@@ -20,43 +20,6 @@
 #include "testutil.h"
 #include "tu_ref.h"
 
-// ---- helpers ------------------------------------------------------------------------------------
-static ct_param *param(ct_module *m, const char *name) {
-  int n = 0;
-  ct_param **s = ct_module_state(m, &n);
-  for (int i = 0; i < n; ++i)
-    if (!strcmp(s[i]->name, name)) return s[i];
-  fail_msg("no state entry \"%s\"", name);
-  return NULL;
-}
-
-static double *values(const ct_tensor *t) {
-  double *v = tu_to_f64(t);
-  if (!v) fail_msg("could not read a tensor back: %s", ct_last_error());
-  return v;
-}
-
-// Moves m to the device under test.
-static ct_module *on_device(ct_module *m) {
-  TU_CHECK(m);
-  TU_OK(ct_module_to(m, tu_device));
-  return m;
-}
-
-// Fails unless t equals ref within float32 rounding of a sum whose terms
-// have absolute sum sa[i] (k terms): 2 ulp of the result plus
-// (4 sqrt(k) + 4) eps |terms|, as tu_ref's matmul tolerance.
-static void assert_sum_close(const ct_tensor *t, const double *ref, const double *sa, int64_t k,
-                             const char *what) {
-  int64_t n = ct_numel(t);
-  double *tol = ref_alloc(n);
-  double eps = ct_dtype_of(t) == CT_F64 ? ref_eps(CT_F64) : ref_eps(CT_F32);
-  for (int64_t i = 0; i < n; ++i)
-    tol[i] = 2.02 * eps * fabs(ref[i]) + (4 * sqrt((double)k) + 4) * eps * sa[i] + 1e-30;
-  ref_assert_within(t, ref, tol, what);
-  free(tol);
-}
-
 // y = x W^T + b in float64: x (n, in), W (out, in), b (out) or NULL; sa the
 // absolute sums of the terms.
 static void ref_linear(const double *x, const double *w, const double *b, int64_t n, int64_t in,
@@ -94,28 +57,28 @@ static void ref_linear_backward(const double *x, const double *w, const double *
 
 // ---- Linear ---------------------------------------------------------------------------------------
 static void check_linear(int64_t n, int64_t in, int64_t out, bool bias) {
-  ct_module *m = on_device(ct_nn_linear(in, out, bias));
+  ct_module *m = ref_on_device(ct_nn_linear(in, out, bias));
   double *x, *g;
   ct_tensor *xt = ref_tensor(CT_SHAPE(n, in), CT_F32, tu_device, -2, 2, &x);
   ct_tensor *gt = ref_tensor(CT_SHAPE(n, out), CT_F32, tu_device, -1, 1, &g);
-  double *w = values(param(m, "weight")->value);
-  double *b = bias ? values(param(m, "bias")->value) : NULL;
+  double *w = ref_values(ref_param(m, "weight")->value);
+  double *b = bias ? ref_values(ref_param(m, "bias")->value) : NULL;
   double *y = ref_alloc(n * out), *ysa = ref_alloc(n * out);
   ref_linear(x, w, b, n, in, out, y, ysa);
   ct_tensor *yt = ct_module_forward(m, xt);
   TU_CHECK(yt);
   ref_assert_shape(yt, CT_SHAPE(n, out), "Linear forward");
-  assert_sum_close(yt, y, ysa, in + 1, "Linear forward");
+  ref_assert_sum_close(yt, y, ysa, in + 1, "Linear forward");
   ct_tensor *dxt = ct_module_backward(m, gt);
   TU_CHECK(dxt);
   ref_assert_shape(dxt, CT_SHAPE(n, in), "Linear dx");
   double *dx = ref_alloc(n * in), *dxsa = ref_alloc(n * in), *dw = ref_alloc(out * in),
          *dwsa = ref_alloc(out * in), *db = ref_alloc(out), *dbsa = ref_alloc(out);
   ref_linear_backward(x, w, g, n, in, out, dx, dxsa, dw, dwsa, db, dbsa);
-  assert_sum_close(dxt, dx, dxsa, out, "Linear dx");
-  TU_CHECK(param(m, "weight")->grad);
-  assert_sum_close(param(m, "weight")->grad, dw, dwsa, n, "Linear dW");
-  if (bias) assert_sum_close(param(m, "bias")->grad, db, dbsa, n, "Linear db");
+  ref_assert_sum_close(dxt, dx, dxsa, out, "Linear dx");
+  TU_CHECK(ref_param(m, "weight")->grad);
+  ref_assert_sum_close(ref_param(m, "weight")->grad, dw, dwsa, n, "Linear dW");
+  if (bias) ref_assert_sum_close(ref_param(m, "bias")->grad, db, dbsa, n, "Linear db");
   free(x), free(g), free(w), free(b), free(y), free(ysa), free(dx), free(dxsa), free(dw), free(dwsa),
       free(db), free(dbsa);
   ct_free(xt), ct_free(gt), ct_free(yt), ct_free(dxt);
@@ -133,24 +96,24 @@ static void test_linear(void **state) {
 // (*, in) inputs: leading dims are batch dims, as torch.nn.Linear.
 static void test_linear_3d(void **state) {
   (void)state;
-  ct_module *m = on_device(ct_nn_linear(5, 3, true));
+  ct_module *m = ref_on_device(ct_nn_linear(5, 3, true));
   double *x, *g;
   ct_tensor *xt = ref_tensor(CT_SHAPE(2, 4, 5), CT_F32, tu_device, -1, 1, &x);
   ct_tensor *gt = ref_tensor(CT_SHAPE(2, 4, 3), CT_F32, tu_device, -1, 1, &g);
-  double *w = values(param(m, "weight")->value), *b = values(param(m, "bias")->value);
+  double *w = ref_values(ref_param(m, "weight")->value), *b = ref_values(ref_param(m, "bias")->value);
   double y[24], ysa[24], dx[40], dxsa[40], dw[15], dwsa[15], db[3], dbsa[3];
   ref_linear(x, w, b, 8, 5, 3, y, ysa);
   ref_linear_backward(x, w, g, 8, 5, 3, dx, dxsa, dw, dwsa, db, dbsa);
   ct_tensor *yt = ct_module_forward(m, xt);
   TU_CHECK(yt);
   ref_assert_shape(yt, CT_SHAPE(2, 4, 3), "Linear 3-d forward");
-  assert_sum_close(yt, y, ysa, 6, "Linear 3-d forward");
+  ref_assert_sum_close(yt, y, ysa, 6, "Linear 3-d forward");
   ct_tensor *dxt = ct_module_backward(m, gt);
   TU_CHECK(dxt);
   ref_assert_shape(dxt, CT_SHAPE(2, 4, 5), "Linear 3-d dx");
-  assert_sum_close(dxt, dx, dxsa, 3, "Linear 3-d dx");
-  assert_sum_close(param(m, "weight")->grad, dw, dwsa, 8, "Linear 3-d dW");
-  assert_sum_close(param(m, "bias")->grad, db, dbsa, 8, "Linear 3-d db");
+  ref_assert_sum_close(dxt, dx, dxsa, 3, "Linear 3-d dx");
+  ref_assert_sum_close(ref_param(m, "weight")->grad, dw, dwsa, 8, "Linear 3-d dW");
+  ref_assert_sum_close(ref_param(m, "bias")->grad, db, dbsa, 8, "Linear 3-d db");
   // wrong inner size: torch's words
   ct_tensor *bad = ct_zeros(CT_SHAPE(4, 2), CT_F32, tu_device);
   TU_CHECK(bad);
@@ -165,13 +128,13 @@ static void test_linear_3d(void **state) {
 static void test_grad_accumulation(void **state) {
   (void)state;
   const int64_t n = 6, in = 4, out = 3;
-  ct_module *m = on_device(ct_nn_linear(in, out, true));
+  ct_module *m = ref_on_device(ct_nn_linear(in, out, true));
   double *x1, *x2, *g1, *g2;
   ct_tensor *xt1 = ref_tensor(CT_SHAPE(n, in), CT_F32, tu_device, -1, 1, &x1);
   ct_tensor *xt2 = ref_tensor(CT_SHAPE(n, in), CT_F32, tu_device, -1, 1, &x2);
   ct_tensor *gt1 = ref_tensor(CT_SHAPE(n, out), CT_F32, tu_device, -1, 1, &g1);
   ct_tensor *gt2 = ref_tensor(CT_SHAPE(n, out), CT_F32, tu_device, -1, 1, &g2);
-  double *w = values(param(m, "weight")->value);
+  double *w = ref_values(ref_param(m, "weight")->value);
   double dx[24], dxsa[24], dw1[12], dwsa1[12], db1[3], dbsa1[3], dw2[12], dwsa2[12], db2[3], dbsa2[3];
   ref_linear_backward(x1, w, g1, n, in, out, dx, dxsa, dw1, dwsa1, db1, dbsa1);
   ref_linear_backward(x2, w, g2, n, in, out, dx, dxsa, dw2, dwsa2, db2, dbsa2);
@@ -183,8 +146,8 @@ static void test_grad_accumulation(void **state) {
   y = ct_module_forward(m, xt2);
   d = y ? ct_module_backward(m, gt2) : NULL;
   TU_CHECK(d);
-  assert_sum_close(param(m, "weight")->grad, dw1, dwsa1, 2 * n, "dW after two backward passes");
-  assert_sum_close(param(m, "bias")->grad, db1, dbsa1, 2 * n, "db after two backward passes");
+  ref_assert_sum_close(ref_param(m, "weight")->grad, dw1, dwsa1, 2 * n, "dW after two backward passes");
+  ref_assert_sum_close(ref_param(m, "bias")->grad, db1, dbsa1, 2 * n, "db after two backward passes");
   ct_free(y), ct_free(d);
   free(x1), free(x2), free(g1), free(g2), free(w);
   ct_free(xt1), ct_free(xt2), ct_free(gt1), ct_free(gt2);
@@ -193,7 +156,7 @@ static void test_grad_accumulation(void **state) {
 
 static void test_zero_grad(void **state) {
   (void)state;
-  ct_module *m = on_device(ct_nn_sequential(3, (ct_module *[]){ct_nn_linear(3, 4, true), ct_nn_relu(),
+  ct_module *m = ref_on_device(ct_nn_sequential(3, (ct_module *[]){ct_nn_linear(3, 4, true), ct_nn_relu(),
                                                               ct_nn_linear(4, 2, true)}));
   ct_tensor *x = ct_randn(CT_SHAPE(5, 3), CT_F32, tu_device), *g = ct_ones(CT_SHAPE(5, 2), CT_F32, tu_device);
   TU_CHECK(x);
@@ -229,7 +192,7 @@ static void test_zero_grad(void **state) {
 // ---- ReLU, Flatten ------------------------------------------------------------------------------
 static void test_relu(void **state) {
   (void)state;
-  ct_module *m = on_device(ct_nn_relu());
+  ct_module *m = ref_on_device(ct_nn_relu());
   const int64_t n = 3000;
   double *x, *g;
   ct_tensor *xt = ref_tensor(CT_SHAPE(3, n / 3), CT_F32, tu_device, -1, 1, &x);
@@ -263,7 +226,7 @@ static void test_relu(void **state) {
 
 static void test_flatten(void **state) {
   (void)state;
-  ct_module *m = on_device(ct_nn_flatten());
+  ct_module *m = ref_on_device(ct_nn_flatten());
   double *x, *g;
   ct_tensor *xt = ref_tensor(CT_SHAPE(2, 3, 4, 5), CT_F32, tu_device, -1, 1, &x);
   ct_tensor *gt = ref_tensor(CT_SHAPE(2, 60), CT_F32, tu_device, -1, 1, &g);
@@ -301,7 +264,7 @@ static void test_dropout(void **state) {
   (void)state;
   const double p = 0.3;
   const int64_t rows = 400, cols = 250, n = rows * cols;
-  ct_module *m = on_device(ct_nn_dropout(p));
+  ct_module *m = ref_on_device(ct_nn_dropout(p));
   double *x, *g;
   ct_tensor *xt = ref_tensor(CT_SHAPE(rows, cols), CT_F32, tu_device, 0.5, 2, &x); // never 0
   ct_tensor *gt = ref_tensor(CT_SHAPE(rows, cols), CT_F32, tu_device, -1, 1, &g);
@@ -313,7 +276,7 @@ static void test_dropout(void **state) {
   ct_manual_seed(seed);
   ct_tensor *ut = ct_rand(CT_SHAPE(rows, cols), CT_F32, tu_device);
   TU_CHECK(ut);
-  double *u = values(ut), *y = values(yt);
+  double *u = ref_values(ut), *y = ref_values(yt);
   const double scale = (double)(float)(1.0 / (1.0 - p));
   int64_t kept = 0;
   double *ref = ref_alloc(n), *dref = ref_alloc(n);
@@ -334,7 +297,7 @@ static void test_dropout(void **state) {
   // a second forward draws a new mask
   ct_tensor *y2 = ct_module_forward(m, xt);
   TU_CHECK(y2);
-  double *y2v = values(y2);
+  double *y2v = ref_values(y2);
   int64_t same = 0;
   for (int64_t i = 0; i < n; ++i) same += (y2v[i] != 0) == (y[i] != 0);
   assert_true(same < n);
@@ -356,14 +319,14 @@ static void test_dropout_edges(void **state) {
   ct_tensor *xt = ref_tensor(CT_SHAPE(10, 10), CT_F32, tu_device, -1, 1, &x);
   double zeros[100] = {0};
   // p = 0 in training: the identity, forward and backward
-  ct_module *m0 = on_device(ct_nn_dropout(0.0));
+  ct_module *m0 = ref_on_device(ct_nn_dropout(0.0));
   ct_tensor *y = ct_module_forward(m0, xt), *d = y ? ct_module_backward(m0, xt) : NULL;
   TU_CHECK(d);
   tu_assert_close(y, x, 0, 0, "Dropout(0) forward");
   tu_assert_close(d, x, 0, 0, "Dropout(0) backward");
   ct_free(y), ct_free(d);
   // p = 1: zeros, forward and backward
-  ct_module *m1 = on_device(ct_nn_dropout(1.0));
+  ct_module *m1 = ref_on_device(ct_nn_dropout(1.0));
   y = ct_module_forward(m1, xt);
   d = y ? ct_module_backward(m1, xt) : NULL;
   TU_CHECK(d);
@@ -384,13 +347,13 @@ static void test_dropout_edges(void **state) {
 static void test_sequential(void **state) {
   (void)state;
   const int64_t n = 8, a = 6, h = 5, o = 4;
-  ct_module *m = on_device(ct_nn_sequential(3, (ct_module *[]){ct_nn_linear(a, h, true), ct_nn_relu(),
+  ct_module *m = ref_on_device(ct_nn_sequential(3, (ct_module *[]){ct_nn_linear(a, h, true), ct_nn_relu(),
                                                               ct_nn_linear(h, o, true)}));
   double *x, *g;
   ct_tensor *xt = ref_tensor(CT_SHAPE(n, a), CT_F32, tu_device, -2, 2, &x);
   ct_tensor *gt = ref_tensor(CT_SHAPE(n, o), CT_F32, tu_device, -1, 1, &g);
-  double *w0 = values(param(m, "0.weight")->value), *b0 = values(param(m, "0.bias")->value);
-  double *w2 = values(param(m, "2.weight")->value), *b2 = values(param(m, "2.bias")->value);
+  double *w0 = ref_values(ref_param(m, "0.weight")->value), *b0 = ref_values(ref_param(m, "0.bias")->value);
+  double *w2 = ref_values(ref_param(m, "2.weight")->value), *b2 = ref_values(ref_param(m, "2.bias")->value);
   double z[40], zsa[40], r[40], y[32], ysa[32];
   ref_linear(x, w0, b0, n, a, h, z, zsa);
   for (int i = 0; i < 40; ++i) r[i] = z[i] > 0 ? z[i] : 0;
@@ -409,15 +372,15 @@ static void test_sequential(void **state) {
   ct_tensor *dxt = ct_module_backward(m, gt);
   TU_CHECK(dxt);
   tu_assert_close(dxt, dx, 1e-5, 1e-5, "Sequential dx");
-  tu_assert_close(param(m, "2.weight")->grad, dw2, 1e-5, 1e-5, "Sequential d 2.weight");
-  tu_assert_close(param(m, "2.bias")->grad, db2, 1e-5, 1e-5, "Sequential d 2.bias");
-  tu_assert_close(param(m, "0.weight")->grad, dw0, 1e-5, 1e-5, "Sequential d 0.weight");
-  tu_assert_close(param(m, "0.bias")->grad, db0, 1e-5, 1e-5, "Sequential d 0.bias");
+  tu_assert_close(ref_param(m, "2.weight")->grad, dw2, 1e-5, 1e-5, "Sequential d 2.weight");
+  tu_assert_close(ref_param(m, "2.bias")->grad, db2, 1e-5, 1e-5, "Sequential d 2.bias");
+  tu_assert_close(ref_param(m, "0.weight")->grad, dw0, 1e-5, 1e-5, "Sequential d 0.weight");
+  tu_assert_close(ref_param(m, "0.bias")->grad, db0, 1e-5, 1e-5, "Sequential d 0.bias");
   free(x), free(g), free(w0), free(b0), free(w2), free(b2);
   ct_free(xt), ct_free(gt), ct_free(yt), ct_free(dxt);
   ct_module_free(m);
   // an empty Sequential is the identity
-  ct_module *e = on_device(ct_nn_sequential(0, NULL));
+  ct_module *e = ref_on_device(ct_nn_sequential(0, NULL));
   ct_tensor *one = ct_ones(CT_SHAPE(2), CT_F32, tu_device), *r1 = one ? ct_module_forward(e, one) : NULL;
   TU_CHECK(r1);
   const double ones[2] = {1, 1};
@@ -517,7 +480,7 @@ static void test_to_device(void **state) {
   int n = 0;
   ct_param **s = ct_module_state(m, &n);
   double *before[2], *gbefore[2];
-  for (int i = 0; i < n; ++i) before[i] = values(s[i]->value), gbefore[i] = values(s[i]->grad);
+  for (int i = 0; i < n; ++i) before[i] = ref_values(s[i]->value), gbefore[i] = ref_values(s[i]->grad);
   TU_OK(ct_module_to(m, tu_device));
   assert_true(ct_device_eq(ct_module_device(m), tu_device));
   s = ct_module_state(m, &n);
@@ -557,12 +520,12 @@ static ct_module *small_model(void) {
 
 static void test_load_state(void **state) {
   (void)state;
-  ct_module *m = on_device(small_model());
+  ct_module *m = ref_on_device(small_model());
   int n = 0;
   ct_param **s = ct_module_state(m, &n);
   assert_int_equal(n, 4);
   double *orig[4];
-  for (int i = 0; i < n; ++i) orig[i] = values(s[i]->value);
+  for (int i = 0; i < n; ++i) orig[i] = ref_values(s[i]->value);
   // float64 entries on the CPU, in another order: copied, converted, device kept
   ct_named_tensor e[4];
   const char *names[] = {"2.bias", "0.weight", "2.weight", "0.bias"};
@@ -574,7 +537,7 @@ static void test_load_state(void **state) {
   }
   TU_OK(ct_module_load_state(m, e, 4, true));
   for (int i = 0; i < 4; ++i) {
-    ct_param *p = param(m, names[i]);
+    ct_param *p = ref_param(m, names[i]);
     assert_true(ct_device_eq(ct_device_of(p->value), tu_device));
     ref_assert_dtype(p->value, CT_F32, "loaded value");
     double *r = ref_alloc(ct_numel(p->value));
@@ -593,7 +556,7 @@ static void test_load_state(void **state) {
                       "\tUnexpected key(s) in state_dict: \"foo\". ");
   assert_int_equal(ct_last_status(), CT_ERR_VALUE);
   // size mismatch: reported in strict and non-strict mode, values untouched
-  double *w_before = values(param(m, "0.weight")->value);
+  double *w_before = ref_values(ref_param(m, "0.weight")->value);
   snprintf(e[0].name, sizeof e[0].name, "2.bias");
   ct_tensor *wrong = ct_zeros(CT_SHAPE(3, 2), CT_F32, ct_device_cpu());
   TU_CHECK(wrong);
@@ -604,7 +567,7 @@ static void test_load_state(void **state) {
                         "ct_module_load_state: Error(s) in loading state_dict for Sequential:\n"
                         "\tsize mismatch for 0.weight: copying a param with shape (3, 2) from checkpoint, "
                         "the shape in current model is (2, 3).");
-    tu_assert_close(param(m, "0.weight")->value, w_before, 0, 0, "0.weight after a failed load");
+    tu_assert_close(ref_param(m, "0.weight")->value, w_before, 0, 0, "0.weight after a failed load");
   }
   // all three at once, in torch's order
   snprintf(e[0].name, sizeof e[0].name, "bar.x");
@@ -640,9 +603,9 @@ static void test_init(void **state) {
   double bound = 1.0 / sqrt((double)in);
   const char *names[] = {"weight", "bias"};
   for (int k = 0; k < 2; ++k) {
-    ct_tensor *t = param(m, names[k])->value;
+    ct_tensor *t = ref_param(m, names[k])->value;
     ref_assert_dtype(t, CT_F32, "Linear parameter");
-    double *v = values(t), *v2 = values(param(m2, names[k])->value);
+    double *v = ref_values(t), *v2 = ref_values(ref_param(m2, names[k])->value);
     int64_t n = ct_numel(t);
     double mx = 0, mean = 0;
     for (int64_t i = 0; i < n; ++i) {
