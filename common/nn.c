@@ -215,8 +215,24 @@ static ct_tensor *seq_backward(ct_module *m, const ct_tensor *g) {
   return cur;
 }
 
-static const ct_module_ops sequential_ops = {
-    .kind = "Sequential", .forward = seq_forward, .backward = seq_backward};
+// Every layer but the first passes dL/dx down; the first needs none.
+static int seq_backward_params(ct_module *m, const ct_tensor *g) {
+  ct_tensor *cur = ct_retain((ct_tensor *)g);
+  for (int i = m->n_children - 1; i >= 1 && cur; --i) {
+    ct_tensor *next = ct_module_backward(m->children[i], cur);
+    ct_free(cur);
+    cur = next;
+  }
+  if (!cur) return ct_last_status();
+  int rc = m->n_children > 0 ? ct_module_backward_params(m->children[0], cur) : CT_OK;
+  ct_free(cur);
+  return rc;
+}
+
+static const ct_module_ops sequential_ops = {.kind = "Sequential",
+                                             .forward = seq_forward,
+                                             .backward = seq_backward,
+                                             .backward_params = seq_backward_params};
 
 ct_module *ct_nn_sequential(int n, ct_module **modules) {
   const char *why = NULL;
@@ -273,6 +289,18 @@ ct_tensor *ct_module_backward(ct_module *m, const ct_tensor *grad_output) {
   }
   if (check_device("ct_module_backward", m, grad_output, "grad_output")) return NULL;
   return m->ops->backward(m, grad_output);
+}
+
+int ct_module_backward_params(ct_module *m, const ct_tensor *grad_output) {
+  if (!m || !grad_output) return ct_fail(CT_ERR_VALUE, "ct_module_backward_params: NULL module or gradient");
+  int rc = check_device("ct_module_backward_params", m, grad_output, "grad_output");
+  if (rc) return rc;
+  if (m->ops->backward_params) return m->ops->backward_params(m, grad_output);
+  if (m->n_own == 0 && m->n_children == 0) return CT_OK; // nothing to learn, nothing to pass on
+  ct_tensor *dx = m->ops->backward(m, grad_output);
+  if (!dx) return ct_last_status();
+  ct_free(dx);
+  return CT_OK;
 }
 
 void ct_module_train(ct_module *m, bool mode) {

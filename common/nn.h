@@ -70,6 +70,12 @@ void ct_module_free(ct_module *m);
 // ---- running --------------------------------------------------------------------------------
 ct_tensor *ct_module_forward(ct_module *m, const ct_tensor *x);
 ct_tensor *ct_module_backward(ct_module *m, const ct_tensor *grad_output);
+// Backward when the model's input needs no gradient, which is what
+// loss.backward() does for a batch of data (x.requires_grad is False):
+// accumulates every parameter's grad exactly as ct_module_backward does and
+// computes no dL/d(input). Inside a Sequential only the first layer skips
+// its dL/dx: a GEMM for a Linear, a GEMM and a col2im for a Conv2d.
+int ct_module_backward_params(ct_module *m, const ct_tensor *grad_output);
 void ct_module_train(ct_module *m, bool mode); // ct_module_train(m, false) is model.eval()
 bool ct_module_is_training(const ct_module *m);
 int ct_module_to(ct_module *m, ct_device device);

@@ -182,12 +182,13 @@ static ct_tensor *conv_forward(ct_module *m, const ct_tensor *x_in) {
   return y;
 }
 
-static ct_tensor *conv_backward(ct_module *m, const ct_tensor *gy_in) {
+// Enters with dL/dy of the last training forward; leaves with dW (and db)
+// added into the grads and, when dx_out is not NULL, *dx_out = dL/dx. Without
+// dx_out the second GEMM (W^T @ gy) and col2im are skipped.
+static int conv_grads(ct_module *m, const ct_tensor *gy_in, ct_tensor **dx_out) {
   conv_state *st = m->state;
-  if (!st->x) {
-    ct_fail(CT_ERR_VALUE, "Conv2d: backward needs a forward in training mode first");
-    return NULL;
-  }
+  if (dx_out) *dx_out = NULL;
+  if (!st->x) return ct_fail(CT_ERR_VALUE, "Conv2d: backward needs a forward in training mode first");
   const ct_conv_geom g = st->g;
   const int64_t P = g.ho * g.wo, kk = g.c * g.k * g.k, chw = g.c * g.h * g.w;
   ct_tensor *w = m->own[0].value;
@@ -197,23 +198,24 @@ static ct_tensor *conv_backward(ct_module *m, const ct_tensor *gy_in) {
   const ct_shape want = CT_SHAPE(g.n, st->cout, g.ho, g.wo);
   if (!ct_shape_eq(ct_shape_of(gy_in), want) || ct_dtype_of(gy_in) != dt ||
       ct_dtype_of(st->x) != dt) {
-    ct_fail(CT_ERR_SHAPE, "Conv2d: backward expected a %s gradient of shape %s, got %s %s",
-            ct_dtype_name(dt), ct_shape_str(want, sa, sizeof sa),
-            ct_dtype_name(ct_dtype_of(gy_in)), ct_shape_str(ct_shape_of(gy_in), sb, sizeof sb));
-    return NULL;
+    return ct_fail(CT_ERR_SHAPE, "Conv2d: backward expected a %s gradient of shape %s, got %s %s",
+                   ct_dtype_name(dt), ct_shape_str(want, sa, sizeof sa),
+                   ct_dtype_name(ct_dtype_of(gy_in)), ct_shape_str(ct_shape_of(gy_in), sb, sizeof sb));
   }
   const ct_backend *be = ct_backend_for("Conv2d", dev);
-  if (!be) return NULL;
+  if (!be) return ct_last_status();
   const int64_t nb = chunk_images(dev, &g, ct_dtype_size(dt));
   ct_tensor *gy = ct_contiguous(gy_in);
   ct_tensor *wc = gy ? ct_contiguous(w) : NULL;
   ct_tensor *gt = wc ? ct_empty(CT_SHAPE(st->cout * nb * P), dt, dev) : NULL; // (C_out, nb*P)
   ct_tensor *cols = gt ? ct_empty(CT_SHAPE(kk * nb * P), dt, dev) : NULL;     // (C_in*k*k, nb*P)
-  ct_tensor *dcols = cols ? ct_empty(CT_SHAPE(kk * nb * P), dt, dev) : NULL;
-  ct_tensor *dw = dcols ? ct_empty(CT_SHAPE(st->cout, st->cin, st->k, st->k), dt, dev) : NULL;
-  ct_tensor *dx = dw ? ct_empty(CT_SHAPE(g.n, g.c, g.h, g.w), dt, dev) : NULL;
-  ct_tensor *db = NULL;
-  int rc = dx ? CT_OK : (int)ct_last_status();
+  ct_tensor *dw = cols ? ct_empty(CT_SHAPE(st->cout, st->cin, st->k, st->k), dt, dev) : NULL;
+  ct_tensor *dcols = NULL, *dx = NULL, *db = NULL;
+  if (dw && dx_out) {
+    dcols = ct_empty(CT_SHAPE(kk * nb * P), dt, dev);
+    dx = dcols ? ct_empty(CT_SHAPE(g.n, g.c, g.h, g.w), dt, dev) : NULL;
+  }
+  int rc = dw && (!dx_out || dx) ? CT_OK : (int)ct_last_status();
   ct_stream *s = ct_current_stream(dev);
   for (int64_t n0 = 0; rc == CT_OK && n0 < g.n; n0 += nb) {
     ct_conv_geom gk = g;
@@ -226,10 +228,10 @@ static ct_tensor *conv_backward(ct_module *m, const ct_tensor *gy_in) {
       rc = be->gemm(dt, false, true, st->cout, kk, cn, 1.0, ct_data_ptr(gt), cn, 0,
                     ct_data_ptr(cols), cn, 0, n0 == 0 ? 0.0 : 1.0, ct_data_ptr(dw), kk, 0, 1, s);
     // dcols (C_in*k*k, nb*P) = W^T @ gt, then summed back into the images
-    if (rc == CT_OK)
+    if (rc == CT_OK && dx)
       rc = be->gemm(dt, true, false, kk, cn, st->cout, 1.0, ct_data_ptr(wc), kk, 0,
                     ct_data_ptr(gt), cn, 0, 0.0, ct_data_ptr(dcols), cn, 0, 1, s);
-    if (rc == CT_OK) rc = k_col2im(dev, dt, &gk, ct_data_ptr(dcols), elem(dx, n0 * chw));
+    if (rc == CT_OK && dx) rc = k_col2im(dev, dt, &gk, ct_data_ptr(dcols), elem(dx, n0 * chw));
   }
   if (rc == CT_OK) rc = ct_param_accumulate_grad(&m->own[0], dw);
   if (rc == CT_OK && st->bias) { // db = sum over N, Ho, Wo: (N, C_out, P) -> (N, C_out) -> (C_out)
@@ -242,10 +244,18 @@ static ct_tensor *conv_backward(ct_module *m, const ct_tensor *gy_in) {
   ct_free(gy), ct_free(wc), ct_free(gt), ct_free(cols), ct_free(dcols), ct_free(dw), ct_free(db);
   if (rc != CT_OK) {
     ct_free(dx);
-    return NULL;
+    return rc;
   }
-  return dx;
+  if (dx_out) *dx_out = dx;
+  return CT_OK;
 }
+
+static ct_tensor *conv_backward(ct_module *m, const ct_tensor *gy) {
+  ct_tensor *dx = NULL;
+  return conv_grads(m, gy, &dx) == CT_OK ? dx : NULL;
+}
+
+static int conv_backward_params(ct_module *m, const ct_tensor *gy) { return conv_grads(m, gy, NULL); }
 
 static void conv_describe(const ct_module *m, char *buf, size_t len) {
   const conv_state *st = m->state;
@@ -274,6 +284,7 @@ static const ct_module_ops conv_ops = {
     .kind = "Conv2d",
     .forward = conv_forward,
     .backward = conv_backward,
+    .backward_params = conv_backward_params,
     .describe = conv_describe,
     .state_to = conv_state_to,
     .state_free = conv_state_free,

@@ -25,6 +25,11 @@ typedef struct ct_module_ops {
   // Enters with dL/dy of the last training forward; accumulates parameter
   // grads with ct_param_accumulate_grad; returns dL/dx.
   ct_tensor *(*backward)(ct_module *m, const ct_tensor *grad_output);
+  // Optional: backward for a module whose input needs no gradient (the first
+  // layer of a model): accumulates the parameter grads and skips dL/dx. When
+  // NULL, nn.c runs backward and drops dL/dx (a module without parameters
+  // does nothing).
+  int (*backward_params)(ct_module *m, const ct_tensor *grad_output);
   // Writes the arguments print(model) shows, e.g.
   // "in_features=784, out_features=256, bias=True".
   void (*describe)(const ct_module *m, char *buf, size_t len);

@@ -75,32 +75,30 @@ static ct_tensor *linear_forward(ct_module *m, const ct_tensor *x) {
   return yr;
 }
 
-static ct_tensor *linear_backward(ct_module *m, const ct_tensor *g) {
+// Enters with dL/dy of the last training forward; leaves with dW (and db)
+// added into the grads and, when dx is not NULL, *dx = dL/dx (shape of x).
+static int linear_grads(ct_module *m, const ct_tensor *g, ct_tensor **dx_out) {
   linear_state *st = m->state;
-  if (!st->x) {
-    ct_fail(CT_ERR_VALUE, "Linear backward: no saved input (run forward in training mode first)");
-    return NULL;
-  }
+  if (!st->x)
+    return ct_fail(CT_ERR_VALUE, "Linear backward: no saved input (run forward in training mode first)");
   int64_t n = ct_size(st->x, 0);
   ct_shape want = st->x_shape;
   want.d[want.ndim - 1] = st->out;
   if (!ct_shape_eq(ct_shape_of(g), want)) {
     char a[96], b[96];
-    ct_fail(CT_ERR_SHAPE, "Linear backward: grad_output of shape %s, expected %s",
-            ct_shape_str(ct_shape_of(g), a, sizeof a), ct_shape_str(want, b, sizeof b));
-    return NULL;
+    return ct_fail(CT_ERR_SHAPE, "Linear backward: grad_output of shape %s, expected %s",
+                   ct_shape_str(ct_shape_of(g), a, sizeof a), ct_shape_str(want, b, sizeof b));
   }
   ct_param *pw = weight_of(m), *pb = st->bias ? bias_of(m) : NULL;
   if (ct_dtype_of(g) != ct_dtype_of(pw->value)) {
-    ct_fail(CT_ERR_DTYPE, "Linear backward: grad_output is %s but the weight is %s",
-            ct_dtype_name(ct_dtype_of(g)), ct_dtype_name(ct_dtype_of(pw->value)));
-    return NULL;
+    return ct_fail(CT_ERR_DTYPE, "Linear backward: grad_output is %s but the weight is %s",
+                   ct_dtype_name(ct_dtype_of(g)), ct_dtype_name(ct_dtype_of(pw->value)));
   }
   ct_tensor *g2 = ct_reshape(g, CT_SHAPE(n, st->out)); // (N, out)
   ct_tensor *gt = g2 ? ct_t(g2) : NULL;                 // (out, N), a view
   if (!gt) {
     ct_free(g2);
-    return NULL;
+    return ct_last_status();
   }
   int rc = CT_OK;
   // dW += g^T x: straight into W.grad when it is there and contiguous.
@@ -116,14 +114,28 @@ static ct_tensor *linear_backward(ct_module *m, const ct_tensor *g) {
     rc = db ? ct_param_accumulate_grad(pb, db) : (int)ct_last_status();
     ct_free(db);
   }
-  ct_tensor *dx = rc ? NULL : ct_mm(g2, pw->value); // (N, in)
+  ct_tensor *dx = NULL;
+  if (!rc && dx_out) {
+    dx = ct_mm(g2, pw->value); // (N, in)
+    if (dx && st->x_shape.ndim != 2) {
+      ct_tensor *dxr = ct_reshape(dx, st->x_shape);
+      ct_free(dx);
+      dx = dxr;
+    }
+    if (!dx) rc = ct_last_status();
+  }
   ct_free(gt);
   ct_free(g2);
-  if (!dx || st->x_shape.ndim == 2) return dx;
-  ct_tensor *dxr = ct_reshape(dx, st->x_shape);
-  ct_free(dx);
-  return dxr;
+  if (dx_out) *dx_out = dx;
+  return rc;
 }
+
+static ct_tensor *linear_backward(ct_module *m, const ct_tensor *g) {
+  ct_tensor *dx = NULL;
+  return linear_grads(m, g, &dx) == CT_OK ? dx : NULL;
+}
+
+static int linear_backward_params(ct_module *m, const ct_tensor *g) { return linear_grads(m, g, NULL); }
 
 static void linear_describe(const ct_module *m, char *buf, size_t len) {
   const linear_state *st = m->state;
@@ -154,6 +166,7 @@ static const ct_module_ops linear_ops = {
     .kind = "Linear",
     .forward = linear_forward,
     .backward = linear_backward,
+    .backward_params = linear_backward_params,
     .describe = linear_describe,
     .state_to = linear_state_to,
     .state_free = linear_state_free,

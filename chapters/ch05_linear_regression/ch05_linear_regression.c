@@ -738,10 +738,10 @@ static void show_gradient_check(run *r) {
 | `optimizer.zero_grad(set_to_none=True)` | `ct_optimizer_zero_grad(opt, true)` |
 | `pred = model(xb)` | `pred = ct_module_forward(model, xb)` |
 | `loss = loss_fn(pred, yb)` | `loss = ct_mse_loss(pred, yb, &g)` |
-| `loss.backward()` | `ct_module_backward(model, g)` |
+| `loss.backward()` | `ct_module_backward_params(model, g)` |
 | `optimizer.step()` | `ct_optimizer_step(opt)` |
 
-区别在反向传播。PyTorch 在前向时记下一张计算图，`loss.backward()` 沿图往回走；ct 不记图，损失函数直接返回它对预测的梯度 $G$，`ct_module_backward` 接过 $G$，按上一节的公式算出参数梯度并累加进 `.grad`。两边算的是同一组数。
+区别在反向传播。PyTorch 在前向时记下一张计算图，`loss.backward()` 沿图往回走；ct 不记图，损失函数直接返回它对预测的梯度 $G$，`ct_module_backward_params` 接过 $G$，按上一节的公式算出参数梯度并累加进 `.grad`。两边算的是同一组数。名字里的 `params` 说的是它只算参数的梯度：数据 `xb` 不需要梯度（PyTorch 里 `xb.requires_grad` 为 False），所以对输入的梯度 $G W$ 不算。前面检查梯度时用的 `ct_module_backward` 会多算并返回这一项。
 
 **批。** 数据已经在设备上，所以一批就是一个视图：`ct_narrow(xd, 0, i, B)` 取第 $i$ 到 $i+B-1$ 行，不拷贝，相当于 `X[i:i+B]`。这里不打乱顺序：样本本来就是独立抽取的，顺序里没有信息。数据按类别或时间排好序时才必须打乱，比如第 6 章。不打乱还有一个好处：PyTorch 版本能走完全相同的批，两边的损失可以逐步比较。
 
@@ -759,10 +759,10 @@ Each step is the five lines every PyTorch training loop has, one call each:
 | `optimizer.zero_grad(set_to_none=True)` | `ct_optimizer_zero_grad(opt, true)` |
 | `pred = model(xb)` | `pred = ct_module_forward(model, xb)` |
 | `loss = loss_fn(pred, yb)` | `loss = ct_mse_loss(pred, yb, &g)` |
-| `loss.backward()` | `ct_module_backward(model, g)` |
+| `loss.backward()` | `ct_module_backward_params(model, g)` |
 | `optimizer.step()` | `ct_optimizer_step(opt)` |
 
-The difference is the backward pass. PyTorch records a graph during the forward pass and `loss.backward()` walks it back; ct records nothing: the loss returns its gradient with respect to the prediction, $G$, and `ct_module_backward` takes $G$, computes the parameter gradients by the formulas of the previous section and adds them into `.grad`. Both compute the same numbers.
+The difference is the backward pass. PyTorch records a graph during the forward pass and `loss.backward()` walks it back; ct records nothing: the loss returns its gradient with respect to the prediction, $G$, and `ct_module_backward_params` takes $G$, computes the parameter gradients by the formulas of the previous section and adds them into `.grad`. Both compute the same numbers. The `params` in its name says that it computes the parameters' gradients only: the data `xb` needs no gradient (`xb.requires_grad` is False in PyTorch), so the gradient with respect to the input, $G W$, is not computed. `ct_module_backward`, used in the gradient check above, also computes and returns it.
 
 **Batches.** The data is already on the device, so a batch is a view: `ct_narrow(xd, 0, i, B)` takes rows $i$ to $i+B-1$ without a copy, as `X[i:i+B]` does. The order is not shuffled: the samples were drawn independently, so their order carries no information. Shuffling is a must when data comes sorted by class or by time, as in chapter 6. Keeping the order has one more use: the PyTorch twin walks exactly the same batches, so the two losses can be compared step by step.
 
@@ -811,7 +811,7 @@ static void train(ct_module *model, const ct_tensor *x, const ct_tensor *y, ct_d
       ct_tensor *pred = must(ct_module_forward(model, xb));   // pred = model(xb)
       ct_tensor *g = NULL;
       ct_tensor *loss = must(ct_mse_loss(pred, yb, &g));      // loss = loss_fn(pred, yb)
-      ct_tensor *g_x = must(ct_module_backward(model, g));    // loss.backward()
+      ok(ct_module_backward_params(model, g));                // loss.backward()
       ok(ct_optimizer_step(opt));                             // optimizer.step()
       ok(ct_binary_out(CT_OP_ADD, loss_sum, loss_sum, loss)); // loss_sum += loss, on the device
       if (log->n_step_loss < MAX_STEP_LOG && (e == 0 || log->n_step_loss < TWIN_STEPS)) // reads: waits
@@ -819,7 +819,6 @@ static void train(ct_module *model, const ct_tensor *x, const ct_tensor *y, ct_d
       ct_free(pred);
       ct_free(g);
       ct_free(loss);
-      ct_free(g_x);
       ct_free(xb);
       ct_free(yb);
       steps++;

@@ -409,14 +409,14 @@ the predicted probabilities minus the one-hot true distribution, divided by the 
 ::: zh
 ## 一步训练
 
-一步训练就是开头那段 PyTorch 代码的循环体，五个动作：清零梯度，前向，算损失和它的梯度，反向，更新参数。`zero_grad(set_to_none=true)` 直接释放梯度，下一次反向时重新创建（PyTorch 2 的默认做法，省掉一次清零的写入）。
+一步训练就是开头那段 PyTorch 代码的循环体，五个动作：清零梯度，前向，算损失和它的梯度，反向，更新参数。`zero_grad(set_to_none=true)` 直接释放梯度，下一次反向时重新创建（PyTorch 2 的默认做法，省掉一次清零的写入）。反向用的是 `ct_module_backward_params`：图片不需要梯度（在 PyTorch 里它们的 `requires_grad` 也是 False），所以第一层不算 dL/dx；对 CNN 来说每一步省掉一次 GEMM 和一次 col2im。
 
 注意这个函数**不读取**损失的值：返回的是设备上的一个 0 维张量。在 GPU 上，这一步的所有工作只是被排进了流里，函数返回时它们可能还没有执行。读出损失（PyTorch 的 `loss.item()`）会让 CPU 停下来等 GPU 做完，之后 CPU 才开始排下一步的工作，GPU 在这段时间里空着。所以训练循环把每一步的损失累加在设备上，只偶尔读一次。
 :::
 ::: en
 ## One training step
 
-A training step is the body of the PyTorch loop at the top, five actions: zero the gradients, forward, the loss and its gradient, backward, update the parameters. `zero_grad(set_to_none=true)` frees the gradients outright and the next backward creates them again (PyTorch 2's default, which saves writing zeros).
+A training step is the body of the PyTorch loop at the top, five actions: zero the gradients, forward, the loss and its gradient, backward, update the parameters. `zero_grad(set_to_none=true)` frees the gradients outright and the next backward creates them again (PyTorch 2's default, which saves writing zeros). Backward is `ct_module_backward_params`: the images need no gradient (their `requires_grad` is False in PyTorch too), so the first layer skips dL/dx; for the CNN that saves a GEMM and a col2im per step.
 
 Note that this function does **not** read the loss's value: it returns a 0-d tensor on the device. On a GPU, all of the step's work has only been queued on the stream when the function returns, and may not have run yet. Reading the loss (PyTorch's `loss.item()`) makes the CPU wait until the GPU has finished, and only then does the CPU start queueing the next step, while the GPU sits idle. So the training loop adds each step's loss up on the device and reads the sum only now and then.
 :::
@@ -433,14 +433,12 @@ static ct_tensor *train_step(ct_module *model, ct_optimizer *opt, const ct_tenso
   ct_tensor *loss = ct_cross_entropy_loss(logits, y, &dlogits); // loss_fn(logits, y)
   ct_free(logits);
   if (!loss) return NULL;
-  ct_tensor *dx = ct_module_backward(model, dlogits); // loss.backward(): grads into param->grad
+  int rc = ct_module_backward_params(model, dlogits); // loss.backward(): grads into param->grad
   ct_free(dlogits);
-  if (!dx || ct_optimizer_step(opt) != CT_OK) { // optimizer.step()
-    ct_free(dx);
+  if (rc != CT_OK || ct_optimizer_step(opt) != CT_OK) { // optimizer.step()
     ct_free(loss);
     return NULL;
   }
-  ct_free(dx); // dL/d(input image): not needed
   return loss;
   /* LAB END */
 }

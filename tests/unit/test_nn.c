@@ -392,6 +392,68 @@ static void test_sequential(void **state) {
   ref_assert_error(CT_ERR_VALUE, "Sequential with a NULL child", "NULL module", NULL);
 }
 
+// ---- backward without dL/d(input) --------------------------------------------------------------
+// ct_module_backward_params (the input needs no grad, as a batch of data)
+// must leave every parameter grad exactly as ct_module_backward leaves it:
+// the same kernels run in the same order, only the first layer's dL/dx is
+// skipped.
+static void test_backward_params(void **state) {
+  (void)state;
+  ct_module *m = ref_on_device(ct_nn_sequential(
+      5, (ct_module *[]){ct_nn_conv2d(2, 3, 3, 1, 1, true), ct_nn_relu(), ct_nn_maxpool2d(2, 0),
+                         ct_nn_flatten(), ct_nn_linear(3 * 3 * 2, 4, true)}));
+  double *x, *g;
+  ct_tensor *xt = ref_tensor(CT_SHAPE(5, 2, 6, 4), CT_F32, tu_device, -2, 2, &x); // (N, C, H, W)
+  ct_tensor *gt = ref_tensor(CT_SHAPE(5, 4), CT_F32, tu_device, -1, 1, &g);       // dL/dy (N, 4)
+  ct_tensor *y = ct_module_forward(m, xt), *dx = y ? ct_module_backward(m, gt) : NULL;
+  TU_CHECK(dx);
+  int n = 0;
+  ct_param **ps = ct_module_parameters(m, &n);
+  assert_int_equal(n, 4);
+  double *full[4];
+  for (int i = 0; i < n; ++i) full[i] = ref_values(ps[i]->grad);
+  TU_OK(ct_module_zero_grad(m, true));
+  ct_free(y);
+  y = ct_module_forward(m, xt);
+  TU_CHECK(y);
+  TU_OK(ct_module_backward_params(m, gt));
+  for (int i = 0; i < n; ++i) {
+    TU_CHECK(ps[i]->grad);
+    char what[128];
+    snprintf(what, sizeof what, "backward_params %s", ps[i]->name);
+    tu_assert_close(ps[i]->grad, full[i], 0, 0, what);
+    free(full[i]);
+  }
+  ct_free(y), ct_free(dx);
+  ct_module_free(m);
+  // a lone Linear: dW = g^T x, db = sum g against float64
+  ct_module *l = ref_on_device(ct_nn_linear(3, 2, true));
+  ct_tensor *x2 = ct_reshape(xt, CT_SHAPE(80, 3)), *g2 = NULL;
+  double *gg;
+  g2 = ref_tensor(CT_SHAPE(80, 2), CT_F32, tu_device, -1, 1, &gg);
+  TU_CHECK(x2);
+  double *w = ref_values(ref_param(l, "weight")->value);
+  double dxr[240], dxa[240], dw[6], dwa[6], db[2], dba[2];
+  ref_linear_backward(x, w, gg, 80, 3, 2, dxr, dxa, dw, dwa, db, dba);
+  y = ct_module_forward(l, x2);
+  TU_CHECK(y);
+  TU_OK(ct_module_backward_params(l, g2));
+  ref_assert_sum_close(ref_param(l, "weight")->grad, dw, dwa, 80, "Linear backward_params dW");
+  ref_assert_sum_close(ref_param(l, "bias")->grad, db, dba, 80, "Linear backward_params db");
+  ct_free(y);
+  // parameterless first layer: nothing to do; errors as backward's
+  ct_module *r = ref_on_device(ct_nn_relu());
+  TU_OK(ct_module_backward_params(r, g2));
+  ct_module *fresh = ref_on_device(ct_nn_linear(3, 2, true));
+  assert_int_not_equal(ct_module_backward_params(fresh, g2), CT_OK);
+  ref_assert_error(CT_ERR_VALUE, "backward_params before forward", "no saved input", NULL);
+  assert_int_not_equal(ct_module_backward_params(NULL, g2), CT_OK);
+  ref_assert_error(CT_ERR_VALUE, "backward_params of NULL", "NULL module", NULL);
+  ct_module_free(r), ct_module_free(fresh), ct_module_free(l);
+  ct_free(x2), ct_free(g2), ct_free(xt), ct_free(gt);
+  free(x), free(g), free(gg), free(w);
+}
+
 // ---- names, order, .to, state ----------------------------------------------------------------------
 static ct_module *nested_model(void) {
   ct_module *inner = ct_nn_sequential(2, (ct_module *[]){ct_nn_linear(2, 2, true), ct_nn_dropout(0.25)});
@@ -758,6 +820,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_dropout),
       cmocka_unit_test(test_dropout_edges),
       cmocka_unit_test(test_sequential),
+      cmocka_unit_test(test_backward_params),
       cmocka_unit_test(test_state_names),
       cmocka_unit_test(test_module_str),
       cmocka_unit_test(test_to_device),
