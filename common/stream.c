@@ -196,9 +196,16 @@ void ct_stream_destroy(ct_stream *s) {
   if (s->device.type == CT_CUDA && s->handle) {
     dev_guard g;
     if (guard_enter(&g, s->device.index) == CT_OK) {
+      // Finish the stream's queued work first. cudaStreamDestroy returns at
+      // once and lets that work run on, but the caching allocator keys its
+      // cached blocks by this ct_stream's address, which calloc may hand to
+      // the next ct_stream_create: that stream would then be given blocks
+      // the old stream's kernels are still reading or writing.
+      cudaError_t es = cudaStreamSynchronize(cu_stream(s));
       cudaError_t e = cudaStreamDestroy(cu_stream(s));
       guard_exit(&g);
-      if (e != cudaSuccess) (void)CT_CUDA_FAILED(e, "cudaStreamDestroy(s)");
+      if (es != cudaSuccess) (void)CT_CUDA_FAILED(es, "cudaStreamSynchronize(s)");
+      else if (e != cudaSuccess) (void)CT_CUDA_FAILED(e, "cudaStreamDestroy(s)");
     }
   }
 #endif

@@ -27,7 +27,10 @@ ct_stream *ct_default_stream(ct_device d); // NULL + error if d is unavailable
 ct_stream *ct_current_stream(ct_device d); // this thread's current stream
 int ct_set_stream(ct_stream *s);           // makes s current for its device
 ct_stream *ct_stream_create(ct_device d, int priority); // 0 = normal; lower = higher priority
-void ct_stream_destroy(ct_stream *s);      // not for default streams (ignored)
+// Waits for the stream's queued work, then destroys it (not for default
+// streams: ignored). The wait makes blocks the allocator cached for it safe to
+// hand to whichever stream comes next.
+void ct_stream_destroy(ct_stream *s);
 ct_device ct_stream_device(const ct_stream *s);
 int ct_stream_synchronize(ct_stream *s);
 bool ct_stream_query(ct_stream *s);        // true when all its work is done
