@@ -209,7 +209,10 @@ __global__ void bn_affine_kernel(const T *__restrict__ x, const T *__restrict__ 
     const I c = (i / P) % C;
     const double sc = scale_is_var ? 1.0 / sqrt((double)scale[c] + eps) : (double)scale[c];
     const double a = sc * (double)gamma[c];
-    y[i] = (T)(((double)x[i] - (double)shift[c]) * a + (double)beta[c]);
+    // __dmul_rn/__dadd_rn: nvcc would otherwise contract the product and the
+    // sum into one FMA (one rounding), where cpu_conv.c (ISO C, no
+    // contraction) rounds the product first; this keeps the CPU's bits.
+    y[i] = (T)__dadd_rn(__dmul_rn((double)x[i] - (double)shift[c], a), (double)beta[c]);
   }
 }
 

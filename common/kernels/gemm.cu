@@ -59,7 +59,22 @@ static int ct_cublas_handle(int device, cublasHandle_t *out) {
                    CT_MAX_CUDA_DEVICES);
   CtLock lock(&ct_cublas_create_mu);
   CtCublasSlot *slot = &ct_cublas_slots[device];
-  if (!slot->handle) CT_CUBLAS_CHECK(cublasCreate(&slot->handle));
+  if (!slot->handle) {
+    // Created into a local first: a failed cublasCreate must not leave a
+    // half-made handle in the slot for the next call to use.
+    cublasHandle_t h = nullptr;
+    CT_CUBLAS_CHECK(cublasCreate(&h));
+    // f16/bf16 accumulate in f32 (backend.h, cpu_gemm.c): by default cuBLAS
+    // may do split-K reductions in the output type; forbid that. TF32 stays
+    // off (CUBLAS_DEFAULT_MATH; ct_cuda_gemm asks for it per call).
+    const cublasStatus_t st =
+        cublasSetMathMode(h, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      (void)cublasDestroy(h);
+      CT_CUBLAS_CHECK(st);
+    }
+    slot->handle = h;
+  }
   *out = slot->handle;
   return CT_OK;
 }
