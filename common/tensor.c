@@ -216,7 +216,15 @@ int ct_fill_(ct_tensor *t, double value) {
 
 int ct_zero_(ct_tensor *t) { return ct_fill_(t, 0.0); }
 
-ct_tensor *ct_full(ct_shape shape, double value, ct_dtype dtype, ct_device device) {
+// ct_full, ct_zeros and ct_ones: a bad shape or dtype is reported under the
+// name the caller used, not ct_empty's.
+static ct_tensor *full_named(const char *op, ct_shape shape, double value, ct_dtype dtype,
+                             ct_device device) {
+  if (check_shape(op, shape)) return NULL;
+  if (!ct_dtype_valid(dtype)) {
+    ct_fail(CT_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);
+    return NULL;
+  }
   ct_tensor *t = ct_empty(shape, dtype, device);
   if (t && ct_fill_(t, value) != CT_OK) {
     ct_free(t);
@@ -224,11 +232,14 @@ ct_tensor *ct_full(ct_shape shape, double value, ct_dtype dtype, ct_device devic
   }
   return t;
 }
+ct_tensor *ct_full(ct_shape shape, double value, ct_dtype dtype, ct_device device) {
+  return full_named("ct_full", shape, value, dtype, device);
+}
 ct_tensor *ct_zeros(ct_shape shape, ct_dtype dtype, ct_device device) {
-  return ct_full(shape, 0.0, dtype, device);
+  return full_named("ct_zeros", shape, 0.0, dtype, device);
 }
 ct_tensor *ct_ones(ct_shape shape, ct_dtype dtype, ct_device device) {
-  return ct_full(shape, 1.0, dtype, device);
+  return full_named("ct_ones", shape, 1.0, dtype, device);
 }
 
 ct_tensor *ct_arange(double start, double end, double step, ct_dtype dtype, ct_device device) {

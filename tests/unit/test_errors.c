@@ -253,13 +253,13 @@ static void test_negative_sizes(void **state) {
   ref_assert_error(CT_ERR_VALUE, "empty(2, -1)", "negative", "-1", NULL);
   ct_clear_error();
   assert_null(ct_zeros(CT_SHAPE(-5), CT_F64, tu_device));
-  ref_assert_error(CT_ERR_VALUE, "zeros(-5)", "negative", "-5", NULL);
+  ref_assert_error(CT_ERR_VALUE, "zeros(-5)", "ct_zeros:", "negative", "-5", NULL);
   ct_clear_error();
   assert_null(ct_ones(CT_SHAPE(3, 4, -2), CT_I32, tu_device));
-  ref_assert_error(CT_ERR_VALUE, "ones(3, 4, -2)", "negative", "-2", NULL);
+  ref_assert_error(CT_ERR_VALUE, "ones(3, 4, -2)", "ct_ones:", "negative", "-2", NULL);
   ct_clear_error();
   assert_null(ct_full(CT_SHAPE(-1, 1), 2.0, CT_F32, tu_device));
-  ref_assert_error(CT_ERR_VALUE, "full(-1, 1)", "negative", NULL);
+  ref_assert_error(CT_ERR_VALUE, "full(-1, 1)", "ct_full:", "negative", NULL);
   ct_clear_error();
   assert_null(ct_rand(CT_SHAPE(-3), CT_F32, tu_device));
   ref_assert_error(CT_ERR_VALUE, "rand(-3)", "negative", "-3", NULL);
