@@ -665,12 +665,34 @@ ct_tensor *ct_bmm(const ct_tensor *a, const ct_tensor *b) {
     ct_fail(CT_ERR_SHAPE, "ct_bmm: expected 3-D tensors, got %dD and %dD", ct_ndim(a), ct_ndim(b));
     return NULL;
   }
-  if (a->shape[0] != b->shape[0]) {
-    ct_fail(CT_ERR_SHAPE, "ct_bmm: expected the same batch size, got %" PRId64 " and %" PRId64,
-            a->shape[0], b->shape[0]);
+  if (a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1]) { // torch.bmm's words
+    ct_fail(CT_ERR_SHAPE, "ct_bmm: Expected size for first two dimensions of batch2 tensor to be: [%" PRId64
+            ", %" PRId64 "] but got: [%" PRId64 ", %" PRId64 "].", a->shape[0], a->shape[2], b->shape[0],
+            b->shape[1]);
     return NULL;
   }
   return batched("ct_bmm", a, b);
+}
+
+// torch.matmul's messages for operands that do not fit, by the route torch
+// takes: a batch of matrices times a matrix is folded into one mm (the batch
+// joins the rows), two batches go to bmm after broadcasting the batch dim.
+// Vector operands keep the mm message of their matrix form.
+static int matmul_shape_error(const ct_tensor *a, const ct_tensor *b) {
+  const int na = a->ndim, nb = b->ndim;
+  if (na == 3 && nb == 3 && a->shape[0] != b->shape[0] && a->shape[0] != 1 && b->shape[0] != 1)
+    return ct_fail(CT_ERR_SHAPE, "ct_matmul: The size of tensor a (%" PRId64 ") must match the size of "
+                   "tensor b (%" PRId64 ") at non-singleton dimension 0", a->shape[0], b->shape[0]);
+  const int64_t ka = a->shape[na - 1], kb = nb == 1 ? b->shape[0] : b->shape[nb - 2];
+  if (ka == kb) return CT_OK;
+  if (na == 3 && nb == 2)
+    return shape_mismatch("ct_matmul", a->shape[0] * a->shape[1], ka, kb, b->shape[1]);
+  if (nb == 3 && na >= 2) {
+    const int64_t batch = na == 3 && a->shape[0] != 1 ? a->shape[0] : b->shape[0];
+    return ct_fail(CT_ERR_SHAPE, "ct_matmul: Expected size for first two dimensions of batch2 tensor to be: [%" PRId64
+                   ", %" PRId64 "] but got: [%" PRId64 ", %" PRId64 "].", batch, ka, batch, kb);
+  }
+  return shape_mismatch("ct_matmul", na == 1 ? 1 : a->shape[na - 2], ka, kb, nb == 1 ? 1 : b->shape[nb - 1]);
 }
 
 ct_tensor *ct_matmul(const ct_tensor *a, const ct_tensor *b) {
@@ -680,6 +702,7 @@ ct_tensor *ct_matmul(const ct_tensor *a, const ct_tensor *b) {
     ct_fail(CT_ERR_SHAPE, "ct_matmul: supports 1-D to 3-D operands, got %dD and %dD", na, nb);
     return NULL;
   }
+  if (matmul_shape_error(a, b)) return NULL;
   // Vectors become matrices (a: a row, b: a column); the added dim goes away after.
   ct_tensor *a2 = na == 1 ? ct_unsqueeze(a, 0) : ct_retain((ct_tensor *)a);
   ct_tensor *b2 = nb == 1 ? ct_unsqueeze(b, 1) : ct_retain((ct_tensor *)b);

@@ -136,6 +136,33 @@ static void test_shape_mismatch(void **state) {
   assert_message("ct_matmul: mat1 and mat2 shapes cannot be multiplied (2x3 and 2x4)", "matmul (2,3)@(2,4)");
   assert_null(ct_mm(a, a));
   assert_message("ct_mm: mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)", "mm (2,3)@(2,3)");
+  // Batched operands, in the words torch 1.13 prints for the same shapes.
+  {
+    ct_tensor *b234 = ct_zeros(CT_SHAPE(2, 3, 4), CT_F32, tu_device);
+    ct_tensor *b256 = ct_zeros(CT_SHAPE(2, 5, 6), CT_F32, tu_device);
+    ct_tensor *b346 = ct_zeros(CT_SHAPE(3, 4, 6), CT_F32, tu_device);
+    ct_tensor *b134 = ct_zeros(CT_SHAPE(1, 3, 4), CT_F32, tu_device);
+    ct_tensor *m56 = ct_zeros(CT_SHAPE(5, 6), CT_F32, tu_device);
+    TU_CHECK(b234 && b256 && b346 && b134 && m56);
+    assert_null(ct_matmul(b234, m56)); // folded into one mm: the batch joins the rows
+    assert_message("ct_matmul: mat1 and mat2 shapes cannot be multiplied (6x4 and 5x6)", "matmul (2,3,4)@(5,6)");
+    assert_null(ct_matmul(b234, b256));
+    assert_message("ct_matmul: Expected size for first two dimensions of batch2 tensor to be: [2, 4] but got: "
+                   "[2, 5].", "matmul (2,3,4)@(2,5,6)");
+    assert_null(ct_matmul(b134, b256)); // the batch broadcasts first
+    assert_message("ct_matmul: Expected size for first two dimensions of batch2 tensor to be: [2, 4] but got: "
+                   "[2, 5].", "matmul (1,3,4)@(2,5,6)");
+    assert_null(ct_matmul(b234, b346));
+    assert_message("ct_matmul: The size of tensor a (2) must match the size of tensor b (3) at non-singleton "
+                   "dimension 0", "matmul (2,3,4)@(3,4,6)");
+    assert_null(ct_bmm(b234, b256));
+    assert_message("ct_bmm: Expected size for first two dimensions of batch2 tensor to be: [2, 4] but got: "
+                   "[2, 5].", "bmm (2,3,4)@(2,5,6)");
+    assert_null(ct_bmm(b234, b346));
+    assert_message("ct_bmm: Expected size for first two dimensions of batch2 tensor to be: [2, 4] but got: "
+                   "[3, 4].", "bmm (2,3,4)@(3,4,6)");
+    ct_free(b234), ct_free(b256), ct_free(b346), ct_free(b134), ct_free(m56);
+  }
   // Views and copies.
   assert_null(ct_reshape(a, CT_SHAPE(5, -1)));
   ref_assert_error(CT_ERR_SHAPE, "reshape", "ct_reshape", "invalid for input of size 6", NULL);
