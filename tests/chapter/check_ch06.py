@@ -32,11 +32,16 @@ import json
 import math
 import os
 import re
-import shutil
 import struct
-import subprocess
 import sys
 import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import chaptertest  # noqa: E402
+from chaptertest import (expect, expect_cuda_ok, fresh, load_metrics, run, run_cuda,  # noqa: E402
+                         section_text, sections_of, skip_unless_cuda_build, skip_unless_imports)
+
 
 SECTIONS = ["data", "model", "train", "accuracy", "confusion", "throughput", "checkpoint", "predictions"]
 NUM_CLASSES = 10
@@ -45,56 +50,6 @@ NUM_CLASSES = 10
 GRID_COLS, SCALE, BORDER, PAD, CELL_W, CELL_H, HEADER_H, GRID_MAX = 8, 3, 3, 6, 96, 120, 16, 32
 GREEN, RED = (40, 200, 80), (230, 50, 50)
 AGREE_STEPS, AGREE_RTOL = 20, 1e-4
-
-
-def fail(msg):
-    print(f"FAIL: {msg}")
-    sys.exit(1)
-
-
-def skip(msg):
-    print(f"SKIP: {msg}")
-    sys.exit(77)
-
-
-def run(cmd, timeout=280):
-    print("$", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def show(r):
-    print(f"--- exit {r.returncode}; stdout:\n{r.stdout}--- stderr:\n{r.stderr}---")
-
-
-def expect(cond, msg, r=None):
-    if not cond:
-        if r is not None:
-            show(r)
-        fail(msg)
-
-
-def sections_of(stdout):
-    return re.findall(r"^== (.+) ==$", stdout, re.M)
-
-
-def section_text(stdout, name):
-    m = re.search(rf"^== {re.escape(name)} ==\n(.*?)(?=^== |\Z)", stdout, re.M | re.S)
-    return m.group(1) if m else ""
-
-
-def load_metrics(path):
-    expect(os.path.isfile(path), f"--metrics {path} wrote no file")
-    expect(not glob.glob(glob.escape(path) + ".tmp.*"), "temporary metrics files left behind")
-    with open(path, encoding="utf-8") as f:
-        m = json.load(f)
-    expect(isinstance(m, dict), f"{path} is not a JSON object")
-    return m
-
-
-def fresh(*paths):
-    for p in paths:
-        if os.path.isfile(p):
-            os.unlink(p)
 
 
 def data_dir():
@@ -253,7 +208,8 @@ def cmd_report(ch06, work):
         out = os.path.join(work, model)
         os.makedirs(out, exist_ok=True)
         met, met2, ckpt = (os.path.join(out, f) for f in ("train.json", "load.json", "model.safetensors"))
-        fresh(met, met2, ckpt, os.path.join(out, "predictions.png"))
+        for path in (met, met2, ckpt, os.path.join(out, "predictions.png")):
+            fresh(path)
         extra = ["--batchnorm"] if model == "cnn" else []
         r = run([ch06, "--device", "cpu", "--quick", "--model", model, *extra, "--metrics", met,
                  "--out-dir", out, "--save", ckpt])
@@ -318,17 +274,12 @@ def cmd_badflag(ch06, work):
     print("PASS")
 
 
-def torch_or_skip(python):
-    probe = subprocess.run([python, "-c", "import torch, numpy"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        skip(f"{python} cannot import torch: {probe.stderr.strip().splitlines()[-1:]}")
-
-
 def cmd_twin(ch06, python, twin, work):
-    torch_or_skip(python)
+    skip_unless_imports(python, "torch", "numpy")
     os.makedirs(work, exist_ok=True)
     cj, pj = os.path.join(work, "c.json"), os.path.join(work, "py.json")
-    fresh(cj, pj)
+    for path in (cj, pj):
+        fresh(path)
     rc = run([ch06, "--device", "cpu", "--quick", "--metrics", cj, "--out-dir", work])
     rp = run([python, twin, "--device", "cpu", "--quick", "--metrics", pj, "--out-dir", work])
     expect(rc.returncode == 0, f"ch06 exit code {rc.returncode}", rc)
@@ -352,7 +303,7 @@ def cmd_twin(ch06, python, twin, work):
 
 
 def cmd_twin_agree(ch06, python, twin, work):
-    torch_or_skip(python)
+    skip_unless_imports(python, "torch", "numpy")
     os.makedirs(work, exist_ok=True)
     # C writes its initial weights and the twin starts from them; no
     # shuffling, no dropout (the masks come from different generators). The
@@ -376,7 +327,8 @@ def cmd_twin_agree(ch06, python, twin, work):
               "--out-dir", work]
     for args, strict, with_f32 in configs:
         init, cj, dj, fj = (os.path.join(work, f) for f in ("init.safetensors", "c.json", "py64.json", "py32.json"))
-        fresh(init, cj, dj, fj)
+        for path in (init, cj, dj, fj):
+            fresh(path)
         rc = run([ch06, *common, *args, "--save-init", init, "--metrics", cj])
         expect(rc.returncode == 0, f"ch06 {args}: exit code {rc.returncode}", rc)
         rp = run([python, twin, *common, *args, "--load-init", init, "--float64", "--metrics", dj])
@@ -401,11 +353,12 @@ def cmd_twin_agree(ch06, python, twin, work):
 
 
 def cmd_ckpt_torch(ch06, python, twin, work):
-    torch_or_skip(python)
+    skip_unless_imports(python, "torch", "numpy")
     os.makedirs(work, exist_ok=True)
     for args in (["--model", "cnn", "--batchnorm"], ["--model", "mlp"]):
         ckpt, cj, pj = (os.path.join(work, f) for f in ("ckpt.safetensors", "c.json", "py.json"))
-        fresh(ckpt, cj, pj)
+        for path in (ckpt, cj, pj):
+            fresh(path)
         rc = run([ch06, "--device", "cpu", "--quick", *args, "--save", ckpt, "--metrics", cj, "--out-dir", work])
         expect(rc.returncode == 0, f"ch06 {args}: exit code {rc.returncode}", rc)
         rp = run([python, twin, "--device", "cpu", "--quick", *args, "--load", ckpt, "--metrics", pj,
@@ -425,16 +378,14 @@ def cmd_ckpt_torch(ch06, python, twin, work):
 
 
 def cmd_gpu(ch06, work, have_cuda):
-    if have_cuda.upper() in ("OFF", "0", "FALSE", "NO", ""):
-        skip("this build has no CUDA backend (CPU-only configuration)")
-    gpu_evidence = bool(shutil.which("nvidia-smi")) and bool(glob.glob("/dev/nvidia[0-9]*"))
+    skip_unless_cuda_build(have_cuda)
     os.makedirs(work, exist_ok=True)
     met, met2, ckpt = (os.path.join(work, f) for f in ("gpu.json", "cpu_load.json", "gpu.safetensors"))
-    fresh(met, met2, ckpt)
-    r = run([ch06, "--device", "cuda", "--quick", "--batchnorm", "--metrics", met, "--out-dir", work, "--save", ckpt])
-    if r.returncode != 0 and not gpu_evidence and "CUDA unavailable" in r.stderr:
-        skip("no GPU here")
-    expect(r.returncode == 0, f"--device cuda: exit code {r.returncode}", r)
+    for path in (met, met2, ckpt):
+        fresh(path)
+    r = run_cuda([ch06, "--device", "cuda", "--quick", "--batchnorm", "--metrics", met, "--out-dir", work,
+                  "--save", ckpt])
+    expect_cuda_ok(r)
     expect(re.fullmatch(r"device: cuda:\d+ \(.+\)", r.stdout.splitlines()[0]), "first line", r)
     m = load_metrics(met)
     check_run(r, m, work, "cnn")
@@ -453,13 +404,9 @@ def cmd_gpu(ch06, work, have_cuda):
 
 
 def main(argv):
-    cmds = {"report": (cmd_report, 2), "badflag": (cmd_badflag, 2), "twin": (cmd_twin, 4),
-            "twin_agree": (cmd_twin_agree, 4), "ckpt_torch": (cmd_ckpt_torch, 4), "gpu": (cmd_gpu, 3)}
-    if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
-        print(__doc__, file=sys.stderr)
-        return 2
-    cmds[argv[1]][0](*argv[2:])
-    return 0
+    return chaptertest.dispatch(argv, {"report": (cmd_report, 2), "badflag": (cmd_badflag, 2), "twin": (cmd_twin, 4),
+                                       "twin_agree": (cmd_twin_agree, 4), "ckpt_torch": (cmd_ckpt_torch, 4),
+                                       "gpu": (cmd_gpu, 3)}, __doc__)
 
 
 if __name__ == "__main__":
