@@ -619,6 +619,50 @@ ct_tensor *ct_cuda(const ct_tensor *t, int index) {
   return ct_to_device(t, ct_device_cuda(index));
 }
 
+// Element range [lo, hi] of t in its storage (numel > 0).
+static void elem_range(const ct_tensor *t, int64_t *lo, int64_t *hi) {
+  *lo = *hi = t->offset;
+  for (int i = 0; i < t->ndim; ++i) {
+    const int64_t reach = t->stride[i] * (t->shape[i] - 1);
+    if (reach < 0) *lo += reach;
+    else *hi += reach;
+  }
+}
+
+// Whether t's elements tile a block of its storage exactly once, in some
+// order of its dims (PyTorch's is_non_overlapping_and_dense): sorted by
+// stride, each stride is the product of the sizes before it.
+static bool dense_in_some_order(const ct_tensor *t) {
+  int order[CT_MAX_DIMS], n = 0;
+  for (int i = 0; i < t->ndim; ++i)
+    if (t->shape[i] != 1) order[n++] = i;
+  for (int a = 1; a < n; ++a) // insertion sort by stride
+    for (int b = a; b > 0 && t->stride[order[b]] < t->stride[order[b - 1]]; --b) {
+      int tmp = order[b];
+      order[b] = order[b - 1];
+      order[b - 1] = tmp;
+    }
+  int64_t want = 1;
+  for (int k = 0; k < n; ++k) {
+    if (t->stride[order[k]] != want) return false;
+    want *= t->shape[order[k]];
+  }
+  return true;
+}
+
+// How dst and src (same device, src already expanded to dst's shape) share
+// memory: 0 none, 1 the same elements in the same places, 2 partly.
+static int copy_overlap(const ct_tensor *dst, const ct_tensor *src) {
+  if (dst->storage != src->storage || ct_numel(dst) == 0) return 0;
+  int64_t dl, dh, sl, sh;
+  elem_range(dst, &dl, &dh);
+  elem_range(src, &sl, &sh);
+  if (dh < sl || sh < dl) return 0;
+  if (dst->offset == src->offset && !memcmp(dst->stride, src->stride, sizeof(int64_t) * (size_t)dst->ndim))
+    return 1;
+  return 2;
+}
+
 int ct_copy_(ct_tensor *dst, const ct_tensor *src, bool non_blocking) {
   if (!dst || !src) return ct_fail(CT_ERR_VALUE, "ct_copy_: NULL tensor");
   ct_tensor *b = ct_expand(src, ct_shape_of(dst));
@@ -631,7 +675,21 @@ int ct_copy_(ct_tensor *dst, const ct_tensor *src, bool non_blocking) {
   int rc;
   ct_device dd = ct_device_of(dst), sd = ct_device_of(src);
   if (ct_device_eq(dd, sd)) {
-    rc = copy_same_device(dst, b);
+    const int overlap = copy_overlap(dst, b);
+    if (overlap == 2 && dense_in_some_order(dst) && dense_in_some_order(b)) {
+      // torch's words for x[1:].copy_(x[:-1]) and a.copy_(a.t())
+      rc = ct_fail(CT_ERR_VALUE, "ct_copy_: unsupported operation: some elements of the input tensor and "
+                   "the written-to tensor refer to a single memory location. Please clone() the tensor "
+                   "before performing the operation.");
+    } else if (overlap == 2) {
+      // Overlap torch does not detect (it then reads elements it has already
+      // written): read everything first, through a copy.
+      ct_tensor *c = ct_clone(b);
+      rc = c ? copy_same_device(dst, c) : (int)ct_last_status();
+      ct_free(c);
+    } else {
+      rc = overlap == 1 && dst->dtype == b->dtype ? CT_OK : copy_same_device(dst, b);
+    }
   } else if (ct_is_contiguous(dst) && ct_is_contiguous(b) && ct_numel(src) == ct_numel(dst) &&
              dst->dtype == src->dtype) {
     bool host_pinned = dd.type == CT_CPU ? ct_is_pinned(dst) : ct_is_pinned(src);

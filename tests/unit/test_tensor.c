@@ -589,6 +589,47 @@ static void test_copy_broadcast_cast(void **state) {
   free(x);
 }
 
+// copy_ between views of one storage: x[1:].copy_(x[:-1]) and a.copy_(a.t())
+// fail with torch's message and leave dst alone; an overlap torch cannot
+// detect (non-dense views) reads everything before writing, so the result
+// is that of copying from a clone; a tensor onto itself and disjoint views
+// are plain copies.
+static void test_copy_overlap(void **state) {
+  (void)state;
+  ct_tensor *x = ct_arange(0, 6, 1, CT_F32, tu_device); // (6,)
+  TU_CHECK(x);
+  ct_tensor *tail = ct_narrow(x, 0, 1, 5), *head = ct_narrow(x, 0, 0, 5);
+  TU_CHECK(tail && head);
+  assert_int_not_equal(ct_copy_(tail, head, false), CT_OK);
+  ref_assert_error(CT_ERR_VALUE, "x[1:].copy_(x[:-1])", "ct_copy_", "refer to a single memory location",
+                   "clone()", NULL);
+  const double x0[6] = {0, 1, 2, 3, 4, 5};
+  tu_assert_close(x, x0, 0, 0, "a refused overlapping copy_ leaves dst alone");
+  TU_OK(ct_copy_(x, x, false));
+  tu_assert_close(x, x0, 0, 0, "x.copy_(x)");
+  ct_tensor *lo = ct_narrow(x, 0, 0, 3), *hi = ct_narrow(x, 0, 3, 3);
+  TU_CHECK(lo && hi);
+  TU_OK(ct_copy_(lo, hi, false));
+  const double x1[6] = {3, 4, 5, 3, 4, 5};
+  tu_assert_close(x, x1, 0, 0, "x[:3].copy_(x[3:])");
+  ct_free(tail), ct_free(head), ct_free(lo), ct_free(hi), ct_free(x);
+
+  ct_tensor *a9 = ct_arange(0, 9, 1, CT_F32, tu_device), *a = a9 ? ct_reshape(a9, CT_SHAPE(3, 3)) : NULL;
+  ct_tensor *at = a ? ct_t(a) : NULL;
+  TU_CHECK(at);
+  assert_int_not_equal(ct_copy_(a, at, false), CT_OK);
+  ref_assert_error(CT_ERR_VALUE, "a.copy_(a.t())", "refer to a single memory location", NULL);
+  ct_free(a9), ct_free(a), ct_free(at);
+
+  ct_tensor *b12 = ct_arange(0, 12, 1, CT_F32, tu_device), *b = b12 ? ct_reshape(b12, CT_SHAPE(3, 4)) : NULL;
+  ct_tensor *mid = b ? ct_narrow(b, 1, 1, 2) : NULL, *left = b ? ct_narrow(b, 1, 0, 2) : NULL;
+  TU_CHECK(mid && left);
+  TU_OK(ct_copy_(mid, left, false)); // b[:, 1:3] = b[:, 0:2], as if from a clone
+  const double b1[12] = {0, 0, 1, 3, 4, 4, 5, 7, 8, 8, 9, 11};
+  tu_assert_close(b, b1, 0, 0, "b[:, 1:3].copy_(b[:, 0:2])");
+  ct_free(b12), ct_free(b), ct_free(mid), ct_free(left);
+}
+
 static void test_fill_zero(void **state) {
   (void)state;
   for (int k = 0; k < NDT; ++k) {
@@ -905,6 +946,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_reshape_expand),
       cmocka_unit_test(test_contiguous_clone),
       cmocka_unit_test(test_copy_broadcast_cast),
+      cmocka_unit_test(test_copy_overlap),
       cmocka_unit_test(test_fill_zero),
       cmocka_unit_test(test_to_all_pairs),
       cmocka_unit_test(test_to_rounding),
