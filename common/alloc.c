@@ -31,7 +31,9 @@
 // stream may still be using memory that this stream's program order says is
 // free. Known simplification: there is no record_stream / event tracking, so
 // a block used on a second stream must not be freed before that stream's
-// work is done (synchronize first).
+// work is done (synchronize first). A destroyed stream's segments pass to the
+// device's default stream (ct_alloc_stream_retire; the stream is idle by
+// then), so a segment's stream pointer is never left dangling.
 //
 // Pools. The default pool of a device serves every request with pool NULL. A
 // private pool (ct_mempool_create, for CUDA graph capture) keeps its own
@@ -520,6 +522,18 @@ static void fail_oom(dev_state *ds, int slot, size_t asked) {
           slot == 0 ? "CPU" : "CUDA", fmt_size(asked, a, sizeof a), slot_str(slot, dev),
           fmt_size(total_b, tot, sizeof tot), fmt_size(ds->st.allocated, al, sizeof al),
           fmt_size(ds->st.reserved, rs, sizeof rs), fmt_size(free_b, fr, sizeof fr), frac);
+}
+
+void ct_alloc_stream_retire(const ct_stream *s, ct_stream *heir) {
+  if (!s) return;
+  const int slot = slot_of(ct_stream_device(s), NULL);
+  if (slot < 0) return;
+  dev_state *ds = &states[slot];
+  pthread_mutex_lock(&ds->mu);
+  for (ct_mempool *p = &ds->pool; p; p = p == &ds->pool ? ds->privates : p->next_private)
+    for (ct_segment *seg = p->segments; seg; seg = seg->next)
+      if (seg->stream == s) seg->stream = heir;
+  pthread_mutex_unlock(&ds->mu);
 }
 
 static int poison_block(ct_block *b) {

@@ -92,6 +92,11 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
 void ct_block_free(ct_block *b); // back to its pool's cache
 void *ct_block_ptr(const ct_block *b);
 size_t ct_block_size(const ct_block *b); // the rounded size
+// Called by ct_stream_destroy once s's work is done: every segment cut for s
+// passes to `heir` (the device's default stream), so no segment keeps a
+// pointer to a freed stream, and s's cached memory serves the default
+// stream from then on.
+void ct_alloc_stream_retire(const ct_stream *s, ct_stream *heir);
 
 // ---- private pools (graph capture) ----------------------------------------
 ct_mempool *ct_mempool_create(ct_device d);

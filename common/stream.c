@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "alloc.h"
 #include "error.h"
 
 #ifdef CT_HAVE_CUDA
@@ -197,10 +198,10 @@ void ct_stream_destroy(ct_stream *s) {
     dev_guard g;
     if (guard_enter(&g, s->device.index) == CT_OK) {
       // Finish the stream's queued work first. cudaStreamDestroy returns at
-      // once and lets that work run on, but the caching allocator keys its
-      // cached blocks by this ct_stream's address, which calloc may hand to
-      // the next ct_stream_create: that stream would then be given blocks
-      // the old stream's kernels are still reading or writing.
+      // once and lets that work run on, but the blocks the caching allocator
+      // cut for this stream pass to the default stream below
+      // (ct_alloc_stream_retire), which must not be handed memory that the
+      // old stream's kernels are still reading or writing.
       cudaError_t es = cudaStreamSynchronize(cu_stream(s));
       cudaError_t e = cudaStreamDestroy(cu_stream(s));
       guard_exit(&g);
@@ -209,6 +210,7 @@ void ct_stream_destroy(ct_stream *s) {
     }
   }
 #endif
+  ct_alloc_stream_retire(s, ct_default_stream(s->device));
   free(s);
 }
 

@@ -28,8 +28,8 @@ ct_stream *ct_current_stream(ct_device d); // this thread's current stream
 int ct_set_stream(ct_stream *s);           // makes s current for its device
 ct_stream *ct_stream_create(ct_device d, int priority); // 0 = normal; lower = higher priority
 // Waits for the stream's queued work, then destroys it (not for default
-// streams: ignored). The wait makes blocks the allocator cached for it safe to
-// hand to whichever stream comes next.
+// streams: ignored). The memory the allocator cut for it passes to the
+// device's default stream, which the wait makes safe.
 void ct_stream_destroy(ct_stream *s);
 ct_device ct_stream_device(const ct_stream *s);
 int ct_stream_synchronize(ct_stream *s);

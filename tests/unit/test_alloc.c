@@ -497,6 +497,31 @@ static void test_stream_isolation(void **state) {
   ct_stream_destroy(other);
 }
 
+// Destroying a stream hands its segments to the default stream: its cached
+// block serves default-stream requests without a new segment, and a block
+// still live when its stream went is freed safely (poisoned in the tests,
+// which writes through the segment's stream on CUDA).
+static void test_stream_destroy_retires(void **state) {
+  (void)state;
+  TU_OK(ct_empty_cache(tu_device));
+  ct_stream *other = ct_stream_create(tu_device, 0);
+  TU_CHECK(other);
+  ct_block *live = alloc_ok(4000000, other, NULL);     // a 20 MiB segment cut for `other`
+  ct_block *cached = alloc_ok(30000000, other, NULL);  // its own segment
+  void *pc = ct_block_ptr(cached);
+  ct_block_free(cached);
+  TU_OK(ct_stream_synchronize(other));
+  ct_stream_destroy(other);
+  ct_memory_stats s0 = stats();
+  ct_block *again = alloc_ok(30000000, NULL, NULL); // the default stream
+  assert_ptr_equal(ct_block_ptr(again), pc);
+  assert_int_equal(stats().num_device_allocs, s0.num_device_allocs);
+  ct_block_free(again);
+  ct_block_free(live);
+  assert_int_equal(ct_memory_allocated(tu_device), 0);
+  TU_OK(ct_empty_cache(tu_device));
+}
+
 // ---- summary ----------------------------------------------------------------------------
 static void test_memory_summary(void **state) {
   (void)state;
@@ -754,6 +779,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_oom_flush_and_retry, clean_start, restore_fraction),
       cmocka_unit_test_setup(test_private_pool, clean_start),
       cmocka_unit_test_setup(test_stream_isolation, clean_start),
+      cmocka_unit_test_setup(test_stream_destroy_retires, clean_start),
       cmocka_unit_test_setup(test_memory_summary, clean_start),
       cmocka_unit_test_setup(test_poison, clean_start),
       cmocka_unit_test_setup(test_pinned, clean_start),
