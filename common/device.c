@@ -28,6 +28,7 @@
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "async_error.h"
 #include "cuda_check.h"
 #include "kernels/cuda_backend.h" // ct_cublas_get_version (gemm.cu)
 #endif
@@ -318,8 +319,11 @@ int ct_cuda_synchronize(int index) {
   CT_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != index) CT_CUDA_CHECK(cudaSetDevice(index));
   cudaError_t e = cudaDeviceSynchronize();
+  // All work is done: a kernel's deferred error (async_error.h) surfaces here.
+  rc = e == cudaSuccess ? ct_cuda_async_check(index, NULL, "ct_cuda_synchronize") : CT_OK;
   if (prev != index) (void)cudaSetDevice(prev);
   if (e != cudaSuccess) return ct_cuda_fail((int)e, "cudaDeviceSynchronize()", __FILE__, __LINE__);
+  if (rc != CT_OK) return rc;
 #endif
   return CT_OK;
 }

@@ -112,7 +112,10 @@ char *ct_module_str(const ct_module *m);
 ct_tensor *ct_mse_loss(const ct_tensor *pred, const ct_tensor *target, ct_tensor **grad);
 // Cross-entropy of logits (N, C) against class indices target (N,) int64,
 // fused log-softmax + NLL: mean_i(logsumexp(x_i) - x_i[t_i]). The gradient is
-// (softmax(x) - onehot(t)) / N. A target outside [0, C) is CT_ERR_VALUE.
+// (softmax(x) - onehot(t)) / N. A target outside [0, C) is CT_ERR_VALUE: at
+// once on the CPU; on CUDA, as PyTorch's device-side assert, at the next
+// call that waits for the device (ct_item, ct_stream_synchronize, ...; see
+// async_error.h), the loss being NaN meanwhile.
 ct_tensor *ct_cross_entropy_loss(const ct_tensor *logits, const ct_tensor *target, ct_tensor **grad);
 
 #ifdef __cplusplus

@@ -20,10 +20,12 @@
 //    loss[i] = logsumexp(x_i) - x_i[t_i] (max-shifted, so no overflow), and
 //    when grad is not NULL grad[i, j] = (softmax(x_i)_j - [j == t_i]) * inv_n.
 //    dt is f32 or f64 for logits, loss (n,) and grad (n, c); sums run in
-//    double on the CPU and in dt on CUDA. *bad_row gets a row whose target is
-//    outside [0, c) (the first one on the CPU, the lowest on CUDA), or -1;
-//    then loss and grad hold nothing meaningful. The CUDA entry waits for
-//    its 8-byte answer (one small device-to-host copy per call).
+//    double on the CPU and in dt on CUDA. On the CPU *bad_row gets the first
+//    row whose target is outside [0, c), or -1; then loss and grad hold
+//    nothing meaningful. The CUDA entry only queues the kernel and leaves
+//    *bad_row at -1: the kernel reports a bad row to the device's
+//    async_error record (the row's loss and gradient become NaN), and the
+//    error surfaces at the next call that waits for the device.
 #ifndef CT_NN_KERNELS_H
 #define CT_NN_KERNELS_H
 

@@ -46,6 +46,7 @@
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "async_error.h"
 #include "cuda_check.h"
 #endif
 
@@ -226,9 +227,11 @@ int ct_stream_synchronize(ct_stream *s) {
   int rc = guard_enter(&g, s->device.index);
   if (rc) return rc;
   cudaError_t e = cudaStreamSynchronize(cu_stream(s)); // NULL: this device's legacy stream
+  // The stream's work is done: a kernel's deferred error (async_error.h) surfaces here.
+  rc = e == cudaSuccess ? ct_cuda_async_check(s->device.index, s->handle, "ct_stream_synchronize") : CT_OK;
   guard_exit(&g);
   if (e != cudaSuccess) return CT_CUDA_FAILED(e, "cudaStreamSynchronize(s)");
-  return CT_OK;
+  return rc;
 #else
   return check_device("ct_stream_synchronize", s->device);
 #endif

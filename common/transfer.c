@@ -25,6 +25,8 @@
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "async_error.h"
+
 #include "cuda_check.h"
 #endif
 
@@ -70,9 +72,13 @@ static int issue(ct_device dst_dev, void *dst, ct_device src_dev, const void *sr
     call = "cudaStreamSynchronize(s)";
     e = cudaStreamSynchronize(h);
   }
+  int rc = e == cudaSuccess ? CT_OK : ct_cuda_fail((int)e, call, __FILE__, __LINE__);
+  // A copy to the host has waited for the stream: a kernel's deferred error
+  // (async_error.h) surfaces here.
+  if (rc == CT_OK && !non_blocking && dst_dev.type == CT_CPU)
+    rc = ct_cuda_async_check(dev, h, "a copy to the host (ct_item, ct_copy_to_host, ct_to)");
   if (prev != dev) (void)cudaSetDevice(prev);
-  if (e != cudaSuccess) return ct_cuda_fail((int)e, call, __FILE__, __LINE__);
-  return CT_OK;
+  return rc;
 }
 #endif
 

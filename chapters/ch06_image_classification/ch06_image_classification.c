@@ -411,14 +411,14 @@ the predicted probabilities minus the one-hot true distribution, divided by the 
 
 一步训练就是开头那段 PyTorch 代码的循环体，五个动作：清零梯度，前向，算损失和它的梯度，反向，更新参数。`zero_grad(set_to_none=true)` 直接释放梯度，下一次反向时重新创建（PyTorch 2 的默认做法，省掉一次清零的写入）。反向用的是 `ct_module_backward_params`：图片不需要梯度（在 PyTorch 里它们的 `requires_grad` 也是 False），所以第一层不算 dL/dx；对 CNN 来说每一步省掉一次 GEMM 和一次 col2im。
 
-注意这个函数**不读取**损失的值：返回的是设备上的一个 0 维张量。在 GPU 上，这一步的所有工作只是被排进了流里，函数返回时它们可能还没有执行。读出损失（PyTorch 的 `loss.item()`）会让 CPU 停下来等 GPU 做完，之后 CPU 才开始排下一步的工作，GPU 在这段时间里空着。所以训练循环把每一步的损失累加在设备上，只偶尔读一次。
+注意这个函数**不读取**损失的值：返回的是设备上的一个 0 维张量。在 GPU 上，这一步的所有工作只是被排进了流里，函数返回时它们可能还没有执行。读出损失（PyTorch 的 `loss.item()`）会让 CPU 停下来等 GPU 做完，之后 CPU 才开始排下一步的工作，GPU 在这段时间里空着。所以训练循环把每一步的损失累加在设备上，只偶尔读一次。连损失函数对标签的检查也不等待：kernel 没法让一个已经返回的调用失败，所以在 GPU 上，超出 0–9 的标签会让那一行的损失变成 NaN，并在下一次需要等待设备的调用（读取数值、同步）时报告出来，指明是哪个标签、在哪一行。PyTorch 的 device-side assert 也是这样，所以它的 CUDA 错误常常指向后面的某一行代码。
 :::
 ::: en
 ## One training step
 
 A training step is the body of the PyTorch loop at the top, five actions: zero the gradients, forward, the loss and its gradient, backward, update the parameters. `zero_grad(set_to_none=true)` frees the gradients outright and the next backward creates them again (PyTorch 2's default, which saves writing zeros). Backward is `ct_module_backward_params`: the images need no gradient (their `requires_grad` is False in PyTorch too), so the first layer skips dL/dx; for the CNN that saves a GEMM and a col2im per step.
 
-Note that this function does **not** read the loss's value: it returns a 0-d tensor on the device. On a GPU, all of the step's work has only been queued on the stream when the function returns, and may not have run yet. Reading the loss (PyTorch's `loss.item()`) makes the CPU wait until the GPU has finished, and only then does the CPU start queueing the next step, while the GPU sits idle. So the training loop adds each step's loss up on the device and reads the sum only now and then.
+Note that this function does **not** read the loss's value: it returns a 0-d tensor on the device. On a GPU, all of the step's work has only been queued on the stream when the function returns, and may not have run yet. Reading the loss (PyTorch's `loss.item()`) makes the CPU wait until the GPU has finished, and only then does the CPU start queueing the next step, while the GPU sits idle. So the training loop adds each step's loss up on the device and reads the sum only now and then. Even the loss's check of the labels does not wait: a kernel cannot make a call that has already returned fail, so on a GPU a label outside 0–9 turns that row's loss into NaN and is reported at the next call that waits for the device (reading a value, synchronizing), naming the label and its row. PyTorch's device-side assert behaves the same way, which is why its CUDA errors often point at a later line.
 :::
 */
 // One optimization step on the batch (x, y), both on the model's device.

@@ -13,13 +13,15 @@
 // keep the loads coalesced along each row. Sums run in the dtype (float for
 // f32, as PyTorch's CUDA kernels do), in an order fixed by the shape.
 //
-// A target outside [0, c) cannot be reported from inside a kernel, so the
-// row's warp records its row in a device-side flag (atomicMin: the lowest bad
-// row wins) and the entry copies the flag back after the launch: 8 bytes and
-// one stream synchronization per call.
+// A target outside [0, c) cannot make the call fail (it has returned by the
+// time the kernel runs), and waiting for the kernel on every call would stop
+// the host once per training step. So the row's warp reports it to the
+// device's async_error record, the row's loss and gradient become NaN, and
+// the error surfaces at the next call that waits for the device
+// (async_error.h), as PyTorch's device-side assert does.
 #include <stdint.h>
 
-#include "alloc.h"
+#include "async_error.cuh"
 #include "kernel_util.cuh"
 #include "nn_kernels.h"
 
@@ -129,18 +131,23 @@ constexpr int CT_CE_ROWS_PER_BLOCK = CT_CE_THREADS / 32;
 
 // One warp per row i of x (n, c): loss[i] = logsumexp(x_i) - x_i[t_i] and,
 // when grad is not NULL, grad[i, :] = (softmax(x_i) - onehot(t_i)) * inv_n.
-// A row whose target is outside [0, c) lowers *bad to its index and is skipped.
+// A row whose target is outside [0, c) is reported to `rec` and gets NaN.
 template <ct_dtype D>
 static __global__ void ct_cross_entropy_kernel(const ct_T<D> *x, const int64_t *target, ct_T<D> *loss,
                                                ct_T<D> *grad, int64_t n, int64_t c, ct_C<D> inv_n,
-                                               unsigned long long *bad) {
+                                               ct_async_record *rec) {
   using A = ct_C<D>;
   const int lane = threadIdx.x & 31;
   const int64_t warps = (int64_t)gridDim.x * CT_CE_ROWS_PER_BLOCK;
   for (int64_t i = (int64_t)blockIdx.x * CT_CE_ROWS_PER_BLOCK + (threadIdx.x >> 5); i < n; i += warps) {
     const int64_t t = target[i]; // the same for the whole warp, so the branch is uniform
     if (t < 0 || t >= c) {
-      if (lane == 0) atomicMin(bad, (unsigned long long)i);
+      if (lane == 0) {
+        ct_async_report(rec, CT_ASYNC_TARGET_OUT_OF_BOUNDS, i, t, c);
+        loss[i] = ct_convert<D>(A(NAN));
+      }
+      if (grad)
+        for (int64_t j = lane; j < c; j += 32) grad[i * c + j] = ct_convert<D>(A(NAN));
       continue;
     }
     const ct_T<D> *xi = x + i * c;
@@ -171,16 +178,18 @@ static __global__ void ct_cross_entropy_kernel(const ct_T<D> *x, const int64_t *
 
 template <ct_dtype D>
 static int ct_cross_entropy_launch(int64_t n, int64_t c, const void *logits, const int64_t *target,
-                                   void *loss, void *grad, double inv_n, unsigned long long *bad,
+                                   void *loss, void *grad, double inv_n, ct_async_record *rec,
                                    cudaStream_t stream) {
   const unsigned blocks = ct_blocks_for(ct_ceil_div(n, CT_CE_ROWS_PER_BLOCK), 1);
   ct_cross_entropy_kernel<D><<<blocks, CT_CE_THREADS, 0, stream>>>(
       static_cast<const ct_T<D> *>(logits), target, static_cast<ct_T<D> *>(loss),
-      static_cast<ct_T<D> *>(grad), n, c, (ct_C<D>)inv_n, bad);
+      static_cast<ct_T<D> *>(grad), n, c, (ct_C<D>)inv_n, rec);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }
 
+// Queues the kernel and returns: *bad_row stays -1, since a bad target is
+// reported later, through the device's async_error record.
 extern "C" int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
                                      const int64_t *target, void *loss, void *grad, double inv_n,
                                      int64_t *bad_row, ct_stream *s) {
@@ -191,35 +200,8 @@ extern "C" int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const vo
   if (n <= 0) return CT_OK;
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  // The flag lives in a block of the caching allocator on this stream; it
-  // goes back as soon as its value has been read.
-  ct_block *blk = ct_block_alloc(ct_device_cuda(scope.device()), sizeof(unsigned long long), s, NULL);
-  if (!blk) {
-    const int st = ct_last_status();
-    return st != CT_OK ? st : ct_fail(CT_ERR_OOM, "ct_cross_entropy_loss: no memory for the target check");
-  }
-  unsigned long long *flag = static_cast<unsigned long long *>(ct_block_ptr(blk));
-  unsigned long long host_flag = 0;
-  int rc = CT_OK;
-  {
-    // A lambda so that CT_CUDA_CHECK's early return still frees the block.
-    auto run = [&]() -> int {
-      CT_CUDA_CHECK(cudaMemsetAsync(flag, 0xff, sizeof *flag, scope.stream())); // no bad row yet
-      const int lrc = dt == CT_F32
-                          ? ct_cross_entropy_launch<CT_F32>(n, c, logits, target, loss, grad, inv_n, flag,
-                                                            scope.stream())
-                          : ct_cross_entropy_launch<CT_F64>(n, c, logits, target, loss, grad, inv_n, flag,
-                                                            scope.stream());
-      if (lrc != CT_OK) return lrc;
-      CT_CUDA_CHECK(cudaMemcpyAsync(&host_flag, flag, sizeof host_flag, cudaMemcpyDeviceToHost,
-                                    scope.stream()));
-      CT_CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
-      return CT_OK;
-    };
-    rc = run();
-  }
-  ct_block_free(blk);
-  if (rc != CT_OK) return rc;
-  if (host_flag != ~0ull) *bad_row = (int64_t)host_flag;
-  return CT_OK;
+  ct_async_record *rec = ct_cuda_async_record(scope.device());
+  if (!rec) return ct_last_status();
+  return dt == CT_F32 ? ct_cross_entropy_launch<CT_F32>(n, c, logits, target, loss, grad, inv_n, rec, scope.stream())
+                      : ct_cross_entropy_launch<CT_F64>(n, c, logits, target, loss, grad, inv_n, rec, scope.stream());
 }
