@@ -31,6 +31,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cblas.h> // openblas_get_parallel
+
 #include "error.h"
 #include "random.h"
 
@@ -155,14 +157,18 @@ static bool parse_double(const char *s, double *out) {
   return true;
 }
 
-// OpenMP's idle threads spin while they wait for work, and OpenBLAS (Debian's
-// pthreads build) keeps its own threads: on a machine with few cores, or one
-// busy with other work, the spinning threads take the cores the BLAS threads
-// need, and small ops slow down 3-20x. So a chapter restarts itself once with
-// OMP_WAIT_POLICY=passive (sleeping waits), unless the user chose a policy
-// (OMP_WAIT_POLICY or GOMP_SPINCOUNT set). libgomp reads the variable only at
-// start-up, hence the exec. If the exec fails the chapter runs on as it is.
+// OpenMP's idle threads spin while they wait for work. When OpenBLAS keeps
+// its own threads (its pthreads build; openblas_get_parallel() == 1), on a
+// machine with few cores, or one busy with other work, the spinning threads
+// take the cores the BLAS threads need, and small ops slow down 3-20x. So
+// with that build a chapter restarts itself once with OMP_WAIT_POLICY=passive
+// (sleeping waits), unless the user chose a policy (OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT set); libgomp reads the variable only at start-up, hence the
+// exec, and if the exec fails the chapter runs on as it is. OpenBLAS's OpenMP
+// build (what CMake looks for first) runs on the same OpenMP threads, so
+// nothing competes and nothing restarts.
 static void passive_openmp(char **argv) {
+  if (openblas_get_parallel() != OPENBLAS_THREAD) return;
   if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
   if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
   fflush(NULL);
