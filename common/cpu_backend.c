@@ -321,10 +321,14 @@ static const row_fn k_copy[CT_NUM_DTYPES][CT_NUM_DTYPES] = {
     const T *a = (const T *)a_;                                                \
     (void)b_;                                                                  \
     (void)sb;                                                                  \
-    if (so == 1 && sa == 1)                                                    \
+    if (so == 1 && sa == 1) {                                                  \
       memmove(o, a, (size_t)n * sizeof(T));                                    \
-    else                                                                       \
+    } else if (so == 1 && sa == 0) { /* a broadcast row: a fill, vectorized */ \
+      const T v = *a;                                                          \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) o[i] = v;           \
+    } else {                                                                   \
       for (int64_t i = 0; i < n; ++i) o[i * so] = a[i * sa];                   \
+    }                                                                          \
   }                                                                            \
   static void fl_##T(void *o_, const void *a_, const void *b_, int64_t n,      \
                      int64_t so, int64_t sa, int64_t sb) {                     \

@@ -23,11 +23,17 @@ static int unsupported(const char *op, ct_dtype dt) {
 
 // ---- ReLU backward --------------------------------------------------------------------------
 // out = y <= 0 ? 0 : g. g's bits are copied, so no rounding can happen.
+// g[i] is loaded whatever y[i] is: a load under the condition kept the loop
+// scalar (one branch per element), an unconditional one lets it vectorize as
+// a compare and a select.
 #define RELU_BWD(SUF, ZERO)                                                      \
   static void relu_bwd_##SUF(int64_t n, const ST_##SUF *y, const ST_##SUF *g,   \
                              ST_##SUF *out) {                                   \
     _Pragma("omp parallel for simd if (n >= CT_CPU_PAR_MIN) schedule(static)")  \
-    for (int64_t i = 0; i < n; ++i) out[i] = LD_##SUF(y[i]) <= 0 ? ZERO : g[i];  \
+    for (int64_t i = 0; i < n; ++i) {                                            \
+      const ST_##SUF gi = g[i];                                                  \
+      out[i] = LD_##SUF(y[i]) <= 0 ? ZERO : gi;                                  \
+    }                                                                            \
   }
 RELU_BWD(f32, 0.0f)
 RELU_BWD(f64, 0.0)
