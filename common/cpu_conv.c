@@ -64,8 +64,8 @@ static inline void valid_range(int64_t w, int64_t wo, int64_t s, int64_t p, int6
         }                                                                                \
         const T *in = src + ih * W - p + j; /* in[ow*s] is column ow's input */          \
         for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0;                                 \
-        if (s == 1)                                                                      \
-          for (int64_t ow = lo; ow < hi; ++ow) row[ow] = in[ow];                         \
+        if (s == 1) /* memcpy: a plain loop stays scalar, as row may alias in */        \
+          memcpy(row + lo, in + lo, (size_t)(hi - lo) * sizeof(T));                      \
         else                                                                             \
           for (int64_t ow = lo; ow < hi; ++ow) row[ow] = in[ow * s];                     \
         for (int64_t ow = hi; ow < Wo; ++ow) row[ow] = 0;                                \
@@ -105,8 +105,9 @@ int ct_cpu_im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols)
           for (int64_t oh = 0; oh < Ho; ++oh) {                                          \
             const int64_t ih = oh * s - p + i;                                           \
             if (ih < 0 || ih >= H) continue;                                             \
-            T *out = plane + ih * W - p + j;                                             \
-            const T *row = src + oh * Wo;                                                \
+            /* restrict: cols and dx never overlap, so the sums vectorize */              \
+            T *restrict out = plane + ih * W - p + j;                                    \
+            const T *restrict row = src + oh * Wo;                                       \
             if (s == 1)                                                                  \
               for (int64_t ow = lo; ow < hi; ++ow) out[ow] += row[ow];                   \
             else                                                                         \
