@@ -26,7 +26,6 @@
 #include <cuda_runtime_api.h>
 
 #include "async_error.h"
-
 #include "cuda_check.h"
 #endif
 
