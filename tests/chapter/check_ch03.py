@@ -10,7 +10,7 @@ Exit 0: passed; 1: failed (the reason is printed); 77: skipped (ctest's
 SKIP_RETURN_CODE), only where the thing under test cannot exist here.
 
 The reference is independent of the C code: `Alloc` below is a model of the
-caching allocator written from the rules that common/alloc.h documents (and
+caching allocator written from the rules that common/include/alloc.h documents (and
 PyTorch's CUDACachingAllocator follows): 512-byte rounding, the small pool
 (requests <= 1 MiB, 2 MiB segments) and the large pool (20 MiB segments for
 requests under 10 MiB, else the request rounded up to 2 MiB), best fit,

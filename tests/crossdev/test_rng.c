@@ -32,7 +32,7 @@ static const int64_t sizes[] = {1, 3, 4097, 100003};
 // ---- an independent Philox 4x32-10 (Salmon et al., SC'11) -----------------------------
 // Written in the paper's terms: a round is two 32x32->64 multiplies whose
 // halves are crossed and xored with the key; the key is bumped between
-// rounds. Kept apart from common/random.c on purpose.
+// rounds. Kept apart from common/core/random.c on purpose.
 static void my_philox(const uint32_t in[4], const uint32_t key_in[2], uint32_t out[4]) {
   uint32_t x[4] = {in[0], in[1], in[2], in[3]};
   uint32_t k[2] = {key_in[0], key_in[1]};

@@ -7,7 +7,7 @@
 # writes a torch model back, and st_roundtrip loads it with ct_module_load and
 # must reproduce torch's output. Skipped (77) when /usr/bin/python3 lacks torch.
 add_executable(st_roundtrip ${CMAKE_CURRENT_LIST_DIR}/st_roundtrip.c)
-target_link_libraries(st_roundtrip PRIVATE ct)
+target_link_libraries(st_roundtrip PRIVATE ct_app)
 target_compile_options(st_roundtrip PRIVATE ${CT_WARNINGS})
 if(CT_TORCH_PYTHON)
   add_test(NAME unit.checkpoint_torch

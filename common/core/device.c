@@ -30,7 +30,7 @@
 
 #include "async_error.h"
 #include "cuda_check.h"
-#include "kernels/cuda_backend.h" // ct_cublas_get_version (gemm.cu)
+#include "cuda_backend.h" // ct_cublas_get_version (gemm.cu)
 #endif
 
 // ---- the availability probe ----------------------------------------------------

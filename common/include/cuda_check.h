@@ -5,7 +5,7 @@
 // CT_CUDA_CHECK(call) runs `call`; if it fails it records an error with the
 // call's text, file and line and CUDA's own words, then returns CT_ERR_CUDA
 // from the enclosing function (which must return int / ct_status):
-//   "cudaMalloc(&p, n) failed at common/alloc.c:120: cudaErrorMemoryAllocation (out of memory)"
+//   "cudaMalloc(&p, n) failed at common/core/alloc.c:120: cudaErrorMemoryAllocation (out of memory)"
 // After a kernel launch write CT_CUDA_CHECK(cudaGetLastError()).
 #ifndef CT_CUDA_CHECK_H
 #define CT_CUDA_CHECK_H
