@@ -35,7 +35,7 @@ add_test(NAME lab.tool COMMAND ${CT_LAB_PYTHON} ${CT_LAB_CHECK} tool ${PROJECT_S
 # The compiler flags a chapter's C file needs besides its own: the runtime's
 # headers, cblas.h, OpenMP, and CUDA's headers for the CT_HAVE_CUDA variant.
 separate_arguments(CT_LAB_OMP_FLAGS UNIX_COMMAND "${OpenMP_C_FLAGS}")
-set(CT_LAB_CFLAGS -I${PROJECT_SOURCE_DIR}/common -I${CT_CBLAS_INCLUDE} ${CT_LAB_OMP_FLAGS})
+set(CT_LAB_CFLAGS -I${PROJECT_SOURCE_DIR}/common/include -I${CT_CBLAS_INCLUDE} ${CT_LAB_OMP_FLAGS})
 foreach(d IN LISTS CUDAToolkit_INCLUDE_DIRS)
   list(APPEND CT_LAB_CFLAGS -I${d})
 endforeach()
