@@ -253,7 +253,7 @@ __global__ void bn_backward_kernel(const T *__restrict__ x, const T *__restrict_
 } // namespace
 
 // ---- entries ----------------------------------------------------------------------------------------
-extern "C" int ct_cuda_im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols, ct_stream *s) {
+static int ct_cuda_im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols, ct_stream *s) {
   const int64_t work = g->c * g->n * g->ho * g->wo;
   if (work <= 0) return CT_OK;
   CtCudaScope scope;
@@ -275,7 +275,7 @@ extern "C" int ct_cuda_im2col(ct_dtype dt, const ct_conv_geom *g, const void *x,
   });
 }
 
-extern "C" int ct_cuda_col2im(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx, ct_stream *s) {
+static int ct_cuda_col2im(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx, ct_stream *s) {
   const int64_t work = g->n * g->c * g->h * g->w;
   if (work <= 0) return CT_OK;
   CtCudaScope scope;
@@ -297,7 +297,7 @@ extern "C" int ct_cuda_col2im(ct_dtype dt, const ct_conv_geom *g, const void *co
   });
 }
 
-extern "C" int ct_cuda_cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
+static int ct_cuda_cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
                                       void *dst, ct_stream *s) {
   const int64_t work = n * c * p;
   if (work <= 0) return CT_OK;
@@ -317,7 +317,7 @@ extern "C" int ct_cuda_cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t
   });
 }
 
-extern "C" int ct_cuda_maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y,
+static int ct_cuda_maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y,
                                        int32_t *idx, ct_stream *s) {
   const int64_t work = g->planes * g->ho * g->wo;
   if (work <= 0) return CT_OK;
@@ -339,7 +339,7 @@ extern "C" int ct_cuda_maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const
   });
 }
 
-extern "C" int ct_cuda_maxpool_backward(ct_dtype dt, const ct_pool_geom *g, const void *dy,
+static int ct_cuda_maxpool_backward(ct_dtype dt, const ct_pool_geom *g, const void *dy,
                                         const int32_t *idx, void *dx, ct_stream *s) {
   const int64_t work = g->planes * g->h * g->w;
   if (work <= 0) return CT_OK;
@@ -361,7 +361,7 @@ extern "C" int ct_cuda_maxpool_backward(ct_dtype dt, const ct_pool_geom *g, cons
   });
 }
 
-extern "C" int ct_cuda_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
+static int ct_cuda_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
                                 void *mean, void *invstd, void *running_mean, void *running_var,
                                 double momentum, ct_stream *s) {
   if (c <= 0) return CT_OK;
@@ -404,19 +404,19 @@ static int bn_affine(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x
   });
 }
 
-extern "C" int ct_cuda_bn_apply(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+static int ct_cuda_bn_apply(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
                                 const void *mean, const void *invstd, const void *gamma,
                                 const void *beta, void *y, ct_stream *s) {
   return bn_affine(dt, n, c, p, x, mean, invstd, false, 0.0, gamma, beta, y, s);
 }
 
-extern "C" int ct_cuda_bn_eval(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+static int ct_cuda_bn_eval(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
                                const void *running_mean, const void *running_var, double eps,
                                const void *gamma, const void *beta, void *y, ct_stream *s) {
   return bn_affine(dt, n, c, p, x, running_mean, running_var, true, eps, gamma, beta, y, s);
 }
 
-extern "C" int ct_cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+static int ct_cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
                                    const void *dy, const void *mean, const void *invstd,
                                    const void *gamma, void *dx, void *dgamma, void *dbeta,
                                    ct_stream *s) {
@@ -435,3 +435,16 @@ extern "C" int ct_cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p,
     return CT_OK;
   });
 }
+
+// ---- the family's table ------------------------------------------------------------------------
+extern "C" const ct_conv_kernels ct_cuda_conv_kernels = {
+    /* im2col           */ ct_cuda_im2col,
+    /* col2im           */ ct_cuda_col2im,
+    /* cnhw_from_nchw   */ ct_cuda_cnhw_from_nchw,
+    /* maxpool_forward  */ ct_cuda_maxpool_forward,
+    /* maxpool_backward */ ct_cuda_maxpool_backward,
+    /* bn_stats         */ ct_cuda_bn_stats,
+    /* bn_apply         */ ct_cuda_bn_apply,
+    /* bn_eval          */ ct_cuda_bn_eval,
+    /* bn_backward      */ ct_cuda_bn_backward,
+};

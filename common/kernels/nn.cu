@@ -66,7 +66,7 @@ struct ReluBackwardLaunch {
   }
 };
 
-extern "C" int ct_cuda_relu_backward(ct_dtype dt, int64_t n, const void *y, const void *g, void *out,
+static int ct_cuda_relu_backward(ct_dtype dt, int64_t n, const void *y, const void *g, void *out,
                                      ct_stream *s) {
   if (!ct_dtype_valid(dt))
     return ct_fail(CT_ERR_DTYPE, "ct_relu_backward: dtype %s not supported on cuda", ct_dt_name(dt));
@@ -115,7 +115,7 @@ struct DropoutLaunch {
   }
 };
 
-extern "C" int ct_cuda_dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double p,
+static int ct_cuda_dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double p,
                                double scale, void *y, void *mask, ct_stream *s) {
   if (!ct_dtype_valid(dt))
     return ct_fail(CT_ERR_DTYPE, "ct_dropout: dtype %s not supported on cuda", ct_dt_name(dt));
@@ -190,7 +190,7 @@ static int ct_cross_entropy_launch(int64_t n, int64_t c, const void *logits, con
 
 // Queues the kernel and returns: *bad_row stays -1, since a bad target is
 // reported later, through the device's async_error record.
-extern "C" int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
+static int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
                                      const int64_t *target, void *loss, void *grad, double inv_n,
                                      int64_t *bad_row, ct_stream *s) {
   *bad_row = -1;
@@ -205,3 +205,10 @@ extern "C" int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const vo
   return dt == CT_F32 ? ct_cross_entropy_launch<CT_F32>(n, c, logits, target, loss, grad, inv_n, rec, scope.stream())
                       : ct_cross_entropy_launch<CT_F64>(n, c, logits, target, loss, grad, inv_n, rec, scope.stream());
 }
+
+// ---- the family's table ------------------------------------------------------------------------
+extern "C" const ct_nn_kernels ct_cuda_nn_kernels = {
+    /* relu_backward */ ct_cuda_relu_backward,
+    /* dropout       */ ct_cuda_dropout,
+    /* cross_entropy */ ct_cuda_cross_entropy,
+};

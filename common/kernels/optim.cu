@@ -85,7 +85,7 @@ static int sgd_launch(int64_t n, void *param, const void *grad, void *buf,
   return CT_OK;
 }
 
-extern "C" int ct_cuda_sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
+static int ct_cuda_sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
                                 const ct_sgd_step_args *a, ct_stream *s) {
   if (dt != CT_F32 && dt != CT_F64)
     return ct_fail(CT_ERR_DTYPE, "ct_optimizer_step: SGD not supported for %s on cuda",
@@ -156,7 +156,7 @@ static int adam_launch(int64_t n, void *param, const void *grad, void *exp_avg, 
   return CT_OK;
 }
 
-extern "C" int ct_cuda_adam_step(ct_dtype dt, int64_t n, void *param, const void *grad,
+static int ct_cuda_adam_step(ct_dtype dt, int64_t n, void *param, const void *grad,
                                  void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq,
                                  const ct_adam_step_args *a, ct_stream *s) {
   if (dt != CT_F32 && dt != CT_F64)
@@ -212,9 +212,9 @@ static __global__ void sumsq_finish_kernel(int nparts, const double *__restrict_
   if (threadIdx.x == 0) *out = s;
 }
 
-extern "C" int64_t ct_cuda_sum_squares_workspace(void) { return SUMSQ_MAX_BLOCKS; }
+static int64_t ct_cuda_sum_squares_workspace(void) { return SUMSQ_MAX_BLOCKS; }
 
-extern "C" int ct_cuda_sum_squares(ct_dtype dt, int64_t n, const void *x, double *out,
+static int ct_cuda_sum_squares(ct_dtype dt, int64_t n, const void *x, double *out,
                                    double *workspace, ct_stream *s) {
   if (dt != CT_F32 && dt != CT_F64)
     return ct_fail(CT_ERR_DTYPE, "ct_clip_grad_norm_: not supported for %s grads on cuda",
@@ -248,7 +248,7 @@ static __global__ void clip_coef_kernel(int64_t n, const double *__restrict__ su
   out[1] = coef;
 }
 
-extern "C" int ct_cuda_clip_coef(int64_t n, const double *sumsq, double max_norm, double *out,
+static int ct_cuda_clip_coef(int64_t n, const double *sumsq, double max_norm, double *out,
                                  ct_stream *s) {
   CtCudaScope scope;
   int rc = scope.enter(s);
@@ -269,7 +269,7 @@ static __global__ void scale_kernel(int64_t n, T *__restrict__ x, const double *
     x[i] = Rn<T>::mul(x[i], ct);
 }
 
-extern "C" int ct_cuda_scale_by(ct_dtype dt, int64_t n, void *x, const double *coef,
+static int ct_cuda_scale_by(ct_dtype dt, int64_t n, void *x, const double *coef,
                                 ct_stream *s) {
   if (dt != CT_F32 && dt != CT_F64)
     return ct_fail(CT_ERR_DTYPE, "ct_clip_grad_norm_: not supported for %s grads on cuda",
@@ -287,3 +287,13 @@ extern "C" int ct_cuda_scale_by(ct_dtype dt, int64_t n, void *x, const double *c
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }
+
+// ---- the family's table ------------------------------------------------------------------------
+extern "C" const ct_optim_kernels ct_cuda_optim_kernels = {
+    /* sgd_step              */ ct_cuda_sgd_step,
+    /* adam_step             */ ct_cuda_adam_step,
+    /* sum_squares_workspace */ ct_cuda_sum_squares_workspace,
+    /* sum_squares           */ ct_cuda_sum_squares,
+    /* clip_coef             */ ct_cuda_clip_coef,
+    /* scale_by              */ ct_cuda_scale_by,
+};
