@@ -25,7 +25,7 @@
 #endif
 
 #define OMP_MIN 32768     // elements below which one thread does the work
-#define SUMSQ_CHUNK 65536 // elements per partial sum of ct_cpu_sum_squares
+#define SUMSQ_CHUNK 65536 // elements per partial sum of sum_squares
 
 // ---- SGD --------------------------------------------------------------------------------------
 // Generates sgd_<sfx>(n, param, grad, buf, args) for storage/compute type T.
