@@ -68,8 +68,7 @@ template <class T>
 static __global__ void sumsq_partial_kernel(int64_t n, const T *__restrict__ x,
                                             double *__restrict__ partial) {
   double s = 0.0;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t i = ct_grid_start<int64_t>(); i < n; i += ct_grid_step<int64_t>()) {
     double v = (double)x[i];
     s += v * v;
   }
