@@ -55,6 +55,14 @@ static inline int64_t ct_iter_offset(const ct_iter *it, int k, int64_t i) {
   return off;
 }
 
+// The op families' kernel tables (nn_kernels.h, conv_kernels.h,
+// optim_kernels.h): each family's entries have one signature on every device,
+// so the family's code calls ct_backend_for(op, dev)->conv->im2col(...) and
+// never asks which device it is on.
+struct ct_nn_kernels;
+struct ct_conv_kernels;
+struct ct_optim_kernels;
+
 typedef struct ct_backend {
   const char *name;
   // out = a op b. a and b have dtype dt; out has dt, or CT_BOOL for the
@@ -103,6 +111,9 @@ typedef struct ct_backend {
               double alpha, const void *A, int64_t lda, int64_t strideA,
               const void *B, int64_t ldb, int64_t strideB, double beta, void *C,
               int64_t ldc, int64_t strideC, int64_t batch, ct_stream *s);
+  const struct ct_nn_kernels *nn;       // ReLU backward, dropout, cross-entropy
+  const struct ct_conv_kernels *conv;   // im2col/col2im, max pooling, batch norm
+  const struct ct_optim_kernels *optim; // SGD/Adam updates, clip_grad_norm_'s pieces
 } ct_backend;
 
 extern const ct_backend ct_cpu_backend;

@@ -31,9 +31,12 @@
 #include <string.h>
 
 #include "backend.h"
+#include "conv_kernels.h"
 #include "cpu_kernels.h"
 #include "dtype.h"
 #include "error.h"
+#include "nn_kernels.h"
+#include "optim_kernels.h"
 
 static bool dt_ok(ct_dtype dt) { return (unsigned)dt < (unsigned)CT_NUM_DTYPES; }
 
@@ -487,4 +490,7 @@ const ct_backend ct_cpu_backend = {
     .reduce = ct_cpu_reduce,
     .any_nonfinite = ct_cpu_any_nonfinite,
     .gemm = ct_cpu_gemm,
+    .nn = &ct_cpu_nn_kernels,
+    .conv = &ct_cpu_conv_kernels,
+    .optim = &ct_cpu_optim_kernels,
 };

@@ -75,7 +75,8 @@ static inline void valid_range(int64_t w, int64_t wo, int64_t s, int64_t p, int6
 IM2COL(f32, float)
 IM2COL(f64, double)
 
-int ct_cpu_im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols) {
+static int im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols, ct_stream *s) {
+  (void)s;
   switch (dt) {
   case CT_F32: im2col_f32(g, x, cols); return CT_OK;
   case CT_F64: im2col_f64(g, x, cols); return CT_OK;
@@ -119,7 +120,8 @@ int ct_cpu_im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols)
 COL2IM(f32, float)
 COL2IM(f64, double)
 
-int ct_cpu_col2im(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx) {
+static int col2im(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx, ct_stream *s) {
+  (void)s;
   switch (dt) {
   case CT_F32: col2im_f32(g, cols, dx); return CT_OK;
   case CT_F64: col2im_f64(g, cols, dx); return CT_OK;
@@ -139,8 +141,9 @@ int ct_cpu_col2im(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx
 PERMUTE(f32, float)
 PERMUTE(f64, double)
 
-int ct_cpu_cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
-                          void *dst) {
+static int cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
+                          void *dst, ct_stream *s) {
+  (void)s;
   switch (dt) {
   case CT_F32: cnhw_from_nchw_f32(n, c, p, src, dst); return CT_OK;
   case CT_F64: cnhw_from_nchw_f64(n, c, p, src, dst); return CT_OK;
@@ -229,8 +232,9 @@ POOL2_ROW(f64, double)
 MAXPOOL(f32, float)
 MAXPOOL(f64, double)
 
-int ct_cpu_maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y,
-                           int32_t *idx) {
+static int maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y,
+                           int32_t *idx, ct_stream *s) {
+  (void)s;
   switch (dt) {
   case CT_F32: maxpool_fwd_f32(g, x, y, idx); return CT_OK;
   case CT_F64: maxpool_fwd_f64(g, x, y, idx); return CT_OK;
@@ -238,8 +242,9 @@ int ct_cpu_maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, vo
   }
 }
 
-int ct_cpu_maxpool_backward(ct_dtype dt, const ct_pool_geom *g, const void *dy,
-                            const int32_t *idx, void *dx) {
+static int maxpool_backward(ct_dtype dt, const ct_pool_geom *g, const void *dy,
+                            const int32_t *idx, void *dx, ct_stream *s) {
+  (void)s;
   switch (dt) {
   case CT_F32: maxpool_bwd_f32(g, dy, idx, dx); return CT_OK;
   case CT_F64: maxpool_bwd_f64(g, dy, idx, dx); return CT_OK;
@@ -332,9 +337,10 @@ int ct_cpu_maxpool_backward(ct_dtype dt, const ct_pool_geom *g, const void *dy,
 BN(f32, float)
 BN(f64, double)
 
-int ct_cpu_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
+static int bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
                     void *mean, void *invstd, void *running_mean, void *running_var,
-                    double momentum) {
+                    double momentum, ct_stream *s) {
+  (void)s;
   switch (dt) {
   case CT_F32:
     bn_stats_f32(n, c, p, x, eps, mean, invstd, running_mean, running_var, momentum);
@@ -370,21 +376,24 @@ static int bn_affine(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x
   return CT_OK;
 }
 
-int ct_cpu_bn_apply(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+static int bn_apply(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
                     const void *mean, const void *invstd, const void *gamma, const void *beta,
-                    void *y) {
+                    void *y, ct_stream *s) {
+  (void)s;
   return bn_affine(dt, n, c, p, x, mean, invstd, false, 0.0, gamma, beta, y);
 }
 
-int ct_cpu_bn_eval(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+static int bn_eval(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
                    const void *running_mean, const void *running_var, double eps,
-                   const void *gamma, const void *beta, void *y) {
+                   const void *gamma, const void *beta, void *y, ct_stream *s) {
+  (void)s;
   return bn_affine(dt, n, c, p, x, running_mean, running_var, true, eps, gamma, beta, y);
 }
 
-int ct_cpu_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+static int bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
                        const void *dy, const void *mean, const void *invstd, const void *gamma,
-                       void *dx, void *dgamma, void *dbeta) {
+                       void *dx, void *dgamma, void *dbeta, ct_stream *s) {
+  (void)s;
   switch (dt) {
   case CT_F32:
     bn_backward_f32(n, c, p, x, dy, mean, invstd, gamma, dx, dgamma, dbeta);
@@ -395,3 +404,15 @@ int ct_cpu_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void 
   default: return unsupported("BatchNorm2d", dt);
   }
 }
+
+const ct_conv_kernels ct_cpu_conv_kernels = {
+    .im2col = im2col,
+    .col2im = col2im,
+    .cnhw_from_nchw = cnhw_from_nchw,
+    .maxpool_forward = maxpool_forward,
+    .maxpool_backward = maxpool_backward,
+    .bn_stats = bn_stats,
+    .bn_apply = bn_apply,
+    .bn_eval = bn_eval,
+    .bn_backward = bn_backward,
+};

@@ -40,7 +40,9 @@ RELU_BWD(f64, 0.0)
 RELU_BWD(f16, (uint16_t)0)
 RELU_BWD(bf16, (uint16_t)0)
 
-int ct_cpu_relu_backward(ct_dtype dt, int64_t n, const void *y, const void *g, void *out) {
+static int relu_backward(ct_dtype dt, int64_t n, const void *y, const void *g, void *out,
+                         ct_stream *s) {
+  (void)s;
   switch (dt) {
   case CT_F32: relu_bwd_f32(n, y, g, out); return CT_OK;
   case CT_F64: relu_bwd_f64(n, y, g, out); return CT_OK;
@@ -75,8 +77,9 @@ DROPOUT(f64)
 DROPOUT(f16)
 DROPOUT(bf16)
 
-int ct_cpu_dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double p, double scale,
-                   void *y, void *mask) {
+static int dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double p, double scale,
+                   void *y, void *mask, ct_stream *s) {
+  (void)s;
   switch (dt) {
   case CT_F32: dropout_f32(n, x, u, p, scale, y, mask); return CT_OK;
   case CT_F64: dropout_f64(n, x, u, p, scale, y, mask); return CT_OK;
@@ -117,9 +120,10 @@ int ct_cpu_dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double
 CE_ROWS(f32)
 CE_ROWS(f64)
 
-int ct_cpu_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
+static int cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
                          const int64_t *target, void *loss, void *grad, double inv_n,
-                         int64_t *bad_row) {
+                         int64_t *bad_row, ct_stream *s) {
+  (void)s;
   *bad_row = -1;
   if (dt != CT_F32 && dt != CT_F64) return unsupported("ct_cross_entropy_loss", dt);
   for (int64_t i = 0; i < n; ++i)
@@ -131,3 +135,9 @@ int ct_cpu_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
   else ce_rows_f64(n, c, logits, target, loss, grad, inv_n);
   return CT_OK;
 }
+
+const ct_nn_kernels ct_cpu_nn_kernels = {
+    .relu_backward = relu_backward,
+    .dropout = dropout,
+    .cross_entropy = cross_entropy,
+};

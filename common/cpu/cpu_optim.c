@@ -25,7 +25,7 @@
 #endif
 
 #define OMP_MIN 32768     // elements below which one thread does the work
-#define SUMSQ_CHUNK 65536 // elements per partial sum of ct_cpu_sum_squares
+#define SUMSQ_CHUNK 65536 // elements per partial sum of sum_squares
 
 // ---- SGD --------------------------------------------------------------------------------------
 // Generates sgd_<sfx>(n, param, grad, buf, args) for storage/compute type T.
@@ -89,8 +89,9 @@ GEN_SGD(f64, double, sqrt)
 GEN_ADAM(f32, float, sqrtf)
 GEN_ADAM(f64, double, sqrt)
 
-int ct_cpu_sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
-                    const ct_sgd_step_args *a) {
+static int sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
+                    const ct_sgd_step_args *a, ct_stream *s) {
+  (void)s;
   switch (dt) {
   case CT_F32: sgd_f32(n, param, grad, buf, a); return CT_OK;
   case CT_F64: sgd_f64(n, param, grad, buf, a); return CT_OK;
@@ -100,8 +101,10 @@ int ct_cpu_sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void 
   }
 }
 
-int ct_cpu_adam_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
-                     void *exp_avg_sq, void *max_exp_avg_sq, const ct_adam_step_args *a) {
+static int adam_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
+                     void *exp_avg_sq, void *max_exp_avg_sq, const ct_adam_step_args *a,
+                     ct_stream *s) {
+  (void)s;
   switch (dt) {
   case CT_F32: adam_f32(n, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a); return CT_OK;
   case CT_F64: adam_f64(n, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a); return CT_OK;
@@ -138,7 +141,11 @@ int ct_cpu_adam_step(ct_dtype dt, int64_t n, void *param, const void *grad, void
 GEN_SUMSQ(f32, float)
 GEN_SUMSQ(f64, double)
 
-int ct_cpu_sum_squares(ct_dtype dt, int64_t n, const void *x, double *out) {
+static int64_t sum_squares_workspace(void) { return 0; }
+
+static int sum_squares(ct_dtype dt, int64_t n, const void *x, double *out, double *workspace,
+                       ct_stream *s) {
+  (void)workspace, (void)s;
   switch (dt) {
   case CT_F32: *out = sumsq_f32(n, x); return CT_OK;
   case CT_F64: *out = sumsq_f64(n, x); return CT_OK;
@@ -147,3 +154,47 @@ int ct_cpu_sum_squares(ct_dtype dt, int64_t n, const void *x, double *out) {
                    ct_dtype_name(dt));
   }
 }
+
+// ---- clip_grad_norm_'s coefficient and scaling --------------------------------------------------
+static int clip_coef(int64_t n, const double *sumsq, double max_norm, double *out, ct_stream *s) {
+  (void)s;
+  double t = 0.0;
+  for (int64_t i = 0; i < n; ++i) t += sumsq[i];
+  const double total = sqrt(t);
+  double coef = max_norm / (total + 1e-6);
+  if (coef > 1.0) coef = 1.0; // NaN stays NaN, as torch.clamp(max=1.0)
+  out[0] = total;
+  out[1] = coef;
+  return CT_OK;
+}
+
+// x *= (T)coef, one rounding per element, as ct_mul's scalar path.
+#define GEN_SCALE(sfx, T)                                                                     \
+  static void scale_##sfx(int64_t n, T *x, T c) {                                             \
+    _Pragma("omp parallel for schedule(static) if (n >= OMP_MIN)")                            \
+    for (int64_t i = 0; i < n; ++i) x[i] = x[i] * c;                                          \
+  }
+GEN_SCALE(f32, float)
+GEN_SCALE(f64, double)
+
+static int scale_by(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stream *s) {
+  (void)s;
+  const double c = *coef;
+  if (c >= 1.0) return CT_OK;
+  switch (dt) {
+  case CT_F32: scale_f32(n, x, (float)c); return CT_OK;
+  case CT_F64: scale_f64(n, x, c); return CT_OK;
+  default:
+    return ct_fail(CT_ERR_DTYPE, "ct_clip_grad_norm_: not supported for %s grads on cpu",
+                   ct_dtype_name(dt));
+  }
+}
+
+const ct_optim_kernels ct_cpu_optim_kernels = {
+    .sgd_step = sgd_step,
+    .adam_step = adam_step,
+    .sum_squares_workspace = sum_squares_workspace,
+    .sum_squares = sum_squares,
+    .clip_coef = clip_coef,
+    .scale_by = scale_by,
+};

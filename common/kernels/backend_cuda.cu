@@ -6,7 +6,10 @@
 // queues its work on the stream it is handed and reports failure through
 // ct_fail; the table itself has C linkage, so the dispatcher (ops.c, C11)
 // sees it under its plain name.
+#include "conv_kernels.h"
 #include "cuda_backend.h"
+#include "nn_kernels.h"
+#include "optim_kernels.h"
 
 extern "C" const ct_backend ct_cuda_backend = {
     /* name          */ "cuda",
@@ -20,4 +23,7 @@ extern "C" const ct_backend ct_cuda_backend = {
     /* reduce        */ ct_cuda_reduce,
     /* any_nonfinite */ ct_cuda_any_nonfinite,
     /* gemm          */ ct_cuda_gemm,
+    /* nn            */ &ct_cuda_nn_kernels,
+    /* conv          */ &ct_cuda_conv_kernels,
+    /* optim         */ &ct_cuda_optim_kernels,
 };

@@ -136,14 +136,15 @@ struct FillLaunch {
 };
 
 // out[i] (n, contiguous) = start + i * step, in double, then converted. The
-// product and the sum are rounded separately (__dmul_rn, __dadd_rn): nvcc
-// would otherwise fuse them into one fma, and the CPU does not.
-template <ct_dtype D>
-static __global__ void ct_arange_kernel(ct_T<D> *out, int64_t n, double start, double step) {
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = ct_convert<D>(__dadd_rn(start, __dmul_rn((double)i, step)));
-}
+// product and the sum are rounded separately (ct_rn): nvcc would otherwise
+// fuse them into one fma, and the CPU does not.
+template <ct_dtype D> struct ArangeFn {
+  ct_T<D> *out;
+  double start, step;
+  __host__ __device__ void operator()(int64_t i) const {
+    out[i] = ct_convert<D>(ct_rn<double>::add(start, ct_rn<double>::mul((double)i, step)));
+  }
+};
 
 struct ArangeLaunch {
   int64_t n;
@@ -151,10 +152,7 @@ struct ArangeLaunch {
   double start, step;
   cudaStream_t stream;
   template <ct_dtype D> int operator()() const {
-    ct_arange_kernel<D><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(
-        static_cast<ct_T<D> *>(out), n, start, step);
-    CT_CUDA_CHECK(cudaGetLastError());
-    return CT_OK;
+    return ct_device_exec{stream}.run(n, ArangeFn<D>{static_cast<ct_T<D> *>(out), start, step});
   }
 };
 

@@ -25,43 +25,51 @@
 #include "kernel_util.cuh"
 
 // ---- the loop ----------------------------------------------------------------------------
+// Element i's offset into each of the N operands: off[k] = sum over dims d of
+// (i's index along d) * it.stride[k][d], i read as a row-major index into
+// it.shape (ct_iter_offset's walk, backend.h). Three paths: all operands
+// contiguous (offset = i), one merged dim with any strides (offset = i *
+// stride; covers a broadcast scalar operand), and the general N-d case.
+// __host__ too: the host test checks it against the CPU backend's loops.
+#ifdef __CUDA_ARCH__
+#define CT_UNROLL _Pragma("unroll") // off[] stays in registers
+#else
+#define CT_UNROLL
+#endif
+template <int N>
+__host__ __device__ inline void ct_elementwise_offsets(const ct_iter &it, int64_t i, int64_t (&off)[N]) {
+  if (it.contiguous) {
+CT_UNROLL
+    for (int k = 0; k < N; ++k) off[k] = i;
+  } else if (it.ndim == 1) {
+CT_UNROLL
+    for (int k = 0; k < N; ++k) off[k] = i * it.stride[k][0];
+  } else {
+    // peel dims from the last
+    int64_t rem = i;
+CT_UNROLL
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (int d = it.ndim - 1; d >= 0; --d) {
+      const int64_t size = it.shape[d];
+      const int64_t q = rem / size;
+      const int64_t idx = rem - q * size;
+      rem = q;
+CT_UNROLL
+      for (int k = 0; k < N; ++k) off[k] += idx * it.stride[k][d];
+    }
+  }
+}
+
 // Enters with it.numel >= 1 and f's pointers valid for every offset the iter
-// describes; leaves with f applied once to every element. Three paths: all
-// operands contiguous (offset = i), one merged dim with any strides (offset =
-// i * stride; covers a broadcast scalar operand), and the general N-d case.
+// describes; leaves with f applied once to every element (a grid-stride loop
+// over 64-bit indices: a tensor may have more than 2^31 elements).
 template <int N, class F>
 static __global__ void ct_elementwise_kernel(ct_iter it, F f) {
   const int64_t n = it.numel;
-  const int64_t step = (int64_t)gridDim.x * blockDim.x;
   int64_t off[N];
-  if (it.contiguous) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] = i;
-      f(off);
-    }
-  } else if (it.ndim == 1) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] = i * it.stride[k][0];
-      f(off);
-    }
-  } else {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
-      // i is the row-major index into it.shape; peel dims from the last.
-      int64_t rem = i;
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] = 0;
-      for (int d = it.ndim - 1; d >= 0; --d) {
-        const int64_t size = it.shape[d];
-        const int64_t q = rem / size;
-        const int64_t idx = rem - q * size;
-        rem = q;
-#pragma unroll
-        for (int k = 0; k < N; ++k) off[k] += idx * it.stride[k][d];
-      }
-      f(off);
-    }
+  for (int64_t i = ct_grid_start<int64_t>(); i < n; i += ct_grid_step<int64_t>()) {
+    ct_elementwise_offsets<N>(it, i, off);
+    f(off);
   }
 }
 

@@ -197,4 +197,84 @@ class CtCudaScope {
   bool restore_ = false;
 };
 
+
+// ---- per-index bodies: one grid-stride loop on the device, a plain loop on the host ----------
+// An op's work per output element is a functor with
+//   __host__ __device__ void operator()(I i) const
+// (I = int32_t or int64_t, the index type the op's sizes fit). Its launcher
+// is written once, templated on an executor X, and hands the functor to
+// x.run(n, f):
+//   ct_device_exec  launches ct_grid_kernel on the op's stream: a grid-stride
+//                   loop over i in [0, n) calling f(i) (the CUDA backend);
+//   ct_host_exec    calls f(i) for i = 0 .. n-1 on the calling thread.
+// So the arithmetic a GPU runs also runs on a machine without one, and
+// tests/crossdev/test_kernels_host.cu compares it there with the CPU backend.
+// The host side compiles as ISO C++ (no FMA contraction, like cpu_*.c);
+// ct_rn below rounds every operation on the device too.
+template <class I> __device__ inline I ct_grid_start() { return (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; }
+template <class I> __device__ inline I ct_grid_step() { return (I)gridDim.x * (I)blockDim.x; }
+
+template <class I, class F> static __global__ void ct_grid_kernel(I n, F f) {
+  for (I i = ct_grid_start<I>(); i < n; i += ct_grid_step<I>()) f(i);
+}
+
+struct ct_device_exec {
+  cudaStream_t stream;
+  template <class I, class F> int run(I n, const F &f) const {
+    if (n <= 0) return CT_OK;
+    ct_grid_kernel<I, F><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(n, f);
+    CT_CUDA_CHECK(cudaGetLastError());
+    return CT_OK;
+  }
+};
+
+struct ct_host_exec {
+  template <class I, class F> int run(I n, const F &f) const {
+    for (I i = 0; i < n; ++i) f(i);
+    return CT_OK;
+  }
+};
+
+// Runs f(T{}) with T = float or double for dt; another dtype fails with
+// "<op>: not implemented for <dtype> on cuda (float32 and float64 are)".
+template <class F> inline int ct_dispatch_float(ct_dtype dt, const char *op, F &&f) {
+  if (dt == CT_F32) return f(float{});
+  if (dt == CT_F64) return f(double{});
+  return ct_fail(CT_ERR_DTYPE, "%s: not implemented for %s on cuda (float32 and float64 are)", op,
+                 ct_dt_name(dt));
+}
+
+// ---- arithmetic rounded once per operation ------------------------------------------------
+// nvcc contracts a * b + c into an FMA (one rounding instead of two); the
+// __f*_rn / __d*_rn intrinsics are never contracted, so with them every
+// product is rounded before the sum, as on the CPU. On the host the plain
+// operators do the same (ISO C++: no contraction).
+template <class T> struct ct_rn;
+template <> struct ct_rn<float> {
+#ifdef __CUDA_ARCH__
+  __device__ static float mul(float a, float b) { return __fmul_rn(a, b); }
+  __device__ static float add(float a, float b) { return __fadd_rn(a, b); }
+  __device__ static float div(float a, float b) { return __fdiv_rn(a, b); }
+  __device__ static float sqrt(float a) { return __fsqrt_rn(a); }
+#else
+  static float mul(float a, float b) { return a * b; }
+  static float add(float a, float b) { return a + b; }
+  static float div(float a, float b) { return a / b; }
+  static float sqrt(float a) { return sqrtf(a); }
+#endif
+};
+template <> struct ct_rn<double> {
+#ifdef __CUDA_ARCH__
+  __device__ static double mul(double a, double b) { return __dmul_rn(a, b); }
+  __device__ static double add(double a, double b) { return __dadd_rn(a, b); }
+  __device__ static double div(double a, double b) { return __ddiv_rn(a, b); }
+  __device__ static double sqrt(double a) { return __dsqrt_rn(a); }
+#else
+  static double mul(double a, double b) { return a * b; }
+  static double add(double a, double b) { return a + b; }
+  static double div(double a, double b) { return a / b; }
+  static double sqrt(double a) { return ::sqrt(a); }
+#endif
+};
+
 #endif

@@ -4,7 +4,8 @@
 // backward, dropout's mask-and-scale, and cross-entropy (log-softmax + NLL
 // and its gradient in one pass over the logits).
 //
-// Elementwise kernels are 1-d grid-stride loops over 64-bit indices.
+// ReLU's backward and dropout are grid-stride loops over 64-bit indices
+// whose per-element bodies live in nn.cuh (the host test runs them too).
 // Cross-entropy gives one warp to a row: the 32 lanes stride over the row's
 // c logits, then butterfly shuffles (__shfl_xor_sync) leave the row's max and
 // its sum of exp(x - max) in every lane, so each lane can write its share of
@@ -23,6 +24,7 @@
 
 #include "async_error.cuh"
 #include "kernel_util.cuh"
+#include "nn.cuh"
 #include "nn_kernels.h"
 
 // ---- math in the compute type ---------------------------------------------------------------
@@ -37,92 +39,19 @@ __device__ inline bool ct_nn_isfinite(double x) { return ct_isfinite(x); }
 __device__ inline float ct_nn_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 __device__ inline double ct_nn_shfl_xor(double v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 
-// ---- ReLU backward ------------------------------------------------------------------------------
-// out[i] = y[i] <= 0 ? 0 : g[i] (y, g, out: n elements, contiguous).
-template <ct_dtype D>
-static __global__ void ct_relu_backward_kernel(const ct_T<D> *y, const ct_T<D> *g, ct_T<D> *out,
-                                               int64_t n) {
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  const ct_T<D> zero = ct_convert<D>(0.0f);
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = ct_load<D>(y[i]) <= 0 ? zero : g[i];
-}
-
-struct ReluBackwardLaunch {
-  int64_t n;
-  const void *y, *g;
-  void *out;
-  cudaStream_t stream;
-  template <ct_dtype D> int operator()() const {
-    if constexpr (!ct_dt<D>::floating) {
-      return ct_fail(CT_ERR_DTYPE, "ct_relu_backward: not supported for %s on cuda (floating dtypes only)",
-                     ct_dt_name(D));
-    } else {
-      ct_relu_backward_kernel<D><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(
-          static_cast<const ct_T<D> *>(y), static_cast<const ct_T<D> *>(g), static_cast<ct_T<D> *>(out), n);
-      CT_CUDA_CHECK(cudaGetLastError());
-      return CT_OK;
-    }
-  }
-};
-
-extern "C" int ct_cuda_relu_backward(ct_dtype dt, int64_t n, const void *y, const void *g, void *out,
-                                     ct_stream *s) {
-  if (!ct_dtype_valid(dt))
-    return ct_fail(CT_ERR_DTYPE, "ct_relu_backward: dtype %s not supported on cuda", ct_dt_name(dt));
-  if (n <= 0) return CT_OK;
+// ---- ReLU backward and dropout: per-element bodies in nn.cuh -----------------------------------
+static int ct_cuda_relu_backward(ct_dtype dt, int64_t n, const void *y, const void *g, void *out,
+                                 ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_dispatch_dtype(dt, ReluBackwardLaunch{n, y, g, out, scope.stream()});
+  return ct_relu_backward_run(ct_device_exec{scope.stream()}, dt, n, y, g, out);
 }
 
-// ---- dropout --------------------------------------------------------------------------------------
-// mask[i] = u[i] >= p ? keep : 0, y[i] = x[i] * mask[i] in the compute type,
-// rounded once (n elements, contiguous; u float32).
-template <ct_dtype D>
-static __global__ void ct_dropout_kernel(const ct_T<D> *x, const float *u, double p, ct_T<D> keep,
-                                         ct_T<D> *y, ct_T<D> *mask, int64_t n) {
-  using C = ct_C<D>;
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  const ct_T<D> drop = ct_convert<D>(0.0f);
-  const C keep_c = ct_load<D>(keep);
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const bool k = (double)u[i] >= p;
-    mask[i] = k ? keep : drop;
-    y[i] = ct_convert<D>(ct_load<D>(x[i]) * (k ? keep_c : C(0)));
-  }
-}
-
-struct DropoutLaunch {
-  int64_t n;
-  const void *x;
-  const float *u;
-  double p, scale;
-  void *y, *mask;
-  cudaStream_t stream;
-  template <ct_dtype D> int operator()() const {
-    if constexpr (!ct_dt<D>::floating) {
-      return ct_fail(CT_ERR_DTYPE, "ct_dropout: not supported for %s on cuda (floating dtypes only)",
-                     ct_dt_name(D));
-    } else {
-      const ct_T<D> keep = ct_convert<D>((ct_C<D>)scale);
-      ct_dropout_kernel<D><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(
-          static_cast<const ct_T<D> *>(x), u, p, keep, static_cast<ct_T<D> *>(y),
-          static_cast<ct_T<D> *>(mask), n);
-      CT_CUDA_CHECK(cudaGetLastError());
-      return CT_OK;
-    }
-  }
-};
-
-extern "C" int ct_cuda_dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double p,
-                               double scale, void *y, void *mask, ct_stream *s) {
-  if (!ct_dtype_valid(dt))
-    return ct_fail(CT_ERR_DTYPE, "ct_dropout: dtype %s not supported on cuda", ct_dt_name(dt));
-  if (n <= 0) return CT_OK;
+static int ct_cuda_dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double p,
+                           double scale, void *y, void *mask, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_dispatch_dtype(dt, DropoutLaunch{n, x, u, p, scale, y, mask, scope.stream()});
+  return ct_dropout_run(ct_device_exec{scope.stream()}, dt, n, x, u, p, scale, y, mask);
 }
 
 // ---- cross-entropy ----------------------------------------------------------------------------------
@@ -190,7 +119,7 @@ static int ct_cross_entropy_launch(int64_t n, int64_t c, const void *logits, con
 
 // Queues the kernel and returns: *bad_row stays -1, since a bad target is
 // reported later, through the device's async_error record.
-extern "C" int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
+static int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
                                      const int64_t *target, void *loss, void *grad, double inv_n,
                                      int64_t *bad_row, ct_stream *s) {
   *bad_row = -1;
@@ -205,3 +134,10 @@ extern "C" int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const vo
   return dt == CT_F32 ? ct_cross_entropy_launch<CT_F32>(n, c, logits, target, loss, grad, inv_n, rec, scope.stream())
                       : ct_cross_entropy_launch<CT_F64>(n, c, logits, target, loss, grad, inv_n, rec, scope.stream());
 }
+
+// ---- the family's table ------------------------------------------------------------------------
+extern "C" const ct_nn_kernels ct_cuda_nn_kernels = {
+    /* relu_backward */ ct_cuda_relu_backward,
+    /* dropout       */ ct_cuda_dropout,
+    /* cross_entropy */ ct_cuda_cross_entropy,
+};

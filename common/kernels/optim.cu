@@ -11,10 +11,12 @@
 //
 // Invariant: the arithmetic is the CPU's (cpu_optim.c), operation for
 // operation in the parameter's dtype. nvcc would contract a * b + c into an
-// FMA (one rounding instead of two); the __fmul_rn / __fadd_rn family is
-// never contracted, so every product is rounded before the sum as on the
+// FMA (one rounding instead of two); ct_rn (kernel_util.cuh: the __fmul_rn
+// / __fadd_rn family on the device) is never contracted, so every product is rounded before the sum as on the
 // CPU, and division and square root are the correctly rounded ones. The CPU
-// and this backend therefore give the same bits for the same step.
+// and this backend therefore give the same bits for the same step. The
+// updates' per-element bodies live in optim.cuh, where the host test runs
+// them too.
 //
 // clip_grad_norm_ stays on the device: a sum-of-squares kernel per gradient
 // (per-block partials in double, then one block adds them in order, so the
@@ -24,152 +26,24 @@
 // the norm's value.
 #include "cuda_backend.h"
 #include "kernel_util.cuh"
+#include "optim.cuh"
 #include "optim_kernels.h"
 
-// ---- arithmetic rounded once per operation -----------------------------------------------------
-template <class T> struct Rn;
-template <> struct Rn<float> {
-  __device__ static float mul(float a, float b) { return __fmul_rn(a, b); }
-  __device__ static float add(float a, float b) { return __fadd_rn(a, b); }
-  __device__ static float div(float a, float b) { return __fdiv_rn(a, b); }
-  __device__ static float sqrt(float a) { return __fsqrt_rn(a); }
-};
-template <> struct Rn<double> {
-  __device__ static double mul(double a, double b) { return __dmul_rn(a, b); }
-  __device__ static double add(double a, double b) { return __dadd_rn(a, b); }
-  __device__ static double div(double a, double b) { return __ddiv_rn(a, b); }
-  __device__ static double sqrt(double a) { return __dsqrt_rn(a); }
-};
-
-// ---- SGD ---------------------------------------------------------------------------------------
-template <class T> struct SgdScalars {
-  T wd, mom, damp1, neg_lr;
-  bool has_wd, has_mom, nesterov, maximize, init;
-};
-
-// param, grad, buf: n elements each (buf unused without momentum).
-template <class T>
-static __global__ void sgd_kernel(int64_t n, T *__restrict__ param, const T *__restrict__ grad,
-                                  T *__restrict__ buf, SgdScalars<T> k) {
-  using R = Rn<T>;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    T p = param[i];
-    T d = k.maximize ? -grad[i] : grad[i];
-    if (k.has_wd) d = R::add(d, R::mul(k.wd, p));
-    if (k.has_mom) {
-      T b = k.init ? d : R::add(R::mul(buf[i], k.mom), R::mul(k.damp1, d));
-      buf[i] = b;
-      d = k.nesterov ? R::add(d, R::mul(k.mom, b)) : b;
-    }
-    param[i] = R::add(p, R::mul(k.neg_lr, d));
-  }
-}
-
-template <class T>
-static int sgd_launch(int64_t n, void *param, const void *grad, void *buf,
-                      const ct_sgd_step_args *a, cudaStream_t stream) {
-  SgdScalars<T> k;
-  k.wd = (T)a->weight_decay;
-  k.mom = (T)a->momentum;
-  k.damp1 = (T)(1.0 - a->dampening);
-  k.neg_lr = (T)(-a->lr);
-  k.has_wd = a->weight_decay != 0.0;
-  k.has_mom = a->momentum != 0.0;
-  k.nesterov = a->nesterov;
-  k.maximize = a->maximize;
-  k.init = a->init_buf;
-  sgd_kernel<T><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(
-      n, static_cast<T *>(param), static_cast<const T *>(grad), static_cast<T *>(buf), k);
-  CT_CUDA_CHECK(cudaGetLastError());
-  return CT_OK;
-}
-
-extern "C" int ct_cuda_sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
-                                const ct_sgd_step_args *a, ct_stream *s) {
-  if (dt != CT_F32 && dt != CT_F64)
-    return ct_fail(CT_ERR_DTYPE, "ct_optimizer_step: SGD not supported for %s on cuda",
-                   ct_dt_name(dt));
-  if (n <= 0) return CT_OK;
+// ---- SGD, Adam, AdamW: per-element bodies in optim.cuh ----------------------------------------
+static int ct_cuda_sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
+                            const ct_sgd_step_args *a, ct_stream *s) {
   CtCudaScope scope;
-  int rc = scope.enter(s);
-  if (rc != CT_OK) return rc;
-  return dt == CT_F32 ? sgd_launch<float>(n, param, grad, buf, a, scope.stream())
-                      : sgd_launch<double>(n, param, grad, buf, a, scope.stream());
+  if (int rc = scope.enter(s)) return rc;
+  return ct_sgd_step_run(ct_device_exec{scope.stream()}, dt, n, param, grad, buf, a);
 }
 
-// ---- Adam / AdamW ------------------------------------------------------------------------------
-template <class T> struct AdamScalars {
-  T wd, decay, b1, omb1, b2, omb2, bc2_sqrt, eps, neg_step;
-  bool has_wd, decoupled, amsgrad, maximize;
-};
-
-// param, grad, exp_avg, exp_avg_sq, vmax (amsgrad only): n elements each.
-template <class T>
-static __global__ void adam_kernel(int64_t n, T *__restrict__ param, const T *__restrict__ grad,
-                                   T *__restrict__ exp_avg, T *__restrict__ exp_avg_sq,
-                                   T *__restrict__ vmax, AdamScalars<T> k) {
-  using R = Rn<T>;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    T p = param[i];
-    T g = k.maximize ? -grad[i] : grad[i];
-    if (k.decoupled) p = R::mul(p, k.decay);
-    else if (k.has_wd) g = R::add(g, R::mul(k.wd, p));
-    T m = R::add(R::mul(exp_avg[i], k.b1), R::mul(k.omb1, g));
-    T v = R::add(R::mul(exp_avg_sq[i], k.b2), R::mul(R::mul(k.omb2, g), g));
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    T vh = v;
-    if (k.amsgrad) {
-      T mx = vmax[i];
-      mx = (mx != mx || mx > v) ? mx : v; // torch.maximum: NaN propagates
-      vmax[i] = mx;
-      vh = mx;
-    }
-    T denom = R::add(R::div(R::sqrt(vh), k.bc2_sqrt), k.eps);
-    param[i] = R::add(p, R::div(R::mul(k.neg_step, m), denom));
-  }
-}
-
-template <class T>
-static int adam_launch(int64_t n, void *param, const void *grad, void *exp_avg, void *exp_avg_sq,
-                       void *vmax, const ct_adam_step_args *a, cudaStream_t stream) {
-  AdamScalars<T> k;
-  k.wd = (T)a->weight_decay;
-  k.decay = (T)(1.0 - a->lr * a->weight_decay);
-  k.b1 = (T)a->beta1;
-  k.omb1 = (T)(1.0 - a->beta1);
-  k.b2 = (T)a->beta2;
-  k.omb2 = (T)(1.0 - a->beta2);
-  k.bc2_sqrt = (T)a->bias_correction2_sqrt;
-  k.eps = (T)a->eps;
-  k.neg_step = (T)(-a->step_size);
-  k.has_wd = a->weight_decay != 0.0;
-  k.decoupled = a->decoupled;
-  k.amsgrad = a->amsgrad;
-  k.maximize = a->maximize;
-  adam_kernel<T><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(
-      n, static_cast<T *>(param), static_cast<const T *>(grad), static_cast<T *>(exp_avg),
-      static_cast<T *>(exp_avg_sq), static_cast<T *>(vmax), k);
-  CT_CUDA_CHECK(cudaGetLastError());
-  return CT_OK;
-}
-
-extern "C" int ct_cuda_adam_step(ct_dtype dt, int64_t n, void *param, const void *grad,
-                                 void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq,
-                                 const ct_adam_step_args *a, ct_stream *s) {
-  if (dt != CT_F32 && dt != CT_F64)
-    return ct_fail(CT_ERR_DTYPE, "ct_optimizer_step: Adam not supported for %s on cuda",
-                   ct_dt_name(dt));
-  if (n <= 0) return CT_OK;
+static int ct_cuda_adam_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
+                             void *exp_avg_sq, void *max_exp_avg_sq, const ct_adam_step_args *a,
+                             ct_stream *s) {
   CtCudaScope scope;
-  int rc = scope.enter(s);
-  if (rc != CT_OK) return rc;
-  return dt == CT_F32 ? adam_launch<float>(n, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a,
-                                           scope.stream())
-                      : adam_launch<double>(n, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
-                                            a, scope.stream());
+  if (int rc = scope.enter(s)) return rc;
+  return ct_adam_step_run(ct_device_exec{scope.stream()}, dt, n, param, grad, exp_avg, exp_avg_sq,
+                          max_exp_avg_sq, a);
 }
 
 // ---- clip_grad_norm_ ---------------------------------------------------------------------------
@@ -194,8 +68,7 @@ template <class T>
 static __global__ void sumsq_partial_kernel(int64_t n, const T *__restrict__ x,
                                             double *__restrict__ partial) {
   double s = 0.0;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t i = ct_grid_start<int64_t>(); i < n; i += ct_grid_step<int64_t>()) {
     double v = (double)x[i];
     s += v * v;
   }
@@ -212,9 +85,9 @@ static __global__ void sumsq_finish_kernel(int nparts, const double *__restrict_
   if (threadIdx.x == 0) *out = s;
 }
 
-extern "C" int64_t ct_cuda_sum_squares_workspace(void) { return SUMSQ_MAX_BLOCKS; }
+static int64_t ct_cuda_sum_squares_workspace(void) { return SUMSQ_MAX_BLOCKS; }
 
-extern "C" int ct_cuda_sum_squares(ct_dtype dt, int64_t n, const void *x, double *out,
+static int ct_cuda_sum_squares(ct_dtype dt, int64_t n, const void *x, double *out,
                                    double *workspace, ct_stream *s) {
   if (dt != CT_F32 && dt != CT_F64)
     return ct_fail(CT_ERR_DTYPE, "ct_clip_grad_norm_: not supported for %s grads on cuda",
@@ -248,7 +121,7 @@ static __global__ void clip_coef_kernel(int64_t n, const double *__restrict__ su
   out[1] = coef;
 }
 
-extern "C" int ct_cuda_clip_coef(int64_t n, const double *sumsq, double max_norm, double *out,
+static int ct_cuda_clip_coef(int64_t n, const double *sumsq, double max_norm, double *out,
                                  ct_stream *s) {
   CtCudaScope scope;
   int rc = scope.enter(s);
@@ -258,32 +131,18 @@ extern "C" int ct_cuda_clip_coef(int64_t n, const double *sumsq, double max_norm
   return CT_OK;
 }
 
-// x[i] *= (T) *coef, unless *coef >= 1 (then nothing is written).
-template <class T>
-static __global__ void scale_kernel(int64_t n, T *__restrict__ x, const double *__restrict__ coef) {
-  const double c = *coef;
-  if (c >= 1.0) return;
-  const T ct = (T)c;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    x[i] = Rn<T>::mul(x[i], ct);
+static int ct_cuda_scale_by(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stream *s) {
+  CtCudaScope scope;
+  if (int rc = scope.enter(s)) return rc;
+  return ct_scale_by_run(ct_device_exec{scope.stream()}, dt, n, x, coef);
 }
 
-extern "C" int ct_cuda_scale_by(ct_dtype dt, int64_t n, void *x, const double *coef,
-                                ct_stream *s) {
-  if (dt != CT_F32 && dt != CT_F64)
-    return ct_fail(CT_ERR_DTYPE, "ct_clip_grad_norm_: not supported for %s grads on cuda",
-                   ct_dt_name(dt));
-  if (n <= 0) return CT_OK;
-  CtCudaScope scope;
-  int rc = scope.enter(s);
-  if (rc != CT_OK) return rc;
-  if (dt == CT_F32)
-    scale_kernel<float><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, scope.stream()>>>(
-        n, static_cast<float *>(x), coef);
-  else
-    scale_kernel<double><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, scope.stream()>>>(
-        n, static_cast<double *>(x), coef);
-  CT_CUDA_CHECK(cudaGetLastError());
-  return CT_OK;
-}
+// ---- the family's table ------------------------------------------------------------------------
+extern "C" const ct_optim_kernels ct_cuda_optim_kernels = {
+    /* sgd_step              */ ct_cuda_sgd_step,
+    /* adam_step             */ ct_cuda_adam_step,
+    /* sum_squares_workspace */ ct_cuda_sum_squares_workspace,
+    /* sum_squares           */ ct_cuda_sum_squares,
+    /* clip_coef             */ ct_cuda_clip_coef,
+    /* scale_by              */ ct_cuda_scale_by,
+};

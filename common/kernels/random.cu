@@ -10,16 +10,17 @@
 #include "kernel_util.cuh"
 #include "philox.cuh"
 
-// out (n, contiguous) [T] := uniforms, or normals when `normal`; thread q
-// of the grid-stride loop owns counter q.
-template <ct_dtype D>
-static __global__ void ct_random_kernel(ct_T<D> *out, int64_t n, uint64_t seed, uint64_t offset,
-                                        bool normal) {
-  const int64_t ncounters = ct_ceil_div(n, 4);
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < ncounters; q += stride)
+// out (n, contiguous) [T] := uniforms, or normals when `normal`; index q of
+// the grid-stride loop (ct_grid_kernel) owns counter q.
+template <ct_dtype D> struct RandomFn {
+  ct_T<D> *out;
+  int64_t n;
+  uint64_t seed, offset;
+  bool normal;
+  __host__ __device__ void operator()(int64_t q) const {
     ct_random_counter<D>(out, n, seed, offset, q, normal);
-}
+  }
+};
 
 struct RandomLaunch {
   bool normal;
@@ -32,11 +33,8 @@ struct RandomLaunch {
       return ct_fail(CT_ERR_DTYPE, "%s: not supported for %s on cuda (floating dtypes only)",
                      normal ? "ct_randn" : "ct_rand", ct_dt_name(D));
     } else {
-      const int64_t ncounters = ct_ceil_div(n, 4);
-      ct_random_kernel<D><<<ct_blocks_for(ncounters, CT_THREADS), CT_THREADS, 0, stream>>>(
-          static_cast<ct_T<D> *>(out), n, seed, offset, normal);
-      CT_CUDA_CHECK(cudaGetLastError());
-      return CT_OK;
+      return ct_device_exec{stream}.run(
+          ct_ceil_div(n, 4), RandomFn<D>{static_cast<ct_T<D> *>(out), n, seed, offset, normal});
     }
   }
 };

@@ -5,8 +5,9 @@
 //
 // The modules (nn_conv.c, nn_pool.c, nn_batchnorm.c) check shapes, dtypes
 // and devices, make the operands contiguous, allocate the results, run the
-// GEMMs through the device's backend (OpenBLAS or cuBLAS) and pick the entry
-// of the tensors' device; an entry only runs its loop. Every pointer is
+// GEMMs through the device's backend (OpenBLAS or cuBLAS) and call the entry
+// of the tensors' backend (ct_backend_for(op, dev)->conv); an entry only runs
+// its loop. Every pointer is
 // element 0 of a contiguous buffer on the entry's device. dt is float32 or float64 (anything else is
 // CT_ERR_DTYPE); CUDA entries issue their work on stream `s` and return once
 // it is queued. Each returns CT_OK or a status recorded with ct_fail.
@@ -73,50 +74,34 @@ typedef struct ct_pool_geom {
   int64_t ho, wo;
 } ct_pool_geom;
 
-int ct_cpu_im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols);
-int ct_cpu_col2im(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx);
-// dst (C, N, P) = src (N, C, P).
-int ct_cpu_cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
-                          void *dst);
-int ct_cpu_maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y,
-                           int32_t *idx);
-int ct_cpu_maxpool_backward(ct_dtype dt, const ct_pool_geom *g, const void *dy,
-                            const int32_t *idx, void *dx);
-int ct_cpu_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
-                    void *mean, void *invstd, void *running_mean, void *running_var,
-                    double momentum);
-int ct_cpu_bn_apply(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
-                    const void *mean, const void *invstd, const void *gamma, const void *beta,
-                    void *y);
-int ct_cpu_bn_eval(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
-                   const void *running_mean, const void *running_var, double eps,
-                   const void *gamma, const void *beta, void *y);
-int ct_cpu_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
-                       const void *dy, const void *mean, const void *invstd, const void *gamma,
-                       void *dx, void *dgamma, void *dbeta);
+// The family's table: one signature on both devices. The CPU entries run at
+// once and ignore `s`; the CUDA entries queue on `s`. A backend reaches it as
+// ct_backend_for(op, dev)->conv.
+typedef struct ct_conv_kernels {
+  int (*im2col)(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols, ct_stream *s);
+  int (*col2im)(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx, ct_stream *s);
+  // dst (C, N, P) = src (N, C, P).
+  int (*cnhw_from_nchw)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src, void *dst,
+                        ct_stream *s);
+  int (*maxpool_forward)(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y, int32_t *idx,
+                         ct_stream *s);
+  int (*maxpool_backward)(ct_dtype dt, const ct_pool_geom *g, const void *dy, const int32_t *idx,
+                          void *dx, ct_stream *s);
+  int (*bn_stats)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
+                  void *mean, void *invstd, void *running_mean, void *running_var,
+                  double momentum, ct_stream *s);
+  int (*bn_apply)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, const void *mean,
+                  const void *invstd, const void *gamma, const void *beta, void *y, ct_stream *s);
+  int (*bn_eval)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+                 const void *running_mean, const void *running_var, double eps,
+                 const void *gamma, const void *beta, void *y, ct_stream *s);
+  int (*bn_backward)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, const void *dy,
+                     const void *mean, const void *invstd, const void *gamma, void *dx,
+                     void *dgamma, void *dbeta, ct_stream *s);
+} ct_conv_kernels;
 
-#ifdef CT_HAVE_CUDA
-int ct_cuda_im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols, ct_stream *s);
-int ct_cuda_col2im(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx, ct_stream *s);
-int ct_cuda_cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
-                           void *dst, ct_stream *s);
-int ct_cuda_maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y,
-                            int32_t *idx, ct_stream *s);
-int ct_cuda_maxpool_backward(ct_dtype dt, const ct_pool_geom *g, const void *dy,
-                             const int32_t *idx, void *dx, ct_stream *s);
-int ct_cuda_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
-                     void *mean, void *invstd, void *running_mean, void *running_var,
-                     double momentum, ct_stream *s);
-int ct_cuda_bn_apply(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
-                     const void *mean, const void *invstd, const void *gamma, const void *beta,
-                     void *y, ct_stream *s);
-int ct_cuda_bn_eval(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
-                    const void *running_mean, const void *running_var, double eps,
-                    const void *gamma, const void *beta, void *y, ct_stream *s);
-int ct_cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
-                        const void *dy, const void *mean, const void *invstd, const void *gamma,
-                        void *dx, void *dgamma, void *dbeta, ct_stream *s);
-#endif
+extern const ct_conv_kernels ct_cpu_conv_kernels;  // cpu_conv.c
+extern const ct_conv_kernels ct_cuda_conv_kernels; // kernels/conv.cu (CUDA builds only)
 
 #ifdef __cplusplus
 }

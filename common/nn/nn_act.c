@@ -64,19 +64,14 @@ static ct_tensor *relu_backward(ct_module *m, const ct_tensor *g) {
   if (!st->y) return no_forward("ReLU"), NULL;
   if (check_grad("ReLU", g, ct_shape_of(st->y), ct_dtype_of(st->y))) return NULL;
   ct_device dev = ct_device_of(g);
-  if (!ct_backend_for("ReLU backward", dev)) return NULL;
+  const ct_backend *be = ct_backend_for("ReLU backward", dev);
+  if (!be) return NULL;
   ct_tensor *gc = ct_contiguous(g), *yc = ct_contiguous(st->y);
   ct_tensor *dx = gc && yc ? ct_empty_like(g, ct_dtype_of(g), dev) : NULL;
   int rc = dx ? CT_OK : (int)ct_last_status();
   if (!rc) {
-#ifdef CT_HAVE_CUDA
-    if (dev.type == CT_CUDA)
-      rc = ct_cuda_relu_backward(ct_dtype_of(g), ct_numel(g), ct_data_ptr(yc), ct_data_ptr(gc),
-                                 ct_data_ptr(dx), ct_current_stream(dev));
-    else
-#endif
-      rc = ct_cpu_relu_backward(ct_dtype_of(g), ct_numel(g), ct_data_ptr(yc), ct_data_ptr(gc),
-                                ct_data_ptr(dx));
+    rc = be->nn->relu_backward(ct_dtype_of(g), ct_numel(g), ct_data_ptr(yc), ct_data_ptr(gc),
+                               ct_data_ptr(dx), ct_current_stream(dev));
   }
   ct_free(gc);
   ct_free(yc);
@@ -209,7 +204,8 @@ static ct_tensor *dropout_forward(ct_module *m, const ct_tensor *x) {
     st->mask = mask;
     return y;
   }
-  if (!ct_backend_for("Dropout", dev)) return NULL;
+  const ct_backend *be = ct_backend_for("Dropout", dev);
+  if (!be) return NULL;
   ct_tensor *xc = ct_contiguous(x);
   ct_tensor *u = xc ? ct_rand(ct_shape_of(x), CT_F32, dev) : NULL; // uniform [0, 1), 24-bit
   ct_tensor *mask = u ? ct_empty_like(x, dt, dev) : NULL;
@@ -217,14 +213,8 @@ static ct_tensor *dropout_forward(ct_module *m, const ct_tensor *x) {
   int rc = y ? CT_OK : (int)ct_last_status();
   double scale = 1.0 / (1.0 - st->p);
   if (!rc) {
-#ifdef CT_HAVE_CUDA
-    if (dev.type == CT_CUDA)
-      rc = ct_cuda_dropout(dt, ct_numel(x), ct_data_ptr(xc), ct_data_ptr(u), st->p, scale,
-                           ct_data_ptr(y), ct_data_ptr(mask), ct_current_stream(dev));
-    else
-#endif
-      rc = ct_cpu_dropout(dt, ct_numel(x), ct_data_ptr(xc), ct_data_ptr(u), st->p, scale,
-                          ct_data_ptr(y), ct_data_ptr(mask));
+    rc = be->nn->dropout(dt, ct_numel(x), ct_data_ptr(xc), ct_data_ptr(u), st->p, scale,
+                         ct_data_ptr(y), ct_data_ptr(mask), ct_current_stream(dev));
   }
   ct_free(xc);
   ct_free(u);

@@ -46,45 +46,6 @@ static void drop_saved(bn_state *st) {
   st->x = st->mean = st->invstd = NULL;
 }
 
-// ---- dispatch: the entry of the tensors' device ---------------------------------------------
-static int k_stats(ct_device d, ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
-                   double eps, void *mean, void *invstd, void *rm, void *rv, double momentum) {
-#ifdef CT_HAVE_CUDA
-  if (d.type == CT_CUDA)
-    return ct_cuda_bn_stats(dt, n, c, p, x, eps, mean, invstd, rm, rv, momentum, ct_current_stream(d));
-#endif
-  (void)d;
-  return ct_cpu_bn_stats(dt, n, c, p, x, eps, mean, invstd, rm, rv, momentum);
-}
-static int k_apply(ct_device d, ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
-                   const void *mean, const void *invstd, const void *w, const void *b, void *y) {
-#ifdef CT_HAVE_CUDA
-  if (d.type == CT_CUDA)
-    return ct_cuda_bn_apply(dt, n, c, p, x, mean, invstd, w, b, y, ct_current_stream(d));
-#endif
-  (void)d;
-  return ct_cpu_bn_apply(dt, n, c, p, x, mean, invstd, w, b, y);
-}
-static int k_eval(ct_device d, ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
-                  const void *rm, const void *rv, double eps, const void *w, const void *b, void *y) {
-#ifdef CT_HAVE_CUDA
-  if (d.type == CT_CUDA)
-    return ct_cuda_bn_eval(dt, n, c, p, x, rm, rv, eps, w, b, y, ct_current_stream(d));
-#endif
-  (void)d;
-  return ct_cpu_bn_eval(dt, n, c, p, x, rm, rv, eps, w, b, y);
-}
-static int k_backward(ct_device d, ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
-                      const void *dy, const void *mean, const void *invstd, const void *w,
-                      void *dx, void *dw, void *db) {
-#ifdef CT_HAVE_CUDA
-  if (d.type == CT_CUDA)
-    return ct_cuda_bn_backward(dt, n, c, p, x, dy, mean, invstd, w, dx, dw, db, ct_current_stream(d));
-#endif
-  (void)d;
-  return ct_cpu_bn_backward(dt, n, c, p, x, dy, mean, invstd, w, dx, dw, db);
-}
-
 // Python's repr of a float, as torch prints eps and momentum: the shortest
 // digits that read back to the same double, "1e-05", "0.1", "1.0".
 static void py_float(double v, char *buf, size_t len) {
@@ -130,7 +91,9 @@ static ct_tensor *bn_forward(ct_module *m, const ct_tensor *x_in) {
   drop_saved(st);
   if (check_tensors(m, x_in, "input")) return NULL;
   const ct_device dev = ct_device_of(x_in);
-  if (!ct_backend_for("BatchNorm2d", dev)) return NULL;
+  const ct_backend *be = ct_backend_for("BatchNorm2d", dev);
+  if (!be) return NULL;
+  ct_stream *cs = ct_current_stream(dev);
   const ct_dtype dt = ct_dtype_of(x_in);
   const int64_t N = ct_size(x_in, 0), C = st->c, P = ct_size(x_in, 2) * ct_size(x_in, 3);
   void *w = ct_data_ptr(m->own[BN_WEIGHT].value), *b = ct_data_ptr(m->own[BN_BIAS].value);
@@ -150,7 +113,7 @@ static ct_tensor *bn_forward(ct_module *m, const ct_tensor *x_in) {
   }
   int rc = CT_OK;
   if (!m->training) {
-    if (N * P > 0) rc = k_eval(dev, dt, N, C, P, ct_data_ptr(x), rm, rv, st->eps, w, b, ct_data_ptr(y));
+    if (N * P > 0) rc = be->conv->bn_eval(dt, N, C, P, ct_data_ptr(x), rm, rv, st->eps, w, b, ct_data_ptr(y), cs);
     ct_free(x);
     if (rc != CT_OK) ct_free(y), y = NULL;
     return y;
@@ -158,11 +121,11 @@ static ct_tensor *bn_forward(ct_module *m, const ct_tensor *x_in) {
   ct_tensor *mean = ct_empty(CT_SHAPE(C), dt, dev), *invstd = ct_empty(CT_SHAPE(C), dt, dev);
   rc = mean && invstd ? CT_OK : (int)ct_last_status();
   if (rc == CT_OK)
-    rc = k_stats(dev, dt, N, C, P, ct_data_ptr(x), st->eps, ct_data_ptr(mean), ct_data_ptr(invstd),
-                 rm, rv, st->momentum);
+    rc = be->conv->bn_stats(dt, N, C, P, ct_data_ptr(x), st->eps, ct_data_ptr(mean),
+                            ct_data_ptr(invstd), rm, rv, st->momentum, cs);
   if (rc == CT_OK)
-    rc = k_apply(dev, dt, N, C, P, ct_data_ptr(x), ct_data_ptr(mean), ct_data_ptr(invstd), w, b,
-                 ct_data_ptr(y));
+    rc = be->conv->bn_apply(dt, N, C, P, ct_data_ptr(x), ct_data_ptr(mean), ct_data_ptr(invstd), w,
+                            b, ct_data_ptr(y), cs);
   if (rc == CT_OK) {
     ct_tensor *nbt = m->own[BN_NBT].value;
     rc = ct_binary_scalar_out(CT_OP_ADD, nbt, nbt, 1.0);
@@ -193,7 +156,8 @@ static ct_tensor *bn_backward(ct_module *m, const ct_tensor *gy_in) {
     return NULL;
   }
   if (check_tensors(m, st->x, "saved input")) return NULL;
-  if (!ct_backend_for("BatchNorm2d", dev)) return NULL;
+  const ct_backend *be = ct_backend_for("BatchNorm2d", dev);
+  if (!be) return NULL;
   const int64_t N = ct_size(st->x, 0), C = st->c, P = ct_size(st->x, 2) * ct_size(st->x, 3);
   ct_tensor *gy = ct_contiguous(gy_in);
   ct_tensor *dx = gy ? ct_empty_like(st->x, dt, dev) : NULL;
@@ -201,9 +165,10 @@ static ct_tensor *bn_backward(ct_module *m, const ct_tensor *gy_in) {
   ct_tensor *db = dw ? ct_empty(CT_SHAPE(C), dt, dev) : NULL;
   int rc = db ? CT_OK : (int)ct_last_status();
   if (rc == CT_OK)
-    rc = k_backward(dev, dt, N, C, P, ct_data_ptr(st->x), ct_data_ptr(gy), ct_data_ptr(st->mean),
-                    ct_data_ptr(st->invstd), ct_data_ptr(m->own[BN_WEIGHT].value), ct_data_ptr(dx),
-                    ct_data_ptr(dw), ct_data_ptr(db));
+    rc = be->conv->bn_backward(dt, N, C, P, ct_data_ptr(st->x), ct_data_ptr(gy),
+                               ct_data_ptr(st->mean), ct_data_ptr(st->invstd),
+                               ct_data_ptr(m->own[BN_WEIGHT].value), ct_data_ptr(dx),
+                               ct_data_ptr(dw), ct_data_ptr(db), ct_current_stream(dev));
   if (rc == CT_OK) rc = ct_param_accumulate_grad(&m->own[BN_WEIGHT], dw);
   if (rc == CT_OK) rc = ct_param_accumulate_grad(&m->own[BN_BIAS], db);
   ct_free(gy), ct_free(dw), ct_free(db);

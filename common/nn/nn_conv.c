@@ -51,30 +51,6 @@ typedef struct conv_state {
 // keeps the columns in L3 and the memory bounded for any batch size.
 #define CT_CONV_CHUNK_BYTES ((int64_t)4 << 20)
 
-// ---- dispatch: the entry of the tensors' device ---------------------------------------------
-static int k_im2col(ct_device d, ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols) {
-#ifdef CT_HAVE_CUDA
-  if (d.type == CT_CUDA) return ct_cuda_im2col(dt, g, x, cols, ct_current_stream(d));
-#endif
-  (void)d;
-  return ct_cpu_im2col(dt, g, x, cols);
-}
-static int k_col2im(ct_device d, ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx) {
-#ifdef CT_HAVE_CUDA
-  if (d.type == CT_CUDA) return ct_cuda_col2im(dt, g, cols, dx, ct_current_stream(d));
-#endif
-  (void)d;
-  return ct_cpu_col2im(dt, g, cols, dx);
-}
-static int k_cnhw(ct_device d, ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
-                  void *dst) {
-#ifdef CT_HAVE_CUDA
-  if (d.type == CT_CUDA) return ct_cuda_cnhw_from_nchw(dt, n, c, p, src, dst, ct_current_stream(d));
-#endif
-  (void)d;
-  return ct_cpu_cnhw_from_nchw(dt, n, c, p, src, dst);
-}
-
 static void drop_saved(conv_state *st) {
   ct_free(st->x);
   st->x = NULL;
@@ -156,7 +132,7 @@ static ct_tensor *conv_forward(ct_module *m, const ct_tensor *x_in) {
     ct_conv_geom gk = g;
     gk.n = g.n - n0 < nb ? g.n - n0 : nb;
     const int64_t cn = gk.n * P; // columns of this chunk
-    rc = k_im2col(dev, dt, &gk, elem(x, n0 * chw), ct_data_ptr(cols));
+    rc = be->conv->im2col(dt, &gk, elem(x, n0 * chw), ct_data_ptr(cols), s);
     if (rc == CT_OK && b3) { // y[n0 : n0+nb] := the bias, broadcast; the GEMMs add onto it
       ct_tensor *yk = ct_narrow(y, 0, n0, gk.n);
       rc = yk ? ct_copy_(yk, b3, false) : (int)ct_last_status();
@@ -221,8 +197,9 @@ static int conv_grads(ct_module *m, const ct_tensor *gy_in, ct_tensor **dx_out) 
     ct_conv_geom gk = g;
     gk.n = g.n - n0 < nb ? g.n - n0 : nb;
     const int64_t cn = gk.n * P;
-    rc = k_cnhw(dev, dt, gk.n, st->cout, P, elem(gy, n0 * st->cout * P), ct_data_ptr(gt));
-    if (rc == CT_OK) rc = k_im2col(dev, dt, &gk, elem(st->x, n0 * chw), ct_data_ptr(cols));
+    rc = be->conv->cnhw_from_nchw(dt, gk.n, st->cout, P, elem(gy, n0 * st->cout * P),
+                                      ct_data_ptr(gt), s);
+    if (rc == CT_OK) rc = be->conv->im2col(dt, &gk, elem(st->x, n0 * chw), ct_data_ptr(cols), s);
     // dW (C_out, C_in*k*k) (+)= gt @ cols^T
     if (rc == CT_OK)
       rc = be->gemm(dt, false, true, st->cout, kk, cn, 1.0, ct_data_ptr(gt), cn, 0,
@@ -231,7 +208,7 @@ static int conv_grads(ct_module *m, const ct_tensor *gy_in, ct_tensor **dx_out) 
     if (rc == CT_OK && dx)
       rc = be->gemm(dt, true, false, kk, cn, st->cout, 1.0, ct_data_ptr(wc), kk, 0,
                     ct_data_ptr(gt), cn, 0, 0.0, ct_data_ptr(dcols), cn, 0, 1, s);
-    if (rc == CT_OK && dx) rc = k_col2im(dev, dt, &gk, ct_data_ptr(dcols), elem(dx, n0 * chw));
+    if (rc == CT_OK && dx) rc = be->conv->col2im(dt, &gk, ct_data_ptr(dcols), elem(dx, n0 * chw), s);
   }
   if (rc == CT_OK) rc = ct_param_accumulate_grad(&m->own[0], dw);
   if (rc == CT_OK && st->bias) { // db = sum over N, Ho, Wo: (N, C_out, P) -> (N, C_out) -> (C_out)

@@ -4,8 +4,9 @@
 // (cpu_nn.c) and on CUDA (kernels/nn.cu).
 //
 // The public functions (nn_act.c, nn_loss.c) check shapes, dtypes and
-// devices, make the operands contiguous, allocate the results and pick the
-// entry of the tensors' device; an entry only runs the loop. Every pointer is
+// devices, make the operands contiguous, allocate the results and call the
+// entry of the tensors' backend (ct_backend_for(op, dev)->nn); an entry only
+// runs the loop. Every pointer is
 // element 0 of a contiguous buffer on the entry's device; CUDA entries issue
 // their work on stream `s` and return once it is queued (except the
 // cross-entropy entry, which waits for its target check). Each returns CT_OK
@@ -38,22 +39,21 @@
 extern "C" {
 #endif
 
-int ct_cpu_relu_backward(ct_dtype dt, int64_t n, const void *y, const void *g, void *out);
-int ct_cpu_dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double p, double scale,
-                   void *y, void *mask);
-int ct_cpu_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
-                         const int64_t *target, void *loss, void *grad, double inv_n,
-                         int64_t *bad_row);
+// The family's table: one signature on both devices. The CPU entries run at
+// once and ignore `s`; the CUDA entries queue on `s`. A backend reaches it as
+// ct_backend_for(op, dev)->nn.
+typedef struct ct_nn_kernels {
+  int (*relu_backward)(ct_dtype dt, int64_t n, const void *y, const void *g, void *out,
+                       ct_stream *s);
+  int (*dropout)(ct_dtype dt, int64_t n, const void *x, const float *u, double p, double scale,
+                 void *y, void *mask, ct_stream *s);
+  int (*cross_entropy)(ct_dtype dt, int64_t n, int64_t c, const void *logits,
+                       const int64_t *target, void *loss, void *grad, double inv_n,
+                       int64_t *bad_row, ct_stream *s);
+} ct_nn_kernels;
 
-#ifdef CT_HAVE_CUDA
-int ct_cuda_relu_backward(ct_dtype dt, int64_t n, const void *y, const void *g, void *out,
-                          ct_stream *s);
-int ct_cuda_dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double p, double scale,
-                    void *y, void *mask, ct_stream *s);
-int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
-                          const int64_t *target, void *loss, void *grad, double inv_n,
-                          int64_t *bad_row, ct_stream *s);
-#endif
+extern const ct_nn_kernels ct_cpu_nn_kernels;  // cpu_nn.c
+extern const ct_nn_kernels ct_cuda_nn_kernels; // kernels/nn.cu (CUDA builds only)
 
 #ifdef __cplusplus
 }

@@ -95,7 +95,8 @@ ct_tensor *ct_cross_entropy_loss(const ct_tensor *logits, const ct_tensor *targe
     return NULL;
   }
   ct_device dev = ct_device_of(logits);
-  if (!ct_backend_for(op, dev)) return NULL;
+  const ct_backend *be = ct_backend_for(op, dev);
+  if (!be) return NULL;
   int64_t n = ct_size(logits, 0), c = ct_size(logits, 1);
   ct_tensor *x = ct_contiguous(logits), *t = ct_contiguous(target);
   ct_tensor *rows = x && t ? ct_empty(CT_SHAPE(n), dt, dev) : NULL; // per-row losses
@@ -104,14 +105,8 @@ ct_tensor *ct_cross_entropy_loss(const ct_tensor *logits, const ct_tensor *targe
   int64_t bad = -1;
   double inv_n = n > 0 ? 1.0 / (double)n : 0.0;
   if (!rc && n > 0) {
-#ifdef CT_HAVE_CUDA
-    if (dev.type == CT_CUDA)
-      rc = ct_cuda_cross_entropy(dt, n, c, ct_data_ptr(x), ct_data_ptr(t), ct_data_ptr(rows),
-                                 g ? ct_data_ptr(g) : NULL, inv_n, &bad, ct_current_stream(dev));
-    else
-#endif
-      rc = ct_cpu_cross_entropy(dt, n, c, ct_data_ptr(x), ct_data_ptr(t), ct_data_ptr(rows),
-                                g ? ct_data_ptr(g) : NULL, inv_n, &bad);
+    rc = be->nn->cross_entropy(dt, n, c, ct_data_ptr(x), ct_data_ptr(t), ct_data_ptr(rows),
+                               g ? ct_data_ptr(g) : NULL, inv_n, &bad, ct_current_stream(dev));
   }
   if (!rc && bad >= 0) {
     int64_t value = 0;

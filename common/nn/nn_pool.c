@@ -27,23 +27,6 @@ typedef struct pool_state {
   ct_pool_geom g;
 } pool_state;
 
-static int k_fwd(ct_device d, ct_dtype dt, const ct_pool_geom *g, const void *x, void *y,
-                 int32_t *idx) {
-#ifdef CT_HAVE_CUDA
-  if (d.type == CT_CUDA) return ct_cuda_maxpool_forward(dt, g, x, y, idx, ct_current_stream(d));
-#endif
-  (void)d;
-  return ct_cpu_maxpool_forward(dt, g, x, y, idx);
-}
-static int k_bwd(ct_device d, ct_dtype dt, const ct_pool_geom *g, const void *dy,
-                 const int32_t *idx, void *dx) {
-#ifdef CT_HAVE_CUDA
-  if (d.type == CT_CUDA) return ct_cuda_maxpool_backward(dt, g, dy, idx, dx, ct_current_stream(d));
-#endif
-  (void)d;
-  return ct_cpu_maxpool_backward(dt, g, dy, idx, dx);
-}
-
 static void drop_saved(pool_state *st) {
   ct_free(st->idx);
   st->idx = NULL;
@@ -66,7 +49,8 @@ static ct_tensor *pool_forward(ct_module *m, const ct_tensor *x_in) {
     return NULL;
   }
   const ct_device dev = ct_device_of(x_in);
-  if (!ct_backend_for("MaxPool2d", dev)) return NULL;
+  const ct_backend *be = ct_backend_for("MaxPool2d", dev);
+  if (!be) return NULL;
   ct_shape s = ct_shape_of(x_in);
   ct_pool_geom g = {.h = s.d[nd - 2], .w = s.d[nd - 1], .k = st->k, .stride = st->stride};
   g.planes = nd == 4 ? s.d[0] * s.d[1] : s.d[0];
@@ -86,7 +70,8 @@ static ct_tensor *pool_forward(ct_module *m, const ct_tensor *x_in) {
   ct_tensor *x = y && (idx || !m->training) ? ct_contiguous(x_in) : NULL;
   int rc = x ? CT_OK : (int)ct_last_status();
   if (rc == CT_OK && g.planes > 0)
-    rc = k_fwd(dev, dt, &g, ct_data_ptr(x), ct_data_ptr(y), idx ? ct_data_ptr(idx) : NULL);
+    rc = be->conv->maxpool_forward(dt, &g, ct_data_ptr(x), ct_data_ptr(y),
+                                   idx ? ct_data_ptr(idx) : NULL, ct_current_stream(dev));
   ct_free(x);
   if (rc != CT_OK) {
     ct_free(y), ct_free(idx);
@@ -117,12 +102,14 @@ static ct_tensor *pool_backward(ct_module *m, const ct_tensor *gy_in) {
     ct_fail(CT_ERR_DEVICE, "MaxPool2d: backward got a gradient on another device than its forward");
     return NULL;
   }
-  if (!ct_backend_for("MaxPool2d", dev)) return NULL;
+  const ct_backend *be = ct_backend_for("MaxPool2d", dev);
+  if (!be) return NULL;
   ct_tensor *gy = ct_contiguous(gy_in);
   ct_tensor *dx = gy ? ct_empty(st->in_shape, dt, dev) : NULL;
   int rc = dx ? CT_OK : (int)ct_last_status();
   if (rc == CT_OK && st->g.planes > 0)
-    rc = k_bwd(dev, dt, &st->g, ct_data_ptr(gy), ct_data_ptr(st->idx), ct_data_ptr(dx));
+    rc = be->conv->maxpool_backward(dt, &st->g, ct_data_ptr(gy), ct_data_ptr(st->idx),
+                                    ct_data_ptr(dx), ct_current_stream(dev));
   ct_free(gy);
   if (rc != CT_OK) {
     ct_free(dx);

@@ -274,18 +274,15 @@ static int update(ct_optimizer *opt, int i) {
   int64_t n = ct_numel(p->value);
   void *pv = ct_data_ptr(p->value);
   const void *gv = ct_data_ptr(g);
-  int rc = ct_backend_for("ct_optimizer_step", d) ? CT_OK : (int)ct_last_status(); // sets the CUDA device
+  const ct_backend *be = ct_backend_for("ct_optimizer_step", d); // sets the CUDA device
+  int rc = be ? CT_OK : (int)ct_last_status();
   if (rc == CT_OK && opt->kind == KIND_SGD) {
     const ct_sgd_options *o = &opt->sgd;
     ct_sgd_step_args a = {.lr = o->lr, .momentum = o->momentum, .dampening = o->dampening,
                           .weight_decay = o->weight_decay, .nesterov = o->nesterov,
                           .maximize = o->maximize, .init_buf = st->step == 0};
     void *bv = ptr_or_null(st->buf);
-#ifdef CT_HAVE_CUDA
-    if (d.type == CT_CUDA) rc = ct_cuda_sgd_step(dt, n, pv, gv, bv, &a, ct_current_stream(d));
-    else
-#endif
-      rc = ct_cpu_sgd_step(dt, n, pv, gv, bv, &a);
+    rc = be->optim->sgd_step(dt, n, pv, gv, bv, &a, ct_current_stream(d));
   } else if (rc == CT_OK) {
     const ct_adam_options *o = &opt->adam;
     // torch: step_t += 1; bias_correction = 1 - beta ** step (Python floats).
@@ -296,11 +293,7 @@ static int update(ct_optimizer *opt, int i) {
                            .maximize = o->maximize, .decoupled = opt->kind == KIND_ADAMW,
                            .step_size = o->lr / bc1, .bias_correction2_sqrt = sqrt(bc2)};
     void *m = ct_data_ptr(st->buf), *v = ct_data_ptr(st->sq), *vm = ptr_or_null(st->vmax);
-#ifdef CT_HAVE_CUDA
-    if (d.type == CT_CUDA) rc = ct_cuda_adam_step(dt, n, pv, gv, m, v, vm, &a, ct_current_stream(d));
-    else
-#endif
-      rc = ct_cpu_adam_step(dt, n, pv, gv, m, v, vm, &a);
+    rc = be->optim->adam_step(dt, n, pv, gv, m, v, vm, &a, ct_current_stream(d));
   }
   ct_free(g); // a temporary copy may be freed now: its block is reused only in stream order
   if (rc == CT_OK) st->step += 1;
@@ -366,36 +359,32 @@ int64_t ct_optimizer_state_step(const ct_optimizer *opt, int i) {
 // (multiplying by exactly 1 changes nothing, so it is skipped; a NaN
 // coefficient, from a NaN total, is applied as in PyTorch).
 
-// Sum of squares of g (any device) into a host double; waits for CUDA.
+// Sum of squares of g (any device) into a host double; waits for the device.
 static int sumsq_to_host(const ct_tensor *g, double *out) {
   ct_tensor *c = ct_contiguous(g);
   if (!c) return ct_last_status();
   ct_device d = ct_device_of(c);
-  int rc;
-#ifdef CT_HAVE_CUDA
-  if (d.type == CT_CUDA) {
-    ct_tensor *ws = ct_empty(CT_SHAPE(ct_cuda_sum_squares_workspace() + 1), CT_F64, d);
-    rc = ws ? CT_OK : (int)ct_last_status();
-    if (rc == CT_OK) {
-      double *w = ct_data_ptr(ws);
-      rc = ct_cuda_sum_squares(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), w, w + 1, ct_current_stream(d));
-    }
-    if (rc == CT_OK) {
-      ct_tensor *first = ct_narrow(ws, 0, 0, 1);
-      rc = first ? ct_item(first, out) : (int)ct_last_status();
-      ct_free(first);
-    }
-    ct_free(ws);
-  } else
-#endif
-    rc = ct_cpu_sum_squares(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), out);
-  (void)d;
+  const ct_backend *be = ct_backend_for("ct_clip_grad_norm_", d);
+  // ws: [sum of squares (1) | the entry's workspace]
+  ct_tensor *ws = be ? ct_empty(CT_SHAPE(be->optim->sum_squares_workspace() + 1), CT_F64, d) : NULL;
+  int rc = ws ? CT_OK : (int)ct_last_status();
+  if (rc == CT_OK) {
+    double *w = ct_data_ptr(ws);
+    rc = be->optim->sum_squares(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), w, w + 1,
+                                ct_current_stream(d));
+  }
+  if (rc == CT_OK) {
+    ct_tensor *first = ct_narrow(ws, 0, 0, 1);
+    rc = first ? ct_item(first, out) : (int)ct_last_status();
+    ct_free(first);
+  }
+  ct_free(ws);
   ct_free(c);
   return rc;
 }
 
-// Grads on more than one device, or on the CPU: norms on the host, scaling
-// with ct_binary_scalar_out.
+// Grads on more than one device: norms on the host, scaling with
+// ct_binary_scalar_out.
 static int clip_host(ct_tensor **grads, int k, double max_norm, double *total_norm) {
   double s = 0.0;
   for (int j = 0; j < k; ++j) {
@@ -415,13 +404,16 @@ static int clip_host(ct_tensor **grads, int k, double max_norm, double *total_no
   return CT_OK;
 }
 
-#ifdef CT_HAVE_CUDA
-// Every grad on CUDA device d: norms, total and coefficient stay on the
-// device; only *total_norm (when asked for) waits for the result.
-static int clip_cuda(ct_tensor **grads, int k, ct_device d, double max_norm, double *total_norm) {
-  if (!ct_backend_for("ct_clip_grad_norm_", d)) return ct_last_status();
+// Every grad on device d: norms, total and coefficient stay in d's memory
+// (on CUDA nothing waits for the device); only *total_norm (when asked for)
+// waits for the result.
+static int clip_one_device(ct_tensor **grads, int k, ct_device d, double max_norm,
+                           double *total_norm) {
+  const ct_backend *be = ct_backend_for("ct_clip_grad_norm_", d);
+  if (!be) return ct_last_status();
+  const ct_optim_kernels *ok = be->optim;
   ct_stream *s = ct_current_stream(d);
-  int64_t wn = ct_cuda_sum_squares_workspace();
+  int64_t wn = ok->sum_squares_workspace();
   // ws: [sumsq of each grad (k) | total, coef (2) | partials (wn)]
   ct_tensor *ws = ct_empty(CT_SHAPE(k + 2 + wn), CT_F64, d);
   if (!ws) return ct_last_status();
@@ -430,17 +422,17 @@ static int clip_cuda(ct_tensor **grads, int k, ct_device d, double max_norm, dou
   for (int j = 0; j < k && rc == CT_OK; ++j) {
     ct_tensor *c = ct_contiguous(grads[j]);
     if (!c) { rc = ct_last_status(); break; }
-    rc = ct_cuda_sum_squares(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), w + j, w + k + 2, s);
+    rc = ok->sum_squares(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), w + j, w + k + 2, s);
     ct_free(c);
   }
-  if (rc == CT_OK) rc = ct_cuda_clip_coef(k, w, max_norm, w + k, s);
+  if (rc == CT_OK) rc = ok->clip_coef(k, w, max_norm, w + k, s);
   for (int j = 0; j < k && rc == CT_OK; ++j) {
     ct_tensor *g = grads[j];
     if (ct_is_contiguous(g)) {
-      rc = ct_cuda_scale_by(ct_dtype_of(g), ct_numel(g), ct_data_ptr(g), w + k + 1, s);
+      rc = ok->scale_by(ct_dtype_of(g), ct_numel(g), ct_data_ptr(g), w + k + 1, s);
     } else { // scale a contiguous copy and write it back
       ct_tensor *c = ct_contiguous(g);
-      rc = c ? ct_cuda_scale_by(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), w + k + 1, s)
+      rc = c ? ok->scale_by(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), w + k + 1, s)
              : (int)ct_last_status();
       if (rc == CT_OK) rc = ct_copy_(g, c, false);
       ct_free(c);
@@ -454,7 +446,6 @@ static int clip_cuda(ct_tensor **grads, int k, ct_device d, double max_norm, dou
   ct_free(ws);
   return rc;
 }
-#endif
 
 int ct_clip_grad_norm_(ct_param **params, int n, double max_norm, double *total_norm) {
   if (total_norm) *total_norm = 0.0;
@@ -489,13 +480,9 @@ int ct_clip_grad_norm_(ct_param **params, int n, double max_norm, double *total_
   }
   int rc = CT_OK;
   if (k > 0) {
-#ifdef CT_HAVE_CUDA
-    if (one_device && d0.type == CT_CUDA) rc = clip_cuda(grads, k, d0, max_norm, total_norm);
-    else
-#endif
-      rc = clip_host(grads, k, max_norm, total_norm);
+    rc = one_device ? clip_one_device(grads, k, d0, max_norm, total_norm)
+                    : clip_host(grads, k, max_norm, total_norm);
   }
-  (void)one_device;
   free(grads);
   return rc;
 }

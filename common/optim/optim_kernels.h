@@ -63,35 +63,36 @@ typedef struct ct_adam_step_args {
   double step_size, bias_correction2_sqrt;
 } ct_adam_step_args;
 
-int ct_cpu_sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
-                    const ct_sgd_step_args *a);
-int ct_cpu_adam_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
-                     void *exp_avg_sq, void *max_exp_avg_sq, const ct_adam_step_args *a);
-// *out := sum of x[i]^2, accumulated in double in an order fixed by n alone
-// (the same bits for any number of threads).
-int ct_cpu_sum_squares(ct_dtype dt, int64_t n, const void *x, double *out);
+// The family's table: one signature on both devices. The CPU entries run at
+// once and ignore `s`; the CUDA entries queue on `s` and never wait. A
+// backend reaches it as ct_backend_for(op, dev)->optim. Scalars the entries
+// exchange (sums of squares, the clip coefficient) live in memory of the
+// entry's device, so clip_grad_norm_ on one device never waits for it.
+typedef struct ct_optim_kernels {
+  // The same updates as one loop (one kernel) each.
+  int (*sgd_step)(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
+                  const ct_sgd_step_args *a, ct_stream *s);
+  int (*adam_step)(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
+                   void *exp_avg_sq, void *max_exp_avg_sq, const ct_adam_step_args *a,
+                   ct_stream *s);
+  // Number of doubles of workspace sum_squares needs (0 on the CPU).
+  int64_t (*sum_squares_workspace)(void);
+  // *out := sum of x[i]^2 in double, in an order fixed by n alone (the same
+  // bits for any number of threads; CUDA: per-block partials into
+  // `workspace`, then one block adds them in order). out and workspace are
+  // memory of the entry's device.
+  int (*sum_squares)(ct_dtype dt, int64_t n, const void *x, double *out, double *workspace,
+                     ct_stream *s);
+  // total = sqrt(sum of sumsq[0..n)), coef = max_norm / (total + 1e-6)
+  // clamped to at most 1 (NaN stays NaN, as torch.clamp); writes out[0] =
+  // total, out[1] = coef (the entry's device).
+  int (*clip_coef)(int64_t n, const double *sumsq, double max_norm, double *out, ct_stream *s);
+  // x *= (dtype) *coef unless *coef >= 1 (coef read where the loop runs).
+  int (*scale_by)(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stream *s);
+} ct_optim_kernels;
 
-#ifdef CT_HAVE_CUDA
-// The same updates as one kernel each, on stream s.
-int ct_cuda_sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
-                     const ct_sgd_step_args *a, ct_stream *s);
-int ct_cuda_adam_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
-                      void *exp_avg_sq, void *max_exp_avg_sq, const ct_adam_step_args *a,
-                      ct_stream *s);
-// Number of doubles of workspace ct_cuda_sum_squares needs.
-int64_t ct_cuda_sum_squares_workspace(void);
-// *out (device memory) := sum of x[i]^2 in double: per-block partials into
-// `workspace` (device, ct_cuda_sum_squares_workspace() doubles), then one
-// block adds them in order. Deterministic; no host synchronization.
-int ct_cuda_sum_squares(ct_dtype dt, int64_t n, const void *x, double *out, double *workspace,
-                        ct_stream *s);
-// One thread: total = sqrt(sum of sumsq[0..n)), coef = max_norm / (total +
-// 1e-6) clamped to at most 1 (NaN stays NaN, as torch.clamp); writes
-// out[0] = total, out[1] = coef (device memory).
-int ct_cuda_clip_coef(int64_t n, const double *sumsq, double max_norm, double *out, ct_stream *s);
-// x *= (dtype) *coef unless *coef >= 1 (device memory, read on the device).
-int ct_cuda_scale_by(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stream *s);
-#endif
+extern const ct_optim_kernels ct_cpu_optim_kernels;  // cpu_optim.c
+extern const ct_optim_kernels ct_cuda_optim_kernels; // kernels/optim.cu (CUDA builds only)
 
 // ---- optimizer state, for tests and checkpoints (internal) ----------------------------
 // The state tensor `key` of parameter i as torch names it in

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: MIT
+//
+// crossdev test_kernels_host (ctest crossdev.kernels_host; CUDA builds only,
+// no GPU needed): the CUDA backend's per-element bodies, run on the host.
+//
+// Invariant checked: every grid-stride loop of the CUDA backend computes, for
+// each index, what the CPU backend computes. The bodies are the very
+// functors the kernels run (kernels/*.cuh); ct_host_exec calls them for i =
+// 0 .. n-1 on this thread instead of launching them, through the same
+// launchers (dtype dispatch, hyperparameters rounded to the dtype, int32 or
+// int64 indexing). Each result is compared with the CPU backend's
+// (cpu_backend.c's elementwise loop, the ct_cpu_*_kernels tables) on fresh
+// random inputs, bit for bit: these loops are specified to give the CPU's
+// bits (conv_kernels.h, optim_kernels.h, nn_kernels.h). So CI, which has no
+// GPU, still catches a wrong index or a wrong rounding in the CUDA code.
+// Covered: the elementwise offset walk, im2col/col2im, the NCHW -> CNHW
+// permute, max pooling forward and backward, batch norm's affine map (train
+// and eval), SGD/Adam/AdamW updates, clip_grad_norm_'s scaling, dropout and
+// ReLU's backward. (The reductions -- batch-norm statistics, sums of squares,
+// cross-entropy -- use block and warp collectives and run on a GPU only.)
+#include <math.h>
+#include <stdlib.h>
+// testutil.h brings ct.h, which is C11: cli.h's _Noreturn is [[noreturn]] in C++.
+#define _Noreturn [[noreturn]]
+#include <string.h>
+
+#include "backend.h"
+#include "conv.cuh"
+#include "conv_kernels.h"
+#include "elementwise.cuh"
+#include "nn.cuh"
+#include "nn_kernels.h"
+#include "optim.cuh"
+#include "optim_kernels.h"
+extern "C" { // testutil and cmocka are C
+#include "testutil.h"
+}
+
+static const ct_host_exec host{};
+
+// ---- buffers ----------------------------------------------------------------------------------
+// n values of float type T, uniform in [lo, hi), from the test's seeded generator.
+template <class T> static T *rand_buf(int64_t n, double lo, double hi) {
+  double *d = (double *)malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
+  tu_fill_uniform(d, n, lo, hi);
+  T *t = (T *)malloc((size_t)(n > 0 ? n : 1) * sizeof(T));
+  for (int64_t i = 0; i < n; ++i) t[i] = (T)d[i];
+  free(d);
+  return t;
+}
+
+// Two output buffers of `bytes`, both poisoned with the same bytes (NaN for
+// floats), so an element one side forgets to write differs from a written one.
+static void *poisoned(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  memset(p, 0xff, bytes);
+  return p;
+}
+
+static void *dup_buf(const void *p, size_t bytes) {
+  void *q = malloc(bytes ? bytes : 1);
+  memcpy(q, p, bytes);
+  return q;
+}
+
+// Fails unless the two buffers are identical, naming the first differing element.
+template <class T>
+static void assert_same(const T *cpu, const T *cuda, int64_t n, const char *what) {
+  for (int64_t i = 0; i < n; ++i)
+    if (memcmp(&cpu[i], &cuda[i], sizeof(T)) != 0)
+      fail_msg("%s: element %lld differs: cpu %.17g, cuda body on the host %.17g", what, (long long)i,
+               (double)cpu[i], (double)cuda[i]);
+}
+
+// ---- the elementwise offset walk ---------------------------------------------------------------
+// a[j] = j and b[j] = j * 2^20, so out = a + b names the two offsets used.
+static void check_iter(int ndim, const int64_t *shape, const int64_t *so, const int64_t *sa,
+                       const int64_t *sb, const char *what) {
+  const int64_t *strides[3] = {so, sa, sb};
+  ct_iter it;
+  ct_iter_build(&it, ndim, shape, 3, strides);
+  int64_t span[3] = {1, 1, 1};
+  for (int k = 0; k < 3; ++k)
+    for (int d = 0; d < ndim; ++d) span[k] += (shape[d] - 1) * strides[k][d];
+  double *a = (double *)malloc((size_t)span[1] * sizeof(double));
+  double *b = (double *)malloc((size_t)span[2] * sizeof(double));
+  for (int64_t j = 0; j < span[1]; ++j) a[j] = (double)j;
+  for (int64_t j = 0; j < span[2]; ++j) b[j] = (double)j * 1048576.0;
+  double *out_cpu = (double *)poisoned((size_t)span[0] * sizeof(double));
+  double *out_cuda = (double *)poisoned((size_t)span[0] * sizeof(double));
+  TU_OK(ct_cpu_backend.binary(CT_OP_ADD, CT_F64, &it, out_cpu, a, b, NULL));
+  for (int64_t i = 0; i < it.numel; ++i) {
+    int64_t off[3];
+    ct_elementwise_offsets<3>(it, i, off);
+    out_cuda[off[0]] = a[off[1]] + b[off[2]];
+  }
+  assert_same(out_cpu, out_cuda, span[0], what);
+  free(a), free(b), free(out_cpu), free(out_cuda);
+}
+
+static void test_elementwise_offsets(void **state) {
+  (void)state;
+  { // contiguous: one merged dim, offset = i
+    const int64_t sh[] = {2, 3, 4}, c[] = {12, 4, 1};
+    check_iter(3, sh, c, c, c, "contiguous (2,3,4)");
+  }
+  { // one dim, strided a and a broadcast scalar b
+    const int64_t sh[] = {7}, so[] = {1}, sa[] = {3}, sb[] = {0};
+    check_iter(1, sh, so, sa, sb, "1-d strided, broadcast scalar");
+  }
+  { // a transposed, b broadcast along dim 0: the N-d walk
+    const int64_t sh[] = {5, 6}, so[] = {6, 1}, sa[] = {1, 5}, sb[] = {0, 1};
+    check_iter(2, sh, so, sa, sb, "transposed (5,6) + row broadcast");
+  }
+  { // 4-d, permuted a, b broadcast along two dims, strided output
+    const int64_t sh[] = {2, 3, 4, 5}, so[] = {130, 40, 10, 2}, sa[] = {1, 40, 10, 2},
+                  sb[] = {0, 5, 0, 1};
+    check_iter(4, sh, so, sa, sb, "4-d permuted + broadcast");
+  }
+}
+
+// ---- im2col / col2im / permute -----------------------------------------------------------------
+static ct_conv_geom conv_geom(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t s,
+                              int64_t p) {
+  ct_conv_geom g = {n, c, h, w, k, s, p, 0, 0};
+  g.ho = (h + 2 * p - k) / s + 1;
+  g.wo = (w + 2 * p - k) / s + 1;
+  return g;
+}
+
+template <class T> static void check_conv(const ct_conv_geom &g, ct_dtype dt) {
+  const int64_t nx = g.n * g.c * g.h * g.w, ncols = g.c * g.k * g.k * g.n * g.ho * g.wo;
+  T *x = rand_buf<T>(nx, -2, 2), *dcols = rand_buf<T>(ncols, -2, 2);
+  T *c_cpu = (T *)poisoned(ncols * sizeof(T)), *c_cuda = (T *)poisoned(ncols * sizeof(T));
+  T *c_cuda64 = (T *)poisoned(ncols * sizeof(T));
+  TU_OK(ct_cpu_conv_kernels.im2col(dt, &g, x, c_cpu, NULL));
+  TU_OK(ct_im2col_run(host, dt, &g, x, c_cuda));
+  // the int64 path, taken by the kernels past 2^30 elements
+  TU_OK(host.run(g.c * g.n * g.ho * g.wo, ct_conv_op<ct_im2col_op, T, int64_t>(&g, x, c_cuda64)));
+  assert_same(c_cpu, c_cuda, ncols, "im2col");
+  assert_same(c_cpu, c_cuda64, ncols, "im2col (int64 indices)");
+
+  T *dx_cpu = (T *)poisoned(nx * sizeof(T)), *dx_cuda = (T *)poisoned(nx * sizeof(T));
+  T *dx_cuda64 = (T *)poisoned(nx * sizeof(T));
+  TU_OK(ct_cpu_conv_kernels.col2im(dt, &g, dcols, dx_cpu, NULL));
+  TU_OK(ct_col2im_run(host, dt, &g, dcols, dx_cuda));
+  TU_OK(host.run(nx, ct_conv_op<ct_col2im_op, T, int64_t>(&g, dcols, dx_cuda64)));
+  assert_same(dx_cpu, dx_cuda, nx, "col2im");
+  assert_same(dx_cpu, dx_cuda64, nx, "col2im (int64 indices)");
+
+  // (N, C, P) -> (C, N, P) of x viewed with P = H*W
+  T *p_cpu = (T *)poisoned(nx * sizeof(T)), *p_cuda = (T *)poisoned(nx * sizeof(T));
+  TU_OK(ct_cpu_conv_kernels.cnhw_from_nchw(dt, g.n, g.c, g.h * g.w, x, p_cpu, NULL));
+  TU_OK(ct_cnhw_run(host, dt, g.n, g.c, g.h * g.w, x, p_cuda));
+  assert_same(p_cpu, p_cuda, nx, "cnhw_from_nchw");
+  free(x), free(dcols), free(c_cpu), free(c_cuda), free(c_cuda64);
+  free(dx_cpu), free(dx_cuda), free(dx_cuda64), free(p_cpu), free(p_cuda);
+}
+
+static void test_im2col_col2im(void **state) {
+  (void)state;
+  const ct_conv_geom gs[] = {conv_geom(2, 3, 7, 6, 3, 2, 1), conv_geom(3, 2, 5, 5, 3, 1, 1),
+                             conv_geom(2, 4, 8, 9, 2, 2, 0), conv_geom(1, 1, 4, 4, 4, 1, 2)};
+  for (const ct_conv_geom &g : gs) {
+    check_conv<float>(g, CT_F32);
+    check_conv<double>(g, CT_F64);
+  }
+}
+
+// ---- max pooling -------------------------------------------------------------------------------
+template <class T> static void check_pool(int64_t planes, int64_t h, int64_t w, int64_t k, int64_t s,
+                                          ct_dtype dt) {
+  ct_pool_geom g = {planes, h, w, k, s, (h - k) / s + 1, (w - k) / s + 1};
+  const int64_t nx = planes * h * w, ny = planes * g.ho * g.wo;
+  T *x = rand_buf<T>(nx, -1, 1);
+  for (int64_t i = 0; i < nx; i += 5) x[i] = x[i / 2]; // ties inside and across windows
+  x[nx / 3] = (T)NAN;                                  // a NaN wins its windows
+  T *y_cpu = (T *)poisoned(ny * sizeof(T)), *y_cuda = (T *)poisoned(ny * sizeof(T));
+  int32_t *i_cpu = (int32_t *)poisoned(ny * 4), *i_cuda = (int32_t *)poisoned(ny * 4);
+  TU_OK(ct_cpu_conv_kernels.maxpool_forward(dt, &g, x, y_cpu, i_cpu, NULL));
+  TU_OK(ct_maxpool_forward_run(host, dt, &g, x, y_cuda, i_cuda));
+  assert_same(y_cpu, y_cuda, ny, "maxpool forward");
+  assert_same(i_cpu, i_cuda, ny, "maxpool forward indices");
+
+  T *dy = rand_buf<T>(ny, -1, 1);
+  T *dx_cpu = (T *)poisoned(nx * sizeof(T)), *dx_cuda = (T *)poisoned(nx * sizeof(T));
+  TU_OK(ct_cpu_conv_kernels.maxpool_backward(dt, &g, dy, i_cpu, dx_cpu, NULL));
+  TU_OK(ct_maxpool_backward_run(host, dt, &g, dy, i_cpu, dx_cuda));
+  assert_same(dx_cpu, dx_cuda, nx, "maxpool backward");
+  free(x), free(y_cpu), free(y_cuda), free(i_cpu), free(i_cuda), free(dy), free(dx_cpu), free(dx_cuda);
+}
+
+static void test_maxpool(void **state) {
+  (void)state;
+  check_pool<float>(6, 8, 8, 2, 2, CT_F32);  // the CPU's 2x2 / stride-2 fast path
+  check_pool<double>(6, 8, 8, 2, 2, CT_F64);
+  check_pool<float>(4, 7, 9, 3, 2, CT_F32);  // overlapping windows
+  check_pool<double>(3, 6, 5, 3, 1, CT_F64);
+}
+
+// ---- batch norm's affine map -------------------------------------------------------------------
+template <class T> static void check_bn(int64_t n, int64_t c, int64_t p, ct_dtype dt) {
+  const int64_t nx = n * c * p;
+  T *x = rand_buf<T>(nx, -3, 3), *mean = rand_buf<T>(c, -1, 1), *invstd = rand_buf<T>(c, 0.5, 2);
+  T *var = rand_buf<T>(c, 0.1, 3), *gamma = rand_buf<T>(c, -2, 2), *beta = rand_buf<T>(c, -1, 1);
+  T *y_cpu = (T *)poisoned(nx * sizeof(T)), *y_cuda = (T *)poisoned(nx * sizeof(T));
+  TU_OK(ct_cpu_conv_kernels.bn_apply(dt, n, c, p, x, mean, invstd, gamma, beta, y_cpu, NULL));
+  TU_OK(ct_bn_affine_run(host, dt, n, c, p, x, mean, invstd, false, 0.0, gamma, beta, y_cuda));
+  assert_same(y_cpu, y_cuda, nx, "batch norm apply (train)");
+  TU_OK(ct_cpu_conv_kernels.bn_eval(dt, n, c, p, x, mean, var, 1e-5, gamma, beta, y_cpu, NULL));
+  TU_OK(ct_bn_affine_run(host, dt, n, c, p, x, mean, var, true, 1e-5, gamma, beta, y_cuda));
+  assert_same(y_cpu, y_cuda, nx, "batch norm eval");
+  free(x), free(mean), free(invstd), free(var), free(gamma), free(beta), free(y_cpu), free(y_cuda);
+}
+
+static void test_bn_affine(void **state) {
+  (void)state;
+  check_bn<float>(4, 3, 25, CT_F32);
+  check_bn<double>(4, 3, 25, CT_F64);
+  check_bn<float>(2, 5, 1, CT_F32);
+}
+
+// ---- optimizer updates -------------------------------------------------------------------------
+// Three steps of each configuration on both sides from the same state; the
+// parameter and every state buffer must stay bit-identical.
+template <class T> static void check_sgd(ct_dtype dt, ct_sgd_step_args a) {
+  const int64_t n = 301;
+  T *p = rand_buf<T>(n, -1, 1), *buf = rand_buf<T>(n, -1, 1);
+  T *p2 = (T *)dup_buf(p, n * sizeof(T)), *buf2 = (T *)dup_buf(buf, n * sizeof(T));
+  for (int step = 0; step < 3; ++step) {
+    T *g = rand_buf<T>(n, -1, 1);
+    a.init_buf = step == 0;
+    TU_OK(ct_cpu_optim_kernels.sgd_step(dt, n, p, g, buf, &a, NULL));
+    TU_OK(ct_sgd_step_run(host, dt, n, p2, g, buf2, &a));
+    assert_same(p, p2, n, "SGD param");
+    assert_same(buf, buf2, n, "SGD momentum_buffer");
+    free(g);
+  }
+  free(p), free(buf), free(p2), free(buf2);
+}
+
+template <class T> static void check_adam(ct_dtype dt, ct_adam_step_args a) {
+  const int64_t n = 257;
+  T *p = rand_buf<T>(n, -1, 1), *m = rand_buf<T>(n, -0.1, 0.1), *v = rand_buf<T>(n, 0, 0.01);
+  T *vm = rand_buf<T>(n, 0, 0.01);
+  T *p2 = (T *)dup_buf(p, n * sizeof(T)), *m2 = (T *)dup_buf(m, n * sizeof(T));
+  T *v2 = (T *)dup_buf(v, n * sizeof(T)), *vm2 = (T *)dup_buf(vm, n * sizeof(T));
+  for (int step = 1; step <= 3; ++step) {
+    T *g = rand_buf<T>(n, -1, 1);
+    a.step_size = a.lr / (1.0 - pow(a.beta1, step));
+    a.bias_correction2_sqrt = sqrt(1.0 - pow(a.beta2, step));
+    TU_OK(ct_cpu_optim_kernels.adam_step(dt, n, p, g, m, v, vm, &a, NULL));
+    TU_OK(ct_adam_step_run(host, dt, n, p2, g, m2, v2, vm2, &a));
+    assert_same(p, p2, n, "Adam param");
+    assert_same(m, m2, n, "Adam exp_avg");
+    assert_same(v, v2, n, "Adam exp_avg_sq");
+    assert_same(vm, vm2, n, "Adam max_exp_avg_sq");
+    free(g);
+  }
+  free(p), free(m), free(v), free(vm), free(p2), free(m2), free(v2), free(vm2);
+}
+
+static void test_sgd(void **state) {
+  (void)state;
+  ct_sgd_step_args plain = {0.1, 0.0, 0.0, 0.0, false, false, false};
+  ct_sgd_step_args mom = {0.05, 0.9, 0.1, 1e-3, false, false, false};
+  ct_sgd_step_args nest = {0.03, 0.8, 0.0, 5e-4, true, true, false};
+  for (const ct_sgd_step_args &a : {plain, mom, nest}) {
+    check_sgd<float>(CT_F32, a);
+    check_sgd<double>(CT_F64, a);
+  }
+}
+
+static void test_adam_adamw(void **state) {
+  (void)state;
+  //                       lr     beta1 beta2  eps   wd    amsgrad maximize decoupled
+  ct_adam_step_args adam = {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false, false, 0, 0};
+  ct_adam_step_args adam_wd = {3e-3, 0.85, 0.99, 1e-6, 1e-2, true, true, false, 0, 0};
+  ct_adam_step_args adamw = {1e-3, 0.9, 0.999, 1e-8, 1e-2, false, false, true, 0, 0};
+  ct_adam_step_args adamw_ams = {2e-3, 0.8, 0.95, 1e-7, 0.1, true, false, true, 0, 0};
+  for (const ct_adam_step_args &a : {adam, adam_wd, adamw, adamw_ams}) {
+    check_adam<float>(CT_F32, a);
+    check_adam<double>(CT_F64, a);
+  }
+}
+
+template <class T> static void check_scale(ct_dtype dt, double coef) {
+  const int64_t n = 123;
+  T *x = rand_buf<T>(n, -5, 5), *x2 = (T *)dup_buf(x, n * sizeof(T));
+  TU_OK(ct_cpu_optim_kernels.scale_by(dt, n, x, &coef, NULL));
+  TU_OK(ct_scale_by_run(host, dt, n, x2, &coef));
+  assert_same(x, x2, n, "clip_grad_norm_ scaling");
+  free(x), free(x2);
+}
+
+static void test_clip_scale(void **state) {
+  (void)state;
+  for (double c : {0.3137, 1.0 / 3.0, 1.0}) {
+    check_scale<float>(CT_F32, c);
+    check_scale<double>(CT_F64, c);
+  }
+}
+
+// ---- dropout and ReLU backward -----------------------------------------------------------------
+// Values of dtype dt (storage T) from doubles, rounded as the runtime rounds.
+template <ct_dtype D> static ct_T<D> *rand_dt(int64_t n, double lo, double hi) {
+  double *d = (double *)malloc((size_t)n * sizeof *d);
+  tu_fill_uniform(d, n, lo, hi);
+  ct_T<D> *t = (ct_T<D> *)malloc((size_t)n * sizeof(ct_T<D>));
+  for (int64_t i = 0; i < n; ++i) t[i] = ct_convert<D>(d[i]);
+  free(d);
+  return t;
+}
+
+template <ct_dtype D> static void check_nn(double p) {
+  using T = ct_T<D>;
+  const int64_t n = 517;
+  T *x = rand_dt<D>(n, -3, 3), *g = rand_dt<D>(n, -1, 1);
+  x[7] = ct_convert<D>(0.0); // ReLU's boundary
+  float *u = rand_buf<float>(n, 0, 1);
+  u[3] = (float)p; // u == p keeps
+  const double scale = 1.0 / (1.0 - p);
+  T *y1 = (T *)poisoned(n * sizeof(T)), *y2 = (T *)poisoned(n * sizeof(T));
+  T *m1 = (T *)poisoned(n * sizeof(T)), *m2 = (T *)poisoned(n * sizeof(T));
+  TU_OK(ct_cpu_nn_kernels.dropout(D, n, x, u, p, scale, y1, m1, NULL));
+  TU_OK(ct_dropout_run(host, D, n, x, u, p, scale, y2, m2));
+  if (memcmp(y1, y2, n * sizeof(T)) || memcmp(m1, m2, n * sizeof(T)))
+    fail_msg("dropout (%s, p = %g): the CUDA body differs from the CPU", ct_dtype_name(D), p);
+  TU_OK(ct_cpu_nn_kernels.relu_backward(D, n, x, g, y1, NULL));
+  TU_OK(ct_relu_backward_run(host, D, n, x, g, y2));
+  if (memcmp(y1, y2, n * sizeof(T)))
+    fail_msg("ReLU backward (%s): the CUDA body differs from the CPU", ct_dtype_name(D));
+  free(x), free(g), free(u), free(y1), free(y2), free(m1), free(m2);
+}
+
+static void test_dropout_relu(void **state) {
+  (void)state;
+  for (double p : {0.5, 0.3, 0.9}) {
+    check_nn<CT_F32>(p);
+    check_nn<CT_F64>(p);
+    check_nn<CT_F16>(p);
+    check_nn<CT_BF16>(p);
+  }
+}
+
+int main(int argc, char **argv) {
+  tu_init(argc, argv);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_elementwise_offsets), cmocka_unit_test(test_im2col_col2im),
+      cmocka_unit_test(test_maxpool),             cmocka_unit_test(test_bn_affine),
+      cmocka_unit_test(test_sgd),                 cmocka_unit_test(test_adam_adamw),
+      cmocka_unit_test(test_clip_scale),          cmocka_unit_test(test_dropout_relu),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
