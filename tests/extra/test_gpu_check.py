@@ -97,12 +97,16 @@ def bench_checks(tmp):
     rows = [{"label": "ch02 x", "ratio": 1.25}, {"label": "ch06 y", "ratio": float("nan")},
             {"label": "ch04 z", "ratio": None}]
     got = verdict(tmp, 3, {"status": 3, "rows": rows, "skipped": ["ch06 c run 1", "ch06 py run 1"]})
-    check(got == ["partial", "the deadline cut it short: 1 of 3 rows measured; not run: ch06 c run 1, ch06 py run 1"],
+    check(got == ["partial", "the deadline cut it short: 1 rows with a ratio, 2 without (n/a here, or not run); "
+                             "not run: ch06 c run 1, ch06 py run 1"],
           "bench exit 3: partial, with the rows it measured", repr(got))
+    got = verdict(tmp, 3, {"status": 3, "rows": rows[1:], "skipped": ["ch02 c run 1"]})
+    check(got[0] == "FAILED" and "no row measured" in got[1], "bench exit 3 with no row measured: FAILED", repr(got))
     got = verdict(tmp, 0, {"status": 0, "rows": rows[:1], "skipped": ["ch02 c run 2 (stopped)"]})
-    check(got[0] == "partial" and "1 of 1 rows" in got[1], "bench exit 0 with skipped runs: partial", repr(got))
+    check(got == ["partial", "the deadline cut it short: 1 rows with a ratio; not run: ch02 c run 2 (stopped)"],
+          "bench exit 0 with skipped runs: partial", repr(got))
     got = verdict(tmp, 0, {"status": 0, "rows": rows[:1], "skipped": []})
-    check(got == ["ok", "1 of 1 rows measured"], "bench exit 0: ok", repr(got))
+    check(got == ["ok", "1 rows with a ratio"], "bench exit 0: ok", repr(got))
     got = verdict(tmp, 1, {"status": 1, "rows": rows, "skipped": []})
     check(got == ["FAILED", "exit 1"], "bench exit 1: FAILED", repr(got))
     got = verdict(tmp, 124, None)
