@@ -143,7 +143,7 @@ def merge_checks(tmp):
     junit = ('<testsuite><testcase name="gpu.ops" time="1.5"/>'
              '<testcase name="gpu.conv" time="2.0"/></testsuite>')
     ok_phase = ["device", "ok", "0", "NVIDIA H100"]
-    c1 = state(tmp, 1, {"stages": "build,test"},
+    c1 = state(tmp, 1, {"stages": "build,test", "cuda_compiled": "12"},
                [ok_phase, ["configure", "ok", "4", ""], ["build", "ok", "95", ""], ["gpu-tests", "ok", "210", "2 passed"]],
                {"ctest-junit.xml": junit, "gpu-tests.txt": "gpu.ops\ngpu.conv\n",
                 "spills.txt": "ptxas warning : Registers are spilled to local memory in function 'k', 8 bytes spill stores\n"})
@@ -186,6 +186,8 @@ def merge_checks(tmp):
     dest2 = os.path.join(tmp, "merged2")
     r = run(["--report-dir", dest2, "--merge", c1b, c2, c3])
     text = "".join(open(os.path.join(dest2, f)).read() for f in os.listdir(dest2) if f.startswith("gpu-check-"))
+    check("| Register spills (ptxas) | not seen: no CUDA source was compiled" in text,
+          "merge: no CUDA compiled, no claim that nothing spills", text[:1500])
     check(r.returncode == 1 and "**FAIL**" in text and "| gpu.conv | FAIL |" in text,
           "merge: a failed gpu test fails the merged report", r.stdout + r.stderr)
 
