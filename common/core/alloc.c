@@ -29,11 +29,16 @@
 // Streams. A segment belongs to the stream it was first cut for, and its free
 // blocks serve only requests for that same stream: work queued on another
 // stream may still be using memory that this stream's program order says is
-// free. Known simplification: there is no record_stream / event tracking, so
-// a block used on a second stream must not be freed before that stream's
-// work is done (synchronize first). A destroyed stream's segments pass to the
-// device's default stream (ct_alloc_stream_retire; the stream is idle by
-// then), so a segment's stream pointer is never left dangling.
+// free. A block used on other streams too (ct_block_record_stream) is, when
+// freed, not put on the free list: an event is recorded on each of those
+// streams and the block waits on its device's `pending` list, still counted
+// live by its segment and pool (so it neither merges nor is released), until
+// every event has completed. Each ct_block_alloc first polls the pending list
+// (ct_event_query); empty_cache, the OOM flush and ct_mempool_destroy wait
+// for the events instead. A destroyed stream's segments pass to the device's
+// default stream (ct_alloc_stream_retire; the stream is idle by then), and
+// the stream leaves every block's `uses`, so no stream pointer is left
+// dangling.
 //
 // Pools. The default pool of a device serves every request with pool NULL. A
 // private pool (ct_mempool_create, for CUDA graph capture) keeps its own
@@ -102,6 +107,11 @@ struct ct_block {
   ct_segment *seg;
   ct_block *prev, *next;           // neighbours in the segment, by address
   ct_block *free_prev, *free_next; // on the pool's free list while free
+  ct_stream **uses;                // other streams that used it (record_stream)
+  int nuses, cap_uses;
+  ct_event **events;               // while pending: one per stream in uses
+  bool pending;                    // freed, waiting for its events
+  ct_block *pending_next;          // the device's pending list
 };
 
 struct ct_segment {
@@ -140,6 +150,7 @@ typedef struct dev_state {
   pthread_mutex_t mu;
   ct_mempool pool;        // the default pool
   ct_mempool *privates;
+  ct_block *pending;      // freed blocks waiting for events on other streams
   alloc_stats st;
   double fraction;        // 1.0 until set
   bool fraction_set;
@@ -524,6 +535,15 @@ static void fail_oom(dev_state *ds, int slot, size_t asked) {
           fmt_size(ds->st.reserved, rs, sizeof rs), fmt_size(free_b, fr, sizeof fr), frac);
 }
 
+// Takes s out of b->uses (it is in at most once).
+static void block_forget_stream(ct_block *b, const ct_stream *s) {
+  for (int i = 0; i < b->nuses; ++i)
+    if (b->uses[i] == s) {
+      b->uses[i] = b->uses[--b->nuses];
+      return;
+    }
+}
+
 void ct_alloc_stream_retire(const ct_stream *s, ct_stream *heir) {
   if (!s) return;
   const int slot = slot_of(ct_stream_device(s), NULL);
@@ -531,8 +551,11 @@ void ct_alloc_stream_retire(const ct_stream *s, ct_stream *heir) {
   dev_state *ds = &states[slot];
   pthread_mutex_lock(&ds->mu);
   for (ct_mempool *p = &ds->pool; p; p = p == &ds->pool ? ds->privates : p->next_private)
-    for (ct_segment *seg = p->segments; seg; seg = seg->next)
+    for (ct_segment *seg = p->segments; seg; seg = seg->next) {
       if (seg->stream == s) seg->stream = heir;
+      for (ct_block *b = seg->first; b; b = b->next) // s's work is done: nothing to wait for
+        if (!b->pending) block_forget_stream(b, s);
+    }
   pthread_mutex_unlock(&ds->mu);
 }
 
@@ -553,6 +576,8 @@ static int poison_block(ct_block *b) {
 #endif
   return CT_OK;
 }
+
+static void process_events(dev_state *ds, bool wait);
 
 ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempool *pool) {
   int slot = slot_of(d, "ct_block_alloc");
@@ -581,6 +606,7 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
     pthread_mutex_unlock(&ds->mu);
     return NULL;
   }
+  process_events(ds, false); // blocks whose other-stream work has finished
   size_t rounded = round_request(nbytes);
   bool small = rounded <= SMALL_SIZE;
   ct_block *b = best_fit(p, small, stream, rounded);
@@ -590,6 +616,7 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
     if (rc == CT_ERR_OOM) {
       // Free the cache and retry once (PyTorch: release_cached_blocks).
       ds->st.num_cache_flushes++;
+      process_events(ds, true);
       int frc = pool_release_free(ds, &ds->pool, NULL);
       rc = frc ? frc : segment_new(ds, p, small, stream, seg_size);
       if (rc == CT_ERR_OOM) {
@@ -644,25 +671,21 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
   return b;
 }
 
-void ct_block_free(ct_block *b) {
-  if (!b) return;
-  dev_state *ds = &states[b->slot];
-  pthread_mutex_lock(&ds->mu);
-  if (!b->live) { // a second free of a block that still exists
-    pthread_mutex_unlock(&ds->mu);
-    ct_fail(CT_ERR_VALUE, "ct_block_free: block %p was already freed", (void *)b->ptr);
-    return;
-  }
+// Puts a block whose life is over back on its pool's free list, merged with
+// free neighbours. Enters with the device's mutex held and b live (its
+// statistics already taken off); leaves with b possibly freed (merged).
+static void block_release(ct_block *b) {
   ct_segment *seg = b->seg;
-  alloc_stats *s = &ds->st;
-  s->allocated -= b->rounded;
-  s->freed_total += b->rounded;
-  s->active--;
-  s->num_frees++;
   seg->live--;
   seg->pool->live--;
   b->live = false;
+  b->pending = false;
   b->rounded = 0;
+  free(b->uses);
+  free(b->events);
+  b->uses = NULL;
+  b->events = NULL;
+  b->nuses = b->cap_uses = 0;
   // Coalesce with free neighbours, so that no two free blocks touch.
   if (b->prev && !b->prev->live) {
     ct_block *q = b->prev;
@@ -682,7 +705,110 @@ void ct_block_free(ct_block *b) {
     free(n);
   }
   free_list_insert(b);
+}
+
+// Records an event on each stream of b->uses, so that b can wait for them.
+// Enters with the mutex held. An event that cannot be made or recorded is
+// replaced by waiting for its stream now (then nothing is left to wait for).
+static void block_insert_events(ct_block *b) {
+  b->events = calloc((size_t)b->nuses, sizeof *b->events);
+  for (int i = 0; i < b->nuses; ++i) {
+    ct_event *e = b->events ? ct_event_create(ct_stream_device(b->uses[i]), false) : NULL;
+    if (e && ct_event_record(e, b->uses[i]) != CT_OK) {
+      ct_event_destroy(e);
+      e = NULL;
+    }
+    if (!e) (void)ct_stream_synchronize(b->uses[i]);
+    if (b->events) b->events[i] = e;
+  }
+}
+
+// True when every event of pending block b has completed; with `wait`, waits
+// for them first (empty_cache, the OOM flush). Enters with the mutex held.
+static bool block_events_done(ct_block *b, bool wait) {
+  for (int i = 0; i < b->nuses; ++i) {
+    ct_event *e = b->events ? b->events[i] : NULL;
+    if (!e) continue;
+    if (wait) (void)ct_event_synchronize(e);
+    else if (!ct_event_query(e)) return false;
+  }
+  return true;
+}
+
+// Releases every pending block of the device whose events are done (all of
+// them, with `wait`), as PyTorch's process_events / synchronize_and_free_events.
+// Enters with the device's mutex held.
+static void process_events(dev_state *ds, bool wait) {
+  for (ct_block **q = &ds->pending; *q;) {
+    ct_block *b = *q;
+    if (!block_events_done(b, wait)) {
+      q = &b->pending_next;
+      continue;
+    }
+    *q = b->pending_next;
+    b->pending_next = NULL;
+    for (int i = 0; i < b->nuses; ++i)
+      if (b->events && b->events[i]) ct_event_destroy(b->events[i]);
+    block_release(b);
+  }
+}
+
+void ct_block_free(ct_block *b) {
+  if (!b) return;
+  dev_state *ds = &states[b->slot];
+  pthread_mutex_lock(&ds->mu);
+  if (!b->live || b->pending) { // a second free of a block that still exists
+    pthread_mutex_unlock(&ds->mu);
+    ct_fail(CT_ERR_VALUE, "ct_block_free: block %p was already freed", (void *)b->ptr);
+    return;
+  }
+  alloc_stats *s = &ds->st;
+  s->allocated -= b->rounded;
+  s->freed_total += b->rounded;
+  s->active--;
+  s->num_frees++;
+  if (b->nuses > 0) { // used on other streams: wait for them (record_stream)
+    block_insert_events(b);
+    b->pending = true;
+    b->pending_next = ds->pending;
+    ds->pending = b;
+  } else {
+    block_release(b);
+  }
   pthread_mutex_unlock(&ds->mu);
+}
+
+int ct_block_record_stream(ct_block *b, ct_stream *s) {
+  if (!b || !s) return ct_fail(CT_ERR_VALUE, "ct_record_stream: block or stream is NULL");
+  dev_state *ds = &states[b->slot];
+  if (slot_of(ct_stream_device(s), NULL) != b->slot) {
+    char a[CT_DEVICE_STR_MAX], c[CT_DEVICE_STR_MAX];
+    return ct_fail(CT_ERR_DEVICE,
+                   "ct_record_stream: the stream is on %s, but the memory is on %s",
+                   ct_device_str(ct_stream_device(s), a), slot_str(b->slot, c));
+  }
+  pthread_mutex_lock(&ds->mu);
+  int rc = CT_OK;
+  bool known = s == b->seg->stream; // its own stream orders itself
+  for (int i = 0; i < b->nuses && !known; ++i) known = b->uses[i] == s;
+  if (!b->live || b->pending) {
+    rc = CT_ERR_VALUE;
+  } else if (!known) {
+    if (b->nuses == b->cap_uses) {
+      int cap = b->cap_uses ? 2 * b->cap_uses : 4;
+      ct_stream **u = realloc(b->uses, (size_t)cap * sizeof *u);
+      if (!u) rc = CT_ERR_OOM;
+      else {
+        b->uses = u;
+        b->cap_uses = cap;
+      }
+    }
+    if (rc == CT_OK) b->uses[b->nuses++] = s;
+  }
+  pthread_mutex_unlock(&ds->mu);
+  if (rc == CT_ERR_VALUE) return ct_fail(rc, "ct_record_stream: the block was already freed");
+  if (rc == CT_ERR_OOM) return ct_fail(rc, "ct_record_stream: out of host memory");
+  return CT_OK;
 }
 
 void *ct_block_ptr(const ct_block *b) { return b ? b->ptr : NULL; }
@@ -713,6 +839,7 @@ int ct_mempool_destroy(ct_mempool *p) {
     return ct_fail(CT_ERR_VALUE, "ct_mempool_destroy: a device's default pool cannot be destroyed");
   dev_state *ds = &states[p->slot];
   pthread_mutex_lock(&ds->mu);
+  process_events(ds, true); // its pending blocks are free once their streams are done
   if (p->live) {
     size_t n = p->live;
     pthread_mutex_unlock(&ds->mu);
@@ -789,6 +916,7 @@ int ct_empty_cache(ct_device d) {
   if (slot < 0) return ct_last_status();
   dev_state *ds = &states[slot];
   pthread_mutex_lock(&ds->mu);
+  process_events(ds, true); // as PyTorch's synchronize_and_free_events
   int rc = pool_release_free(ds, &ds->pool, NULL);
   pthread_mutex_unlock(&ds->mu);
   return rc;
@@ -996,13 +1124,15 @@ int ct_cuda_empty_cache(void) {
 // ---- pinned host memory ----------------------------------------------------------------------
 // Every pinned block ever obtained from cudaHostAlloc is on one list, live or
 // cached; a freed block waits there for a request of its (power-of-two) size.
-// Known simplification: unlike PyTorch's host allocator, no event is recorded
-// on the streams that used a block, so a block must not be freed while an
-// asynchronous copy still reads or writes it (synchronize first).
+// As PyTorch's host allocator: each asynchronous copy that uses a block
+// records an event (ct_pinned_record_stream), and a freed block is handed out
+// again only once its events have completed; empty_cache waits for them.
 typedef struct pinned_block {
   void *ptr;
   size_t size;
   bool live;
+  ct_event **events; // copies in flight on it (the completed are dropped)
+  int nevents, cap_events;
   struct pinned_block *next;
 } pinned_block;
 
@@ -1011,6 +1141,20 @@ static pinned_block *pinned_all;
 static size_t pinned_reserved_bytes;
 
 #ifdef CT_HAVE_CUDA
+// Drops pb's completed events (all, waiting for them, with `wait`); true
+// when none is left. Enters with pinned_mu held.
+static bool pinned_events_done(pinned_block *pb, bool wait) {
+  int kept = 0;
+  for (int i = 0; i < pb->nevents; ++i) {
+    ct_event *e = pb->events[i];
+    if (wait) (void)ct_event_synchronize(e);
+    if (wait || ct_event_query(e)) ct_event_destroy(e);
+    else pb->events[kept++] = e;
+  }
+  pb->nevents = kept;
+  return kept == 0;
+}
+
 // Frees every cached (not live) pinned block. Enters with pinned_mu held.
 static int pinned_release_cached(void) {
   int status = CT_OK;
@@ -1020,6 +1164,7 @@ static int pinned_release_cached(void) {
       q = &pb->next;
       continue;
     }
+    (void)pinned_events_done(pb, true);
     cudaError_t e = cudaFreeHost(pb->ptr);
     if (e != cudaSuccess) {
       status = ct_cuda_fail((int)e, "cudaFreeHost(pb->ptr)", __FILE__, __LINE__);
@@ -1028,6 +1173,7 @@ static int pinned_release_cached(void) {
     }
     pinned_reserved_bytes -= pb->size;
     *q = pb->next;
+    free(pb->events);
     free(pb);
   }
   return status;
@@ -1056,7 +1202,7 @@ void *ct_pinned_alloc(size_t nbytes) {
   pthread_mutex_lock(&pinned_mu);
   pinned_block *hit = NULL;
   for (pinned_block *pb = pinned_all; pb; pb = pb->next)
-    if (!pb->live && pb->size == size) {
+    if (!pb->live && pb->size == size && pinned_events_done(pb, false)) {
       hit = pb;
       break;
     }
@@ -1107,11 +1253,63 @@ void ct_pinned_free(void *p) {
   if (!pb) ct_fail(CT_ERR_VALUE, "ct_pinned_free: %p is not a live pinned block", p);
 }
 
+// The live block holding address p (anywhere inside it), or NULL. Enters
+// with pinned_mu held.
+static pinned_block *pinned_find(const void *p) {
+  for (pinned_block *pb = pinned_all; pb; pb = pb->next)
+    if (pb->live && (const char *)p >= (const char *)pb->ptr &&
+        (const char *)p < (const char *)pb->ptr + pb->size)
+      return pb;
+  return NULL;
+}
+
+int ct_pinned_record_stream(void *p, ct_stream *s) {
+  if (!p || !s) return ct_fail(CT_ERR_VALUE, "ct_pinned_record_stream: pointer or stream is NULL");
+#ifndef CT_HAVE_CUDA
+  return ct_fail(CT_ERR_VALUE, "ct_pinned_record_stream: %p is not a live pinned block", p);
+#else
+  ct_event *e = ct_event_create(ct_stream_device(s), false);
+  if (!e) return ct_last_status();
+  int rc = ct_event_record(e, s);
+  if (rc) {
+    ct_event_destroy(e);
+    return rc;
+  }
+  pthread_mutex_lock(&pinned_mu);
+  pinned_block *pb = pinned_find(p);
+  if (pb && pb->nevents == pb->cap_events) {
+    int cap = pb->cap_events ? 2 * pb->cap_events : 4;
+    ct_event **ev = realloc(pb->events, (size_t)cap * sizeof *ev);
+    if (ev) {
+      pb->events = ev;
+      pb->cap_events = cap;
+    } else {
+      rc = CT_ERR_OOM;
+    }
+  }
+  if (pb && rc == CT_OK) pb->events[pb->nevents++] = e;
+  pthread_mutex_unlock(&pinned_mu);
+  if (pb && rc == CT_OK) return CT_OK;
+  // Not kept: wait for the copy instead, so the caller may free at once.
+  (void)ct_event_synchronize(e);
+  ct_event_destroy(e);
+  if (!pb) return ct_fail(CT_ERR_VALUE, "ct_pinned_record_stream: %p is not a live pinned block", p);
+  return ct_fail(CT_ERR_OOM, "ct_pinned_record_stream: out of host memory");
+#endif
+}
+
 bool ct_is_pinned_ptr(const void *p) {
   if (!p) return false;
   pthread_mutex_lock(&pinned_mu);
-  pinned_block *pb = pinned_all;
-  while (pb && !(pb->live && pb->ptr == p)) pb = pb->next;
+  pinned_block *pb = pinned_find(p);
+  pthread_mutex_unlock(&pinned_mu);
+  return pb && pb->ptr == p;
+}
+
+bool ct_pinned_contains(const void *p) {
+  if (!p) return false;
+  pthread_mutex_lock(&pinned_mu);
+  pinned_block *pb = pinned_find(p);
   pthread_mutex_unlock(&pinned_mu);
   return pb != NULL;
 }

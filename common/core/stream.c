@@ -27,6 +27,9 @@
 //    is a no-op for any stream (its work is already done). A CPU stream that
 //    waits on a CUDA event blocks the host until the event completes: that
 //    is the only way the CPU's next, immediately-run work can come after it.
+//  - ct_cpu_events_hold_ (tests only) makes CPU events recorded during a
+//    hold answer "not done" to ct_event_query until the hold ends; nothing
+//    else about CPU streams changes.
 //  - A CPU event records CLOCK_MONOTONIC; elapsed time is the difference in
 //    milliseconds. Elapsed time between events of different devices is
 //    CT_ERR_DEVICE; it needs both events recorded and created with timing.
@@ -37,6 +40,8 @@
 #include "stream.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -62,6 +67,7 @@ struct ct_event {
   bool enable_timing;
   bool recorded;
   double host_ms; // CPU: CLOCK_MONOTONIC at the last record, in ms
+  uint64_t held;  // CPU: nonzero = recorded during hold number `held` (ct_cpu_events_hold_)
   void *handle;   // cudaEvent_t on CUDA, NULL on the CPU
 };
 
@@ -123,6 +129,21 @@ static void guard_exit(const dev_guard *g) {
 static cudaStream_t cu_stream(const ct_stream *s) { return (cudaStream_t)s->handle; }
 static cudaEvent_t cu_event(const ct_event *e) { return (cudaEvent_t)e->handle; }
 #endif
+
+// The CPU event hold (stream.h's testing aid). hold_gen counts holds begun;
+// holding says whether the latest is still on. An event recorded during hold
+// g is pending while that hold lasts (holding && hold_gen == g).
+static atomic_uint_least64_t hold_gen;
+static atomic_bool holding;
+
+void ct_cpu_events_hold_(bool on) {
+  if (on && !atomic_load(&holding)) atomic_fetch_add(&hold_gen, 1);
+  atomic_store(&holding, on);
+}
+
+static bool cpu_event_pending(const ct_event *e) {
+  return e->held && atomic_load(&holding) && atomic_load(&hold_gen) == e->held;
+}
 
 static double monotonic_ms(void) {
   struct timespec ts;
@@ -363,6 +384,7 @@ int ct_event_record(ct_event *e, ct_stream *s) {
   }
   if (e->device.type == CT_CPU) {
     e->host_ms = monotonic_ms();
+    e->held = atomic_load(&holding) ? atomic_load(&hold_gen) : 0;
     e->recorded = true;
     return CT_OK;
   }
@@ -401,7 +423,8 @@ bool ct_event_query(ct_event *e) {
     ct_fail(CT_ERR_VALUE, "ct_event_query: event is NULL");
     return true;
   }
-  if (e->device.type == CT_CPU || !e->recorded) return true;
+  if (!e->recorded) return true;
+  if (e->device.type == CT_CPU) return !cpu_event_pending(e);
 #ifdef CT_HAVE_CUDA
   dev_guard g;
   if (guard_enter(&g, e->device.index)) return true;

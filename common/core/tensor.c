@@ -82,6 +82,14 @@ static void storage_release(ct_storage *st) {
   free(st);
 }
 
+int ct_record_stream(const ct_tensor *t, ct_stream *s) {
+  if (!t || !s) return ct_fail(CT_ERR_VALUE, "ct_record_stream: tensor or stream is NULL");
+  ct_storage *st = t->storage;
+  if (st->pinned) return ct_pinned_record_stream(st->data, s);
+  if (!st->block) return CT_OK; // memory the allocator does not own
+  return ct_block_record_stream(st->block, s);
+}
+
 ct_tensor *ct_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool pinned) {
   if (check_shape("ct_empty", shape)) return NULL;
   if (!ct_dtype_valid(dtype)) {

@@ -19,6 +19,7 @@
 // work queued on either device afterwards sees the bytes.
 #include <string.h>
 
+#include "alloc.h"
 #include "backend.h"
 #include "error.h"
 
@@ -72,6 +73,11 @@ static int issue(ct_device dst_dev, void *dst, ct_device src_dev, const void *sr
     e = cudaStreamSynchronize(h);
   }
   int rc = e == cudaSuccess ? CT_OK : ct_cuda_fail((int)e, call, __FILE__, __LINE__);
+  // A copy still in flight from or to pinned memory: the pinned block must
+  // not be handed out again before it lands (alloc.h, pinned host memory).
+  const void *host = dst_dev.type == CT_CPU ? dst : src_dev.type == CT_CPU ? src : NULL;
+  if (rc == CT_OK && non_blocking && host && ct_pinned_contains(host))
+    rc = ct_pinned_record_stream((void *)host, s);
   // A copy to the host has waited for the stream: a kernel's deferred error
   // (async_error.h) surfaces here.
   if (rc == CT_OK && !non_blocking && dst_dev.type == CT_CPU)

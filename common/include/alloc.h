@@ -17,11 +17,32 @@
 //    (>= 512 B in the small pool, > 1 MiB in the large); freed blocks merge
 //    with free neighbours in their segment;
 //  - a block is reused only by requests on the stream it was allocated on;
+//  - a block also used on other streams (ct_block_record_stream, or
+//    ct_record_stream on a tensor) is, when freed, reusable only after an
+//    event recorded at free time on each of those streams has completed; the
+//    allocator polls those events on later requests, and empty_cache (and the
+//    retry after an out-of-memory) waits for them;
 //  - memory_reserved counts whole segments held from the driver (or malloc);
 //    empty_cache returns every segment with no live block in it;
 //  - on failure (driver OOM, or the per-process fraction exceeded): free the
 //    cache, retry once, then fail with CT_ERR_OOM and a message naming the
 //    request and the numbers (allocated, reserved, free, total).
+//
+// Streams and ordering, the rule. A block is allocated *for a stream* (the
+// request's, by default the current one), and everything the allocator does
+// to it is queued on that stream: the poison fill (CT_POISON_ALLOC) is a
+// memset on that stream, so it lands after the work that freed the memory
+// there and before any op that writes the new tensor there. Work on another
+// stream is not ordered by this. So a tensor made on stream A and read on
+// stream B needs both of what PyTorch asks for:
+//   1. B waits for A after the producing op (ct_stream_wait_stream(B, A) or
+//      an event), or B could read the poison or half-written values;
+//   2. ct_record_stream(t, B) before t is freed, or A may hand the memory to
+//      its next request (and poison it) while B still reads it.
+// Work issued while a block is live on its own stream needs neither. On the
+// CPU every op runs when issued, so both hold by themselves; the CPU still
+// records events for record_stream, and tests hold them pending
+// (ct_cpu_events_hold_ in stream.h) to exercise the deferral.
 //
 // Pools: blocks come from a ct_mempool. Each device has a default pool; a
 // private pool (for CUDA graph capture) keeps its segments apart.
@@ -91,6 +112,11 @@ int ct_memory_stats_get(ct_device d, ct_memory_stats *out);
 ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempool *pool);
 void ct_block_free(ct_block *b); // back to its pool's cache
 void *ct_block_ptr(const ct_block *b);
+// Marks b as used on stream s too (torch's Tensor.record_stream): when b is
+// freed, an event is recorded on s and b is reused only after it completes.
+// s must be on b's device; b's own stream is ignored. CT_ERR_VALUE once b is
+// freed.
+int ct_block_record_stream(ct_block *b, ct_stream *s);
 size_t ct_block_size(const ct_block *b); // the rounded size
 // Called by ct_stream_destroy once s's work is done: every segment cut for s
 // passes to `heir` (the device's default stream), so no segment keeps a
@@ -114,9 +140,17 @@ bool ct_alloc_poison(void);
 // ---- pinned host memory ------------------------------------------------------
 // Page-locked host memory from a cache keyed by size (rounded up to a power
 // of two, as PyTorch's host allocator does). CT_ERR_UNAVAILABLE without CUDA.
+// A block is reused only when no copy recorded on it is in flight.
 void *ct_pinned_alloc(size_t nbytes);
 void ct_pinned_free(void *p);
 bool ct_is_pinned_ptr(const void *p);
+bool ct_pinned_contains(const void *p); // p anywhere inside a live pinned block
+// Records an event on s now, after the asynchronous copy just issued there
+// that reads or writes the live pinned block holding p, anywhere in it (PyTorch's
+// CachingHostAllocator record_event). When the block is freed it is reused
+// only after every such event has completed. The non-blocking copies of
+// transfer.c call it; a chapter that issues its own copies may too.
+int ct_pinned_record_stream(void *p, ct_stream *s);
 size_t ct_pinned_memory_reserved(void);
 int ct_pinned_empty_cache(void);
 

@@ -7,6 +7,15 @@
 // the same way everywhere: CPU work runs when it is issued, so a CPU stream is
 // always idle, and recording a CPU event stores the host clock's time.
 //
+// The CPU model and "not yet complete": since CPU work is done when issued, a
+// CPU event is complete once recorded, so code that defers something until
+// an event completes (the allocator's ct_record_stream) would never see a
+// deferral on the CPU. ct_cpu_events_hold_ (a testing aid) changes that:
+// while held, CPU events recorded are reported incomplete by ct_event_query
+// until the hold is lifted, so tests on a machine without a GPU exercise the
+// "still pending" paths. ct_event_synchronize on such an event returns at
+// once (the host is the CPU's only worker; there is nothing to wait for).
+//
 // Each device has a default stream and a current stream per thread (the
 // default until ct_set_stream); ops issue their work on the current stream.
 #ifndef CT_STREAM_H
@@ -48,6 +57,11 @@ bool ct_event_query(ct_event *e);
 // Milliseconds from `start` to `end` (both recorded, both with timing), like
 // torch.cuda.Event.elapsed_time; writes it to *ms.
 int ct_event_elapsed_time(ct_event *start, ct_event *end, float *ms);
+
+// Testing aid (see the top): on = CPU events recorded from now on stay
+// incomplete for ct_event_query; off = every CPU event recorded so far is
+// complete. Not for chapters.
+void ct_cpu_events_hold_(bool on);
 
 #ifdef __cplusplus
 }

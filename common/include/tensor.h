@@ -120,6 +120,16 @@ int ct_zero_(ct_tensor *t);
 // where there is no CUDA, as torch does.
 ct_tensor *ct_pin_memory(const ct_tensor *t);
 
+// t.record_stream(s): t's memory is being used on stream s as well as on the
+// stream it was allocated for, so when its storage is freed the allocator
+// waits (without blocking the host) until the work queued on s by then has
+// finished before handing the memory out again. For device memory the event
+// is recorded at free time (PyTorch's CUDACachingAllocator); for a pinned
+// host tensor at this call, after the copy just issued on s (PyTorch's host
+// allocator); plain host memory needs nothing. See alloc.h for the rule.
+struct ct_stream;
+int ct_record_stream(const ct_tensor *t, struct ct_stream *s);
+
 // Copies the tensor's elements, in row-major order and its own dtype, into
 // host memory `dst` of `dst_bytes` bytes (must be >= ct_nbytes). Waits for
 // the copy.

@@ -9,11 +9,15 @@
 // free), not read back from the allocator. Statistics are device-wide, so each
 // test starts from an emptied cache with no live block on the device and
 // measures from there.
+#define _POSIX_C_SOURCE 200809L // nanosleep under -std=c11
+
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "testutil.h"
 
@@ -763,6 +767,220 @@ static void test_tensor_storage(void **state) {
   assert_int_equal(ct_memory_reserved(tu_device), 0);
 }
 
+// ---- record_stream: memory used on other streams -------------------------------------
+// hold(s) makes the work queued on s from now on unfinished until release(s):
+// on CUDA a host callback queued on s spins until released (capped at 30 s so
+// that a failing test cannot hang); on the CPU, whose work is done when
+// issued, the events recorded meanwhile stay pending (ct_cpu_events_hold_).
+#ifdef CT_HAVE_CUDA
+static atomic_int hold_released;
+
+static void CUDART_CB spin_until_released(void *arg) {
+  (void)arg;
+  const struct timespec ms = {0, 1000000};
+  for (int i = 0; i < 30000 && !atomic_load(&hold_released); ++i) nanosleep(&ms, NULL);
+}
+#endif
+
+static void hold(ct_stream *s) {
+  if (tu_device.type == CT_CPU) {
+    ct_cpu_events_hold_(true);
+    return;
+  }
+#ifdef CT_HAVE_CUDA
+  atomic_store(&hold_released, 0);
+  assert_int_equal(cudaLaunchHostFunc((cudaStream_t)ct_stream_handle(s), spin_until_released, NULL),
+                   cudaSuccess);
+#else
+  (void)s;
+#endif
+}
+
+static void release(ct_stream *s) {
+  if (tu_device.type == CT_CPU) {
+    ct_cpu_events_hold_(false);
+    return;
+  }
+#ifdef CT_HAVE_CUDA
+  atomic_store(&hold_released, 1);
+  TU_OK(ct_stream_synchronize(s));
+#else
+  (void)s;
+#endif
+}
+
+// A block used on a second stream, freed while that stream's work is still
+// queued, is not handed out again until the work is done; the statistics
+// count it freed at once (PyTorch does the same).
+static void test_record_stream_defers(void **state) {
+  (void)state;
+  ct_stream *side = ct_stream_create(tu_device, 0);
+  TU_CHECK(side);
+  ct_block *a = alloc_ok(4000, NULL, NULL);
+  void *pa = ct_block_ptr(a);
+  TU_OK(ct_block_record_stream(a, side));
+  TU_OK(ct_block_record_stream(a, side)); // twice is once
+  hold(side);
+  ct_block_free(a);
+  assert_int_equal(ct_memory_allocated(tu_device), 0);
+  assert_int_equal(stats().active_blocks, 0);
+  ct_block *b = alloc_ok(4000, NULL, NULL); // side still busy: not the same memory
+  assert_ptr_not_equal(ct_block_ptr(b), pa);
+  release(side);
+  ct_block *c = alloc_ok(4000, NULL, NULL); // polled: a's memory is free again
+  assert_ptr_equal(ct_block_ptr(c), pa);
+  ct_block_free(b);
+  ct_block_free(c);
+  ct_stream_destroy(side);
+}
+
+// Recording the block's own stream adds nothing: its free is immediate.
+static void test_record_stream_own_stream(void **state) {
+  (void)state;
+  ct_stream *cur = ct_current_stream(tu_device);
+  ct_block *a = alloc_ok(4000, NULL, NULL);
+  void *pa = ct_block_ptr(a);
+  TU_OK(ct_block_record_stream(a, cur));
+  hold(cur);
+  ct_block_free(a);
+  ct_block *b = alloc_ok(4000, NULL, NULL);
+  assert_ptr_equal(ct_block_ptr(b), pa);
+  release(cur);
+  ct_block_free(b);
+}
+
+// empty_cache waits for the events of pending blocks and then releases their
+// segments (PyTorch: synchronize_and_free_events). On CUDA the held stream is
+// released first, since this thread is the one that would release it.
+static void test_record_stream_empty_cache(void **state) {
+  (void)state;
+  ct_stream *side = ct_stream_create(tu_device, 0);
+  TU_CHECK(side);
+  ct_block *a = alloc_ok(4000, NULL, NULL);
+  TU_OK(ct_block_record_stream(a, side));
+  hold(side);
+  ct_block_free(a);
+  assert_int_equal(ct_memory_reserved(tu_device), 2 * MiB);
+  if (tu_device.type != CT_CPU) release(side);
+  TU_OK(ct_empty_cache(tu_device));
+  assert_int_equal(ct_memory_reserved(tu_device), 0);
+  if (tu_device.type == CT_CPU) release(side);
+  ct_stream_destroy(side);
+}
+
+// A destroyed stream (its work done by then) leaves the blocks that recorded
+// it: their free is immediate, and no event is recorded on freed memory.
+static void test_record_stream_destroyed_stream(void **state) {
+  (void)state;
+  ct_stream *side = ct_stream_create(tu_device, 0);
+  TU_CHECK(side);
+  ct_block *a = alloc_ok(4000, NULL, NULL);
+  void *pa = ct_block_ptr(a);
+  TU_OK(ct_block_record_stream(a, side));
+  ct_stream_destroy(side);
+  ct_stream *cur = ct_current_stream(tu_device);
+  hold(cur);
+  ct_block_free(a);
+  ct_block *b = alloc_ok(4000, NULL, NULL);
+  assert_ptr_equal(ct_block_ptr(b), pa);
+  release(cur);
+  ct_block_free(b);
+}
+
+// The tensor-level call, as x.record_stream(s).
+static void test_record_stream_tensor(void **state) {
+  (void)state;
+  ct_stream *side = ct_stream_create(tu_device, 0);
+  TU_CHECK(side);
+  ct_tensor *t = ct_zeros(CT_SHAPE(1000), CT_F32, tu_device);
+  TU_CHECK(t);
+  void *pt = ct_data_ptr(t);
+  TU_OK(ct_record_stream(t, side));
+  hold(side);
+  ct_free(t);
+  ct_tensor *u = ct_empty(CT_SHAPE(1000), CT_F32, tu_device);
+  TU_CHECK(u);
+  assert_ptr_not_equal(ct_data_ptr(u), pt);
+  release(side);
+  ct_tensor *v = ct_empty(CT_SHAPE(1000), CT_F32, tu_device);
+  TU_CHECK(v);
+  assert_ptr_equal(ct_data_ptr(v), pt);
+  ct_clear_error();
+  assert_int_equal(ct_record_stream(v, NULL), CT_ERR_VALUE);
+  assert_true(contains(ct_last_error(), "ct_record_stream"));
+  ct_free(u);
+  ct_free(v);
+  ct_stream_destroy(side);
+}
+
+// The ordering rule of alloc.h: the poison fill is queued on the stream the
+// block is allocated for. Made and filled on a side stream while the default
+// stream is held, the tensor reads back its values once both are done; had
+// the fill been queued on the held default stream, it would land last and
+// the values would read as NaN.
+static void test_poison_on_allocating_stream(void **state) {
+  (void)state;
+  ct_stream *def = ct_default_stream(tu_device);
+  ct_stream *side = ct_stream_create(tu_device, 0);
+  TU_CHECK(side);
+  hold(def);
+  TU_OK(ct_set_stream(side));
+  ct_tensor *t = ct_full(CT_SHAPE(4096), 2.5, CT_F32, tu_device);
+  TU_OK(ct_set_stream(def));
+  TU_CHECK(t);
+  TU_OK(ct_stream_synchronize(side));
+  release(def);
+  float *host = malloc(4096 * sizeof *host);
+  assert_non_null(host);
+  TU_OK(ct_copy_to_host(t, host, 4096 * sizeof *host));
+  for (int i = 0; i < 4096; ++i) assert_true(host[i] == 2.5f);
+  free(host);
+  TU_OK(ct_record_stream(t, def)); // read on def above: free after it
+  ct_free(t);
+  ct_stream_destroy(side);
+}
+
+// A pinned tensor freed while a non-blocking copy from it is still queued:
+// its block is not handed out again until the copy is done (transfer.c
+// records the copy; CUDA only, since pinned memory needs it).
+static void test_pinned_record_stream(void **state) {
+  (void)state;
+  if (tu_device.type == CT_CPU) skip();
+  TU_OK(ct_pinned_empty_cache());
+  ct_stream *def = ct_current_stream(tu_device);
+  ct_stream *side = ct_stream_create(tu_device, 0);
+  TU_CHECK(side);
+  ct_tensor *h = ct_full(CT_SHAPE(1000), 3.0, CT_F32, ct_device_cpu());
+  TU_CHECK(h);
+  ct_tensor *pinned = ct_pin_memory(h); // 4000 bytes: the 4 KiB bucket
+  TU_CHECK(pinned);
+  void *pp = ct_data_ptr(pinned);
+  TU_OK(ct_set_stream(side));
+  ct_tensor *d = ct_empty(CT_SHAPE(1000), CT_F32, tu_device);
+  hold(side);
+  int rc = d ? (int)ct_copy_(d, pinned, true) : (int)ct_last_status();
+  TU_OK(ct_set_stream(def));
+  TU_OK(rc);
+  ct_free(pinned);
+  void *q = ct_pinned_alloc(4000);
+  TU_CHECK(q);
+  assert_ptr_not_equal(q, pp); // the copy still reads pp
+  release(side);
+  void *r = ct_pinned_alloc(4000);
+  assert_ptr_equal(r, pp); // the copy is done: the block is free again
+  ct_pinned_free(q);
+  ct_pinned_free(r);
+  float back[1000];
+  TU_OK(ct_set_stream(side));
+  TU_OK(ct_copy_to_host(d, back, sizeof back));
+  TU_OK(ct_set_stream(def));
+  for (int i = 0; i < 1000; ++i) assert_true(back[i] == 3.0f);
+  ct_free(d);
+  ct_free(h);
+  ct_stream_destroy(side);
+  TU_OK(ct_pinned_empty_cache());
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
@@ -787,6 +1005,13 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup(test_cuda_names, clean_start),
       cmocka_unit_test_setup(test_threads, clean_start),
       cmocka_unit_test_setup(test_tensor_storage, clean_start),
+      cmocka_unit_test_setup(test_record_stream_defers, clean_start),
+      cmocka_unit_test_setup(test_record_stream_own_stream, clean_start),
+      cmocka_unit_test_setup(test_record_stream_empty_cache, clean_start),
+      cmocka_unit_test_setup(test_record_stream_destroyed_stream, clean_start),
+      cmocka_unit_test_setup(test_record_stream_tensor, clean_start),
+      cmocka_unit_test_setup(test_poison_on_allocating_stream, clean_start),
+      cmocka_unit_test_setup(test_pinned_record_stream, clean_start),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
