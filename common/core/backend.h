@@ -101,6 +101,9 @@ typedef struct ct_backend {
                 ct_stream *s);
   // *out := any element of the contiguous input is inf or NaN. Waits.
   int (*any_nonfinite)(ct_dtype dt, int64_t n, const void *in, bool *out, ct_stream *s);
+  // *found := 1.0f when an element of the contiguous input is inf or NaN,
+  // else untouched; found is one f32 on the device. Queued on s, no wait.
+  int (*found_nonfinite)(ct_dtype dt, int64_t n, const void *in, float *found, ct_stream *s);
   // Row-major batched GEMM, batch >= 1:
   //   C[b] (m,n) = alpha * op(A[b]) (m,k) @ op(B[b]) (k,n) + beta * C[b]
   // op(X) is X, or X transposed when tX. lda/ldb/ldc are row strides of the

@@ -437,6 +437,31 @@ int ct_any_nonfinite(const ct_tensor *a, bool *out) {
   return rc;
 }
 
+int ct_amp_non_finite_check_(const ct_tensor *t, ct_tensor *found_inf) {
+  static const char op[] = "ct_amp_non_finite_check_";
+  if (!t || !found_inf) return ct_fail(CT_ERR_VALUE, "%s: NULL argument", op);
+  if (ct_dtype_of(found_inf) != CT_F32)
+    return ct_fail(CT_ERR_DTYPE, "%s: found_inf must be a float tensor, got %s", op,
+                   ct_dtype_name(ct_dtype_of(found_inf)));
+  if (ct_numel(found_inf) != 1)
+    return ct_fail(CT_ERR_SHAPE, "%s: found_inf must be a one-element tensor, got %lld elements",
+                   op, (long long)ct_numel(found_inf));
+  if (!ct_device_eq(ct_device_of(t), ct_device_of(found_inf))) {
+    char a[CT_DEVICE_STR_MAX], b[CT_DEVICE_STR_MAX];
+    return ct_fail(CT_ERR_DEVICE, "%s: found_inf is on %s but the tensor is on %s", op,
+                   ct_device_str(ct_device_of(found_inf), a), ct_device_str(ct_device_of(t), b));
+  }
+  if (!ct_dtype_is_floating(ct_dtype_of(t)) || ct_numel(t) == 0) return CT_OK;
+  const ct_backend *be = ct_backend_for(op, ct_device_of(t));
+  if (!be) return ct_last_status();
+  ct_tensor *c = ct_contiguous(t);
+  if (!c) return ct_last_status();
+  int rc = be->found_nonfinite(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c),
+                               (float *)ct_data_ptr(found_inf), stream_of(c));
+  ct_free(c);
+  return rc;
+}
+
 // ---- reductions ----------------------------------------------------------------------------------
 static const char *reduce_names[CT_NUM_REDUCE_OPS] = {"sum", "mean", "max", "argmax"};
 

@@ -489,6 +489,7 @@ const ct_backend ct_cpu_backend = {
     .random = ct_cpu_random,
     .reduce = ct_cpu_reduce,
     .any_nonfinite = ct_cpu_any_nonfinite,
+    .found_nonfinite = ct_cpu_found_nonfinite,
     .gemm = ct_cpu_gemm,
     .nn = &ct_cpu_nn_kernels,
     .conv = &ct_cpu_conv_kernels,

@@ -138,6 +138,7 @@ int ct_cpu_random(bool normal, ct_dtype dt, int64_t n, void *out, uint64_t seed,
 
 // backend.h's `any_nonfinite` for the CPU (cpu_reduce.c).
 int ct_cpu_any_nonfinite(ct_dtype dt, int64_t n, const void *in, bool *out, ct_stream *s);
+int ct_cpu_found_nonfinite(ct_dtype dt, int64_t n, const void *in, float *found, ct_stream *s);
 
 // backend.h's `reduce` for the CPU (cpu_reduce.c).
 int ct_cpu_reduce(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt, const void *in,

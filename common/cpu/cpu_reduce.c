@@ -357,6 +357,14 @@ int ct_cpu_any_nonfinite(ct_dtype dt, int64_t n, const void *in, bool *out,
   return CT_OK;
 }
 
+// The CPU runs work when issued, so the flag is set before this returns.
+int ct_cpu_found_nonfinite(ct_dtype dt, int64_t n, const void *in, float *found, ct_stream *s) {
+  bool any = false;
+  int rc = ct_cpu_any_nonfinite(dt, n, in, &any, s);
+  if (rc == CT_OK && any) *found = 1.0f;
+  return rc;
+}
+
 int ct_cpu_reduce(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt, const void *in,
                   void *out, int64_t *idx, int64_t outer, int64_t r, int64_t inner,
                   ct_stream *s) {

@@ -81,6 +81,13 @@ ct_tensor *ct_tanh(const ct_tensor *a);
 ct_tensor *ct_isfinite(const ct_tensor *a);
 // One device-side check and one small copy: *out = any element is inf/NaN.
 int ct_any_nonfinite(const ct_tensor *a, bool *out);
+// The check that stays on the device, for the GradScaler and CUDA graph
+// capture (PyTorch's _amp_foreach_non_finite_check_and_unscale_ writes the
+// same found_inf, without the unscale): found_inf, a one-element f32 tensor
+// on t's device, is set to 1 when t holds an inf or NaN and is never cleared
+// (zero it once per step; check many tensors into it). Queued on the current
+// stream; the host does not wait, so read found_inf after a synchronize.
+int ct_amp_non_finite_check_(const ct_tensor *t, ct_tensor *found_inf);
 
 // ---- reductions ---------------------------------------------------------------
 // Over all elements: a 0-d tensor. sum of bool/integers gives int64 (as

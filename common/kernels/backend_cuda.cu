@@ -22,6 +22,7 @@ extern "C" const ct_backend ct_cuda_backend = {
     /* random        */ ct_cuda_random,
     /* reduce        */ ct_cuda_reduce,
     /* any_nonfinite */ ct_cuda_any_nonfinite,
+    /* found_nonfinite */ ct_cuda_found_nonfinite,
     /* gemm          */ ct_cuda_gemm,
     /* nn            */ &ct_cuda_nn_kernels,
     /* conv          */ &ct_cuda_conv_kernels,

@@ -41,6 +41,7 @@ int ct_cuda_random(bool normal, ct_dtype dt, int64_t n, void *out, uint64_t seed
 int ct_cuda_reduce(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt, const void *in, void *out,
                    int64_t *idx, int64_t outer, int64_t r, int64_t inner, ct_stream *s);
 int ct_cuda_any_nonfinite(ct_dtype dt, int64_t n, const void *in, bool *out, ct_stream *s);
+int ct_cuda_found_nonfinite(ct_dtype dt, int64_t n, const void *in, float *found, ct_stream *s);
 
 // gemm.cu
 int ct_cuda_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,

@@ -350,19 +350,19 @@ extern "C" int ct_cuda_reduce(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt, 
 // ---- any_nonfinite ---------------------------------------------------------------------------
 // *flag := 1 if some element of in (n, contiguous) is inf or NaN; else untouched.
 template <ct_dtype D>
-static __global__ void ct_nonfinite_kernel(const ct_T<D> *in, int64_t n, int *flag) {
+static __global__ void ct_nonfinite_kernel(const ct_T<D> *in, int64_t n, float *flag) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   bool bad = false;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     bad |= !ct_isfinite(ct_load<D>(in[i]));
   }
-  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1;
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1.0f;
 }
 
 struct NonfiniteLaunch {
   int64_t n;
   const void *in;
-  int *flag;
+  float *flag;
   cudaStream_t stream;
   template <ct_dtype D> int operator()() const {
     if constexpr (ct_dt<D>::floating) {
@@ -374,6 +374,19 @@ struct NonfiniteLaunch {
   }
 };
 
+// The device-side check: queued on s, the host does not wait (GradScaler,
+// graph capture).
+extern "C" int ct_cuda_found_nonfinite(ct_dtype dt, int64_t n, const void *in, float *found,
+                                       ct_stream *s) {
+  if (!ct_dtype_valid(dt))
+    return ct_fail(CT_ERR_DTYPE, "ct_amp_non_finite_check_: dtype %s not supported on cuda",
+                   ct_dt_name(dt));
+  if (n <= 0 || !ct_dtype_is_floating(dt)) return CT_OK; // integers are always finite
+  CtCudaScope scope;
+  if (int rc = scope.enter(s)) return rc;
+  return ct_dispatch_dtype(dt, NonfiniteLaunch{n, in, found, scope.stream()});
+}
+
 extern "C" int ct_cuda_any_nonfinite(ct_dtype dt, int64_t n, const void *in, bool *out, ct_stream *s) {
   if (!ct_dtype_valid(dt))
     return ct_fail(CT_ERR_DTYPE, "ct_any_nonfinite: dtype %s not supported on cuda", ct_dt_name(dt));
@@ -382,13 +395,13 @@ extern "C" int ct_cuda_any_nonfinite(ct_dtype dt, int64_t n, const void *in, boo
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
   CtWorkspace ws;
-  if (int rc = ws.alloc(scope, s, sizeof(int))) return rc;
-  int *flag = static_cast<int *>(ws.ptr()); // (1,) on the device
-  CT_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), scope.stream()));
+  if (int rc = ws.alloc(scope, s, sizeof(float))) return rc;
+  float *flag = static_cast<float *>(ws.ptr()); // (1,) on the device
+  CT_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(float), scope.stream()));
   if (int rc = ct_dispatch_dtype(dt, NonfiniteLaunch{n, in, flag, scope.stream()})) return rc;
-  int host_flag = 0;
-  CT_CUDA_CHECK(cudaMemcpyAsync(&host_flag, flag, sizeof(int), cudaMemcpyDeviceToHost, scope.stream()));
+  float host_flag = 0.0f;
+  CT_CUDA_CHECK(cudaMemcpyAsync(&host_flag, flag, sizeof(float), cudaMemcpyDeviceToHost, scope.stream()));
   CT_CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
-  *out = host_flag != 0;
+  *out = host_flag != 0.0f;
   return CT_OK;
 }

@@ -557,6 +557,72 @@ static void test_isfinite_any_nonfinite(void **state) {
   }
 }
 
+// ---- the device-side flag: ct_amp_non_finite_check_ ---------------------------------------------
+static double found_value(const ct_tensor *found) {
+  double v = -1;
+  TU_OK(ct_item(found, &v)); // the one host wait, after the checks are queued
+  return v;
+}
+
+// found_inf goes to 1 when a checked tensor holds inf or NaN (planted here,
+// so the expected flag is known), is never cleared by a later clean tensor,
+// and ignores what a view leaves out; integers are always finite.
+static void test_amp_non_finite_check(void **state) {
+  (void)state;
+  const int64_t n = 40000;
+  const double specials[3] = {INFINITY, -INFINITY, NAN};
+  for (int k = 0; k < NDT; ++k) {
+    ct_dtype dt = all_dtypes[k];
+    double *x = ref_alloc(n);
+    ref_random(x, n, dt, 0, 100);
+    ct_tensor *found = ct_zeros(CT_SCALAR_SHAPE, CT_F32, tu_device);
+    TU_CHECK(found);
+    ct_tensor *clean = tu_from_f64(x, CT_SHAPE(n), dt, tu_device);
+    TU_CHECK(clean);
+    TU_OK(ct_amp_non_finite_check_(clean, found));
+    assert_true(found_value(found) == 0.0);
+    if (ref_is_float(dt)) {
+      for (int s = 0; s < 3; ++s) {
+        TU_OK(ct_zero_(found));
+        double keep = x[n - 7];
+        x[n - 7] = specials[s];
+        ct_tensor *bad = tu_from_f64(x, CT_SHAPE(200, 200), dt, tu_device);
+        x[n - 7] = keep;
+        TU_CHECK(bad);
+        ct_tensor *left = ct_narrow(bad, 0, 0, 199); // rows 0..198: (199, 193) is out
+        TU_CHECK(left);
+        TU_OK(ct_amp_non_finite_check_(left, found));
+        assert_true(found_value(found) == 0.0);
+        ct_tensor *bt = ct_t(bad); // all of it, not contiguous
+        TU_CHECK(bt);
+        TU_OK(ct_amp_non_finite_check_(bt, found));
+        TU_OK(ct_amp_non_finite_check_(clean, found)); // does not clear it
+        if (found_value(found) != 1.0)
+          fail_msg("found_inf missed %g (%s)", specials[s], ct_dtype_name(dt));
+        ct_free(bt), ct_free(left), ct_free(bad);
+      }
+    } else {
+      assert_true(found_value(found) == 0.0); // integers: nothing to find
+    }
+    ct_free(clean), ct_free(found);
+    free(x);
+  }
+  // found_inf must be one f32 element on the tensor's device.
+  ct_tensor *t = ct_zeros(CT_SHAPE(3), CT_F32, tu_device);
+  ct_tensor *f64 = ct_zeros(CT_SCALAR_SHAPE, CT_F64, tu_device);
+  ct_tensor *two = ct_zeros(CT_SHAPE(2), CT_F32, tu_device);
+  TU_CHECK(t);
+  TU_CHECK(f64);
+  TU_CHECK(two);
+  assert_int_equal(ct_amp_non_finite_check_(t, f64), CT_ERR_DTYPE);
+  assert_non_null(strstr(ct_last_error(), "found_inf must be a float tensor"));
+  assert_int_equal(ct_amp_non_finite_check_(t, two), CT_ERR_SHAPE);
+  assert_non_null(strstr(ct_last_error(), "found_inf must be a one-element tensor"));
+  assert_int_equal(ct_amp_non_finite_check_(NULL, two), CT_ERR_VALUE);
+  ct_free(t), ct_free(f64), ct_free(two);
+  ct_clear_error();
+}
+
 // ---- _out variants -----------------------------------------------------------------------------
 static void test_out_variants(void **state) {
   (void)state;
@@ -721,6 +787,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_uint8_wraparound),
       cmocka_unit_test(test_uint8_negative_scalar),
       cmocka_unit_test(test_integer_pow_overflow),
+      cmocka_unit_test(test_amp_non_finite_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
