@@ -63,6 +63,7 @@
 #include "alloc.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -707,6 +708,17 @@ static void block_release(ct_block *b) {
   free_list_insert(b);
 }
 
+// Wait for event e / stream s by polling. ct_event_synchronize is not used inside the
+// allocator: it would also take a kernel's deferred error (async_error.h)
+// off its record, and the allocator has no caller to report it to.
+static void event_wait(ct_event *e) {
+  while (!ct_event_query(e)) sched_yield();
+}
+
+static void stream_wait(ct_stream *s) {
+  while (!ct_stream_query(s)) sched_yield();
+}
+
 // Records an event on each stream of b->uses, so that b can wait for them.
 // Enters with the mutex held. An event that cannot be made or recorded is
 // replaced by waiting for its stream now (then nothing is left to wait for).
@@ -718,18 +730,21 @@ static void block_insert_events(ct_block *b) {
       ct_event_destroy(e);
       e = NULL;
     }
-    if (!e) (void)ct_stream_synchronize(b->uses[i]);
+    if (!e) stream_wait(b->uses[i]);
     if (b->events) b->events[i] = e;
   }
 }
 
 // True when every event of pending block b has completed; with `wait`, waits
-// for them first (empty_cache, the OOM flush). Enters with the mutex held.
+// for them first (empty_cache, the OOM flush). On the CPU, whose work is
+// done when issued, waiting ends every hold (stream.h). Enters with the
+// mutex held.
 static bool block_events_done(ct_block *b, bool wait) {
+  if (wait && b->slot == 0) return true;
   for (int i = 0; i < b->nuses; ++i) {
     ct_event *e = b->events ? b->events[i] : NULL;
     if (!e) continue;
-    if (wait) (void)ct_event_synchronize(e);
+    if (wait) event_wait(e);
     else if (!ct_event_query(e)) return false;
   }
   return true;
@@ -1147,7 +1162,7 @@ static bool pinned_events_done(pinned_block *pb, bool wait) {
   int kept = 0;
   for (int i = 0; i < pb->nevents; ++i) {
     ct_event *e = pb->events[i];
-    if (wait) (void)ct_event_synchronize(e);
+    if (wait) event_wait(e);
     if (wait || ct_event_query(e)) ct_event_destroy(e);
     else pb->events[kept++] = e;
   }
@@ -1291,7 +1306,7 @@ int ct_pinned_record_stream(void *p, ct_stream *s) {
   pthread_mutex_unlock(&pinned_mu);
   if (pb && rc == CT_OK) return CT_OK;
   // Not kept: wait for the copy instead, so the caller may free at once.
-  (void)ct_event_synchronize(e);
+  event_wait(e);
   ct_event_destroy(e);
   if (!pb) return ct_fail(CT_ERR_VALUE, "ct_pinned_record_stream: %p is not a live pinned block", p);
   return ct_fail(CT_ERR_OOM, "ct_pinned_record_stream: out of host memory");

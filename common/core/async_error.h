@@ -8,7 +8,8 @@
 // the host once per training step. So, as PyTorch's device-side asserts do,
 // such an error is reported at the next call that waits for the device
 // anyway: ct_stream_synchronize, ct_event_synchronize, ct_cuda_synchronize,
-// and copies to the host (ct_item, ct_copy_to_host, ct_to(..., cpu)).
+// and copies to the host (ct_item, ct_copy_to_host, ct_to(..., cpu)), on
+// whichever stream the kernel ran (one record per device).
 //
 // Invariant: each CUDA device has one record in device memory. A kernel that
 // finds bad input claims it (the first claim wins, later ones are dropped)
@@ -40,12 +41,13 @@ typedef struct ct_async_record {
 // The device's record (allocated and zeroed on first use), for a kernel's
 // argument; NULL and an error if it cannot be had.
 ct_async_record *ct_cuda_async_record(int device);
-// Enters with `device` current and `stream` (a cudaStream_t of it, NULL for
-// the legacy stream) just waited for by the caller `op` (e.g. "ct_item");
-// copies the record on that stream, so nothing else is waited for. Leaves
-// with CT_OK if no kernel left an error, else with the error (ct_fail) and
-// the record cleared. A device whose kernels never reported costs nothing.
-int ct_cuda_async_check(int device, void *stream, const char *op);
+// Enters with `device` current, after the caller `op` (e.g. "ct_item") has
+// waited for a stream or an event of it; copies the record on the device's
+// own non-blocking check stream, so nothing else is waited for and a report
+// is seen whichever stream ran the kernel that made it. Leaves with CT_OK if
+// no kernel left an error, else with the error (ct_fail) and the record
+// cleared. A device whose kernels never reported costs nothing.
+int ct_cuda_async_check(int device, const char *op);
 #endif
 
 #ifdef __cplusplus

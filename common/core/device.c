@@ -320,7 +320,7 @@ int ct_cuda_synchronize(int index) {
   if (prev != index) CT_CUDA_CHECK(cudaSetDevice(index));
   cudaError_t e = cudaDeviceSynchronize();
   // All work is done: a kernel's deferred error (async_error.h) surfaces here.
-  rc = e == cudaSuccess ? ct_cuda_async_check(index, NULL, "ct_cuda_synchronize") : CT_OK;
+  rc = e == cudaSuccess ? ct_cuda_async_check(index, "ct_cuda_synchronize") : CT_OK;
   if (prev != index) (void)cudaSetDevice(prev);
   if (e != cudaSuccess) return ct_cuda_fail((int)e, "cudaDeviceSynchronize()", __FILE__, __LINE__);
   if (rc != CT_OK) return rc;

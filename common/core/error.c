@@ -63,6 +63,10 @@ static const char *base_name(const char *path) {
 ct_status ct_cuda_fail(int err, const char *call, const char *file, int line) {
   cudaError_t e = (cudaError_t)err;
   ct_status st = (e == cudaErrorMemoryAllocation) ? CT_ERR_OOM : CT_ERR_CUDA;
+  // Handled here: take it off the runtime's last-error slot, or the next
+  // kernel launch's CT_CUDA_CHECK(cudaGetLastError()) would report it as its
+  // own. (A sticky error, one that spoils the context, stays whatever we do.)
+  (void)cudaGetLastError();
   return ct_fail(st, "%s failed at %s:%d: %s (%s)", call, base_name(file), line,
                  cudaGetErrorName(e), cudaGetErrorString(e));
 }

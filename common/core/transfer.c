@@ -81,7 +81,7 @@ static int issue(ct_device dst_dev, void *dst, ct_device src_dev, const void *sr
   // A copy to the host has waited for the stream: a kernel's deferred error
   // (async_error.h) surfaces here.
   if (rc == CT_OK && !non_blocking && dst_dev.type == CT_CPU)
-    rc = ct_cuda_async_check(dev, h, "a copy to the host (ct_item, ct_copy_to_host, ct_to)");
+    rc = ct_cuda_async_check(dev, "a copy to the host (ct_item, ct_copy_to_host, ct_to)");
   if (prev != dev) (void)cudaSetDevice(prev);
   return rc;
 }

@@ -14,6 +14,10 @@
 #include <cuda_runtime.h>
 
 static ct_async_record *ct_async_records[CT_MAX_CUDA_DEVICES];
+// Each device's own non-blocking stream for reading the record: a copy there
+// waits for no other work, so the check costs only itself and sees what any
+// finished kernel wrote, whichever stream ran it.
+static cudaStream_t ct_async_streams[CT_MAX_CUDA_DEVICES];
 static pthread_mutex_t ct_async_mu = PTHREAD_MUTEX_INITIALIZER;
 
 // Enters with the lock held and no record for `device`; leaves with a zeroed
@@ -23,8 +27,14 @@ static int ct_async_make(int device, ct_async_record **out) {
   CT_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != device) CT_CUDA_CHECK(cudaSetDevice(device));
   void *p = NULL;
-  cudaError_t e = cudaMalloc(&p, sizeof(ct_async_record));
-  const char *call = "cudaMalloc(&p, sizeof(ct_async_record))";
+  cudaStream_t cs = ct_async_streams[device];
+  cudaError_t e = cs ? cudaSuccess : cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking);
+  const char *call = "cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking)";
+  if (e == cudaSuccess) {
+    ct_async_streams[device] = cs;
+    e = cudaMalloc(&p, sizeof(ct_async_record));
+    call = "cudaMalloc(&p, sizeof(ct_async_record))";
+  }
   if (e == cudaSuccess) {
     // Zeroed before any kernel can see it: kernels on non-blocking streams
     // do not wait for the legacy stream, so wait here (once per device).
@@ -35,6 +45,8 @@ static int ct_async_make(int device, ct_async_record **out) {
       call = "cudaDeviceSynchronize()";
     }
     if (e != cudaSuccess) (void)cudaFree(p);
+  } else {
+    p = NULL;
   }
   if (prev != device) (void)cudaSetDevice(prev);
   if (e != cudaSuccess) return ct_cuda_fail((int)e, call, __FILE__, __LINE__);
@@ -56,11 +68,11 @@ extern "C" ct_async_record *ct_cuda_async_record(int device) {
   return r;
 }
 
-extern "C" int ct_cuda_async_check(int device, void *stream, const char *op) {
+extern "C" int ct_cuda_async_check(int device, const char *op) {
   if (device < 0 || device >= CT_MAX_CUDA_DEVICES) return CT_OK;
   ct_async_record *r = __atomic_load_n(&ct_async_records[device], __ATOMIC_ACQUIRE);
   if (!r) return CT_OK; // no kernel on this device has ever been given the record
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaStream_t s = ct_async_streams[device]; // set before the record was published
   ct_async_record h;
   memset(&h, 0, sizeof h);
   CT_CUDA_CHECK(cudaMemcpyAsync(&h, r, sizeof h, cudaMemcpyDeviceToHost, s));

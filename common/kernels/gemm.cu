@@ -16,24 +16,46 @@
 // destroying them at exit races with the CUDA context's teardown). A second
 // mutex per device covers cublasSetStream and the call that follows it, so
 // two host threads sharing a device cannot swap each other's stream.
+//
+// One cuBLAS workspace per stream, as PyTorch keeps: cublasSetStream puts the
+// handle back on its one default workspace, which every stream would then
+// share, so a gemm on one stream could overwrite the scratch space of a gemm
+// still running on another. Each (device, stream) gets its own, made by
+// cudaMalloc on that stream's first gemm and kept for the process like the
+// handle (so it is not in memory_allocated). A stream that is destroyed is
+// synchronized first (stream.h), so a later stream that receives the same
+// cudaStream_t may take over its workspace. The first gemm on a stream must
+// come before a graph capture on it (cudaMalloc cannot be captured), which
+// the usual warm-up run gives.
 // f32 runs in full FP32 unless ct_set_allow_tf32(true); f16/bf16 read and
 // write their own dtype and accumulate in f32, alpha/beta passed as float.
 #include <limits.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 #include <cublas_v2.h>
 
 #include "cuda_backend.h"
 #include "kernel_util.cuh"
 
+// PyTorch's default CUBLAS_WORKSPACE_CONFIG ":4096:2:16:8": 2 x 4 MiB + 8 x 16 KiB.
+#define CT_CUBLAS_WORKSPACE_BYTES ((size_t)4096 * 1024 * 2 + (size_t)16 * 1024 * 8)
+
+struct CtCublasWorkspace {
+  cudaStream_t stream;
+  void *ptr; // CT_CUBLAS_WORKSPACE_BYTES on the device
+  CtCublasWorkspace *next;
+};
+
 struct CtCublasSlot {
-  pthread_mutex_t use; // held around cublasSetStream + the gemm
+  pthread_mutex_t use; // held around cublasSetStream + the gemm, and the workspaces
   cublasHandle_t handle;
+  CtCublasWorkspace *workspaces; // one per stream that ran a gemm
 };
 
 static pthread_mutex_t ct_cublas_create_mu = PTHREAD_MUTEX_INITIALIZER;
 static CtCublasSlot ct_cublas_slots[CT_MAX_CUDA_DEVICES] = {
-#define CT_SLOT {PTHREAD_MUTEX_INITIALIZER, nullptr}
+#define CT_SLOT {PTHREAD_MUTEX_INITIALIZER, nullptr, nullptr}
     CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT,
     CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT,
 #undef CT_SLOT
@@ -79,6 +101,29 @@ static int ct_cublas_handle(int device, cublasHandle_t *out) {
   return CT_OK;
 }
 
+// Enters with `device` current and its slot's `use` mutex held; leaves with
+// h bound to `stream` and to that stream's own workspace (made now if new).
+static int ct_cublas_bind(CtCublasSlot *slot, cublasHandle_t h, cudaStream_t stream) {
+  CtCublasWorkspace *w = slot->workspaces;
+  while (w && w->stream != stream) w = w->next;
+  if (!w) {
+    void *p = nullptr;
+    CT_CUDA_CHECK(cudaMalloc(&p, CT_CUBLAS_WORKSPACE_BYTES));
+    w = static_cast<CtCublasWorkspace *>(calloc(1, sizeof *w));
+    if (!w) {
+      (void)cudaFree(p);
+      return ct_fail(CT_ERR_OOM, "ct_gemm: out of host memory for a cuBLAS workspace record");
+    }
+    w->stream = stream;
+    w->ptr = p;
+    w->next = slot->workspaces;
+    slot->workspaces = w;
+  }
+  CT_CUBLAS_CHECK(cublasSetStream(h, stream)); // resets the workspace: set it after
+  CT_CUBLAS_CHECK(cublasSetWorkspace(h, w->ptr, CT_CUBLAS_WORKSPACE_BYTES));
+  return CT_OK;
+}
+
 // The leading dimension cuBLAS requires of a column-major (rows, cols) view
 // is at least max(1, rows). Ours is a row stride, which the dispatcher sets
 // sensibly except that a matrix of at most one column (one row-major row)
@@ -119,7 +164,7 @@ extern "C" int ct_cuda_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
   cublasHandle_t h = nullptr;
   if (int rc = ct_cublas_handle(scope.device(), &h)) return rc;
   CtLock lock(&ct_cublas_slots[scope.device()].use);
-  CT_CUBLAS_CHECK(cublasSetStream(h, scope.stream()));
+  if (int rc = ct_cublas_bind(&ct_cublas_slots[scope.device()], h, scope.stream())) return rc;
 
   if (dt == CT_F64) {
     CT_CUBLAS_CHECK(cublasDgemmStridedBatched(

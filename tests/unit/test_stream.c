@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -18,6 +19,8 @@
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "cuda_check.h"
 #endif
 
 static void sleep_ms(int ms) {
@@ -310,6 +313,147 @@ static void test_query(void **state) {
   ct_stream_destroy(s);
 }
 
+// The CPU model's test hold (stream.h): a CPU event recorded while held is
+// not done for ct_event_query until the hold ends; one recorded before or
+// after is done at once. (CPU events, whatever the device under test.)
+static void test_cpu_event_hold(void **state) {
+  (void)state;
+  ct_device cpu = ct_device_cpu();
+  ct_event *before = ct_event_create(cpu, false), *during = ct_event_create(cpu, false),
+           *after = ct_event_create(cpu, false);
+  TU_CHECK(before);
+  TU_CHECK(during);
+  TU_CHECK(after);
+  TU_OK(ct_event_record(before, NULL));
+  ct_cpu_events_hold_(true);
+  TU_OK(ct_event_record(during, NULL));
+  assert_true(ct_event_query(before));
+  assert_false(ct_event_query(during));
+  TU_OK(ct_event_synchronize(during)); // the host has nothing to wait for
+  assert_false(ct_event_query(during));
+  ct_cpu_events_hold_(false);
+  assert_true(ct_event_query(during));
+  TU_OK(ct_event_record(after, NULL));
+  assert_true(ct_event_query(after));
+  // A second hold does not catch an event of the first.
+  ct_cpu_events_hold_(true);
+  assert_true(ct_event_query(during));
+  ct_cpu_events_hold_(false);
+  ct_event_destroy(before), ct_event_destroy(during), ct_event_destroy(after);
+}
+
+// A kernel's deferred error (async_error.h) is seen at a wait for the stream
+// it ran on, here through an event of a side stream (CUDA only).
+static void test_async_error_on_side_stream(void **state) {
+  (void)state;
+  if (tu_device.type == CT_CPU) skip();
+  ct_stream *def = ct_current_stream(tu_device);
+  ct_stream *side = ct_stream_create(tu_device, 0);
+  TU_CHECK(side);
+  ct_event *e = ct_event_create(tu_device, false);
+  TU_CHECK(e);
+  const int64_t bad[2] = {1, 12}; // 12 of 4 classes
+  TU_OK(ct_set_stream(side));
+  ct_tensor *x = ct_zeros(CT_SHAPE(2, 4), CT_F32, tu_device);
+  ct_tensor *t = ct_from_host(bad, CT_SHAPE(2), CT_I64, tu_device);
+  ct_tensor *loss = x && t ? ct_cross_entropy_loss(x, t, NULL) : NULL;
+  int rc = loss ? ct_event_record(e, side) : (int)ct_last_status();
+  TU_OK(ct_set_stream(def));
+  TU_OK(rc);
+  assert_int_equal(ct_event_synchronize(e), CT_ERR_VALUE);
+  assert_non_null(strstr(ct_last_error(), "Target 12 is out of bounds."));
+  assert_non_null(strstr(ct_last_error(), "ct_event_synchronize"));
+  TU_OK(ct_stream_synchronize(side)); // reported once
+  ct_free(loss), ct_free(t), ct_free(x);
+  ct_event_destroy(e);
+  ct_stream_destroy(side);
+}
+
+// A CUDA failure the runtime handled (ct_cuda_fail) is not left in CUDA's
+// last-error slot, where the next kernel launch's check would take it for
+// its own (CUDA only).
+static void test_handled_failure_not_blamed_on_next_kernel(void **state) {
+  (void)state;
+  if (tu_device.type == CT_CPU) skip();
+#ifdef CT_HAVE_CUDA
+  ct_tensor *a = ct_ones(CT_SHAPE(1000), CT_F32, tu_device);
+  TU_CHECK(a);
+  int prev = 0;
+  assert_int_equal(cudaGetDevice(&prev), cudaSuccess);
+  cudaError_t e = cudaSetDevice(-1); // fails, and CUDA records it as its last error
+  assert_int_not_equal(e, cudaSuccess);
+  assert_int_equal(ct_cuda_fail((int)e, "cudaSetDevice(-1)", __FILE__, __LINE__), CT_ERR_CUDA);
+  assert_int_equal(cudaSetDevice(prev), cudaSuccess);
+  ct_tensor *b = ct_add(a, a); // a kernel launch, checked with cudaGetLastError
+  TU_CHECK(b);
+  ct_tensor *sum = ct_sum(b);
+  TU_CHECK(sum);
+  double v = 0;
+  TU_OK(ct_item(sum, &v));
+  assert_true(v == 2000.0);
+  ct_free(sum), ct_free(b), ct_free(a);
+#endif
+}
+
+// Matrix products on two streams at once, each with its own cuBLAS
+// workspace, agree with a float64 product on the host (exact here: small
+// integers). A shared workspace could let one overwrite the other's
+// scratch; whether cuBLAS uses it depends on its choice of algorithm, so
+// this checks the results, not the race (CUDA only).
+static void test_gemm_on_two_streams(void **state) {
+  (void)state;
+  if (tu_device.type == CT_CPU) skip();
+  enum { N = 384, K = 2048 };
+  float *ha = malloc(sizeof(float) * N * K), *hb = malloc(sizeof(float) * K * N);
+  double *ref = malloc(sizeof(double) * N * N);
+  float *back = malloc(sizeof(float) * N * N);
+  assert_true(ha && hb && ref && back);
+  for (int i = 0; i < N; ++i)
+    for (int k = 0; k < K; ++k) ha[i * K + k] = (float)((i + 3 * k) % 7 - 3);
+  for (int k = 0; k < K; ++k)
+    for (int j = 0; j < N; ++j) hb[k * N + j] = (float)((5 * k + j) % 5 - 2);
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int k = 0; k < K; ++k) acc += (double)ha[i * K + k] * hb[k * N + j];
+      ref[i * N + j] = acc;
+    }
+  ct_stream *def = ct_current_stream(tu_device);
+  ct_stream *st[2] = {ct_stream_create(tu_device, 0), ct_stream_create(tu_device, 0)};
+  TU_CHECK(st[0]);
+  TU_CHECK(st[1]);
+  ct_tensor *a = ct_from_host(ha, CT_SHAPE(N, K), CT_F32, tu_device);
+  ct_tensor *b = ct_from_host(hb, CT_SHAPE(K, N), CT_F32, tu_device);
+  TU_CHECK(a);
+  TU_CHECK(b);
+  ct_tensor *c[2][4] = {{NULL}};
+  for (int r = 0; r < 4; ++r)
+    for (int q = 0; q < 2; ++q) {
+      TU_OK(ct_set_stream(st[q]));
+      TU_OK(ct_stream_wait_stream(st[q], def)); // a and b are made on def
+      c[q][r] = ct_matmul(a, b);
+      TU_OK(ct_set_stream(def));
+      TU_CHECK(c[q][r]);
+      TU_OK(ct_record_stream(a, st[q]));
+      TU_OK(ct_record_stream(b, st[q]));
+    }
+  for (int q = 0; q < 2; ++q) {
+    TU_OK(ct_stream_synchronize(st[q]));
+    for (int r = 0; r < 4; ++r) {
+      TU_OK(ct_set_stream(st[q]));
+      TU_OK(ct_copy_to_host(c[q][r], back, sizeof(float) * N * N));
+      TU_OK(ct_set_stream(def));
+      for (int i = 0; i < N * N; ++i)
+        if ((double)back[i] != ref[i])
+          fail_msg("stream %d, product %d: element %d is %g, expected %g", q, r, i, back[i], ref[i]);
+      ct_free(c[q][r]);
+    }
+  }
+  ct_free(a), ct_free(b);
+  ct_stream_destroy(st[0]), ct_stream_destroy(st[1]);
+  free(ha), free(hb), free(ref), free(back);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
@@ -319,6 +463,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_event_errors),
       cmocka_unit_test(test_wait_event_orders),
       cmocka_unit_test(test_query),
+      cmocka_unit_test(test_cpu_event_hold),
+      cmocka_unit_test(test_async_error_on_side_stream),
+      cmocka_unit_test(test_handled_failure_not_blamed_on_next_kernel),
+      cmocka_unit_test(test_gemm_on_two_streams),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
