@@ -43,10 +43,13 @@
 // and it does this for batch k+1 before returning batch k, so the copy of the
 // next batch runs while the caller's kernels for this one run. Before batch
 // k is returned the current stream waits on E_k (the host does not wait).
-// The pinned host tensors of batch k are kept until E_k has completed
-// (ct_event_query; after a few batches, ct_event_synchronize), because the
-// pinned pool would otherwise hand the memory to a worker while the DMA is
-// still reading it. Without pin_memory, batches are copied on the current
+// The pinned host tensors of batch k are freed as soon as the copy is
+// issued: the non-blocking copy recorded an event on their pinned blocks
+// (alloc.h), so the pinned pool hands that memory to a worker only after the
+// DMA has read it. A staged batch that is never delivered (an error, a new
+// epoch, the loader freed) has its device tensors freed with
+// ct_record_stream(side): the caching allocator reuses them only after the
+// copy into them is done; nothing waits on the host. Without pin_memory, batches are copied on the current
 // stream with a blocking copy, as x.to(device) from pageable memory does in
 // PyTorch: no overlap, which is why PyTorch users pass pin_memory=True.
 //
@@ -88,15 +91,11 @@ typedef struct slot {
   ct_tensor *x, *y;
 } slot;
 
-// A batch whose host->device copy has been issued (or, in the retire queue,
-// whose pinned host tensors wait for the copy to complete).
+// A batch whose host->device copy has been issued.
 typedef struct staged {
-  ct_tensor *hx, *hy; // pinned host tensors being read by the copy
   ct_tensor *dx, *dy; // device tensors being written
   ct_event *ev;       // recorded on the side stream after the copy
 } staged;
-
-#define RETIRE_MAX 8 // host batches waiting for their copy; then we synchronize
 
 struct ct_dataloader {
   ct_dataset *ds;
@@ -125,9 +124,7 @@ struct ct_dataloader {
   ct_event *fence; // recorded on the current stream; the side stream waits on it
   staged pend;
   bool have_pend;
-  staged retire[RETIRE_MAX];
-  int nretire;
-  ct_event *events[RETIRE_MAX + 2];
+  ct_event *events[4]; // spare events: at most two batches are staged at once
   int nevents;
 };
 
@@ -319,34 +316,15 @@ static void event_put(ct_dataloader *dl, ct_event *e) {
   else ct_event_destroy(e);
 }
 
-// Frees the pinned host tensors whose copies have completed; with `all`,
-// waits for every copy first. Oldest first: copies on one stream complete in
-// order.
-static void reap(ct_dataloader *dl, bool all) {
-  int done = 0;
-  while (done < dl->nretire) {
-    staged *r = &dl->retire[done];
-    if (!ct_event_query(r->ev)) {
-      if (!all && dl->nretire - done < RETIRE_MAX) break;
-      (void)ct_event_synchronize(r->ev);
-    }
-    ct_free(r->hx);
-    ct_free(r->hy);
-    event_put(dl, r->ev);
-    ++done;
-  }
-  memmove(dl->retire, dl->retire + done, sizeof(staged) * (size_t)(dl->nretire - done));
-  dl->nretire -= done;
-}
-
-static void retire_push(ct_dataloader *dl, staged *b) {
-  if (dl->nretire == RETIRE_MAX) reap(dl, false);
-  if (dl->nretire == RETIRE_MAX) { // the oldest copy is still running: wait for it
-    (void)ct_event_synchronize(dl->retire[0].ev);
-    reap(dl, false);
-  }
-  dl->retire[dl->nretire++] = (staged){b->hx, b->hy, NULL, NULL, b->ev};
-  reap(dl, false);
+// Frees a staged batch's device tensors without waiting: they are used on the
+// side stream, so the allocator reuses them only once the copies there are done.
+static void staged_drop(ct_dataloader *dl, staged *b) {
+  if (b->dx) (void)ct_record_stream(b->dx, dl->side);
+  if (b->dy) (void)ct_record_stream(b->dy, dl->side);
+  ct_free(b->dx);
+  ct_free(b->dy);
+  event_put(dl, b->ev);
+  *b = (staged){NULL, NULL, NULL};
 }
 
 // Issues batch (hx, hy)'s copy on the side stream into new device tensors
@@ -354,7 +332,7 @@ static void retire_push(ct_dataloader *dl, staged *b) {
 static int stage(ct_dataloader *dl, ct_tensor *hx, ct_tensor *hy, staged *out) {
   ct_device dev = dl->o.device;
   ct_stream *cur = ct_current_stream(dev);
-  staged b = {hx, hy, NULL, NULL, NULL};
+  staged b = {NULL, NULL, NULL};
   int rc = cur ? CT_OK : (int)ct_last_status();
   // Allocated while `cur` is current: the blocks belong to the caller's stream.
   if (rc == CT_OK) b.dx = ct_empty(ct_shape_of(hx), ct_dtype_of(hx), dev);
@@ -376,15 +354,12 @@ static int stage(ct_dataloader *dl, ct_tensor *hx, ct_tensor *hy, staged *out) {
     }
   }
   if (rc == CT_OK) rc = ct_event_record(b.ev, dl->side);
+  // The pinned pool keeps hx and hy until the copies issued from them are done.
+  ct_free(hx);
+  ct_free(hy);
   if (rc != CT_OK) {
-    // Nothing may be freed while a copy might still run: wait for the side stream.
-    (void)ct_stream_synchronize(dl->side);
-    ct_free(b.dx);
-    ct_free(b.dy);
-    ct_free(hx);
-    ct_free(hy);
-    event_put(dl, b.ev);
-    return rc ? rc : CT_ERR_CUDA;
+    staged_drop(dl, &b); // a copy may have been issued into them
+    return rc;
   }
   *out = b;
   return CT_OK;
@@ -393,14 +368,7 @@ static int stage(ct_dataloader *dl, ct_tensor *hx, ct_tensor *hy, staged *out) {
 // Drops a staged batch that will not be delivered.
 static void drop_pending(ct_dataloader *dl) {
   if (!dl->have_pend) return;
-  staged *p = &dl->pend;
-  // The device blocks go back to the current stream's cache: make that stream
-  // wait for the copy into them first, then let the host tensors retire.
-  ct_stream *cur = ct_current_stream(dl->o.device);
-  if (!cur || ct_stream_wait_event(cur, p->ev) != CT_OK) (void)ct_event_synchronize(p->ev);
-  ct_free(p->dx);
-  ct_free(p->dy);
-  retire_push(dl, p);
+  staged_drop(dl, &dl->pend);
   dl->have_pend = false;
 }
 
@@ -495,11 +463,7 @@ ct_dataloader *ct_dataloader_create(ct_dataset *ds, ct_dataloader_options o) {
 void ct_dataloader_free(ct_dataloader *dl) {
   if (!dl) return;
   stop_workers(dl);
-  if (dl->have_pend) {
-    (void)ct_event_synchronize(dl->pend.ev);
-    drop_pending(dl);
-  }
-  reap(dl, true);
+  drop_pending(dl);
   for (int i = 0; i < dl->nevents; ++i) ct_event_destroy(dl->events[i]);
   ct_event_destroy(dl->fence);
   ct_stream_destroy(dl->side);
@@ -600,15 +564,12 @@ int ct_dataloader_next(ct_dataloader *dl, ct_tensor **x, ct_tensor **y) {
   }
   if (rc == CT_OK) rc = ct_stream_wait_event(ct_current_stream(dl->o.device), cur.ev);
   if (rc != CT_OK) {
-    (void)ct_event_synchronize(cur.ev);
-    ct_free(cur.dx);
-    ct_free(cur.dy);
-    retire_push(dl, &cur);
+    staged_drop(dl, &cur);
     end_epoch(dl);
     return -rc;
   }
   *x = cur.dx;
   *y = cur.dy;
-  retire_push(dl, &cur);
+  event_put(dl, cur.ev); // the wait above has taken its record: free to reuse
   return 1;
 }
