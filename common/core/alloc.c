@@ -19,9 +19,10 @@
 //  - no two free blocks are neighbours (a freed block merges with free
 //    neighbours at once), so a segment with no live block is one free block,
 //    which is what empty_cache looks for;
-//  - a block is on its pool's free list exactly when it is not live;
+//  - a block is on its pool's free list exactly when it is not live (a
+//    freed block still waiting for other streams, "pending", counts as live);
 //  - memory_allocated is the sum of the rounded request sizes of the live
-//    blocks (a block handed out whole, because its remainder was too small to
+//    blocks that are not pending (a block handed out whole, because its remainder was too small to
 //    split off, still counts its rounded request, as alloc.h says; PyTorch
 //    would count the whole block); memory_reserved is the sum of the sizes of
 //    the segments held.
