@@ -204,7 +204,7 @@ static int write_data(cti_atomic_file *af, const ct_named_tensor *entries, int n
   void *stage = NULL;
   size_t stage_cap = 0;
   int rc = CT_OK;
-  for (int i = 0; i < n && rc == CT_OK; i++) {
+  for (int i = 0; i < n && rc == CT_OK && !af->err; i++) { // after a failed write, commit reports it
     const ct_tensor *t = entries[i].tensor;
     size_t nb = ct_nbytes(t);
     if (nb == 0) continue;
