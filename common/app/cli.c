@@ -10,8 +10,9 @@
 //  - the first line a chapter prints is "device: ...", naming the device it
 //    runs on and, when "auto" fell back to the CPU, CUDA's reason why;
 //  - a metrics file is either absent, the previous complete file, or the new
-//    complete file: it is written to "<path>.tmp.<pid>", flushed, fsync'ed and
-//    renamed over <path>, so a reader never sees half a JSON object.
+//    complete file: the runtime's atomic writer (atomic_file.h) writes it to
+//    "<path>.tmp.<pid>", fsyncs it and renames it over <path>, so a reader
+//    never sees half a JSON object.
 //
 // The fields of a ct_cli the chapter sets before ct_cli_parse (zero the rest)
 // are its defaults: program, summary, and optionally device_spec ("auto" when
@@ -33,8 +34,10 @@
 
 #include <cblas.h> // openblas_get_parallel
 
+#include "atomic_file.h"
 #include "error.h"
 #include "random.h"
+#include "strbuf.h"
 
 // ---- parsing ------------------------------------------------------------------
 
@@ -329,109 +332,8 @@ void ct_cli_section(const char *name) {
 
 // ---- metrics ------------------------------------------------------------------------
 
-// A growable byte string; `oom` sticks once an allocation fails.
-typedef struct sbuf {
-  char *s;
-  size_t n, cap;
-  bool oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 64;
-    while (b->n + n + 1 > cap) cap *= 2;
-    char *p = realloc(b->s, cap);
-    if (!p) {
-      b->oom = true;
-      return;
-    }
-    b->s = p;
-    b->cap = cap;
-  }
-  memcpy(b->s + b->n, s, n);
-  b->n += n;
-  b->s[b->n] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-// Bytes in a valid UTF-8 sequence starting at s (1..4), or 0 if invalid.
-static int utf8_seq_len(const unsigned char *s) {
-  int n;
-  if (s[0] < 0x80) return 1;
-  if (s[0] >= 0xC2 && s[0] <= 0xDF) n = 2;
-  else if (s[0] >= 0xE0 && s[0] <= 0xEF) n = 3;
-  else if (s[0] >= 0xF0 && s[0] <= 0xF4) n = 4;
-  else return 0;
-  for (int k = 1; k < n; k++)
-    if ((s[k] & 0xC0) != 0x80) return 0;
-  if (n == 3 && s[0] == 0xE0 && s[1] < 0xA0) return 0; // overlong
-  if (n == 3 && s[0] == 0xED && s[1] >= 0xA0) return 0; // surrogates
-  if (n == 4 && s[0] == 0xF0 && s[1] < 0x90) return 0;  // overlong
-  if (n == 4 && s[0] == 0xF4 && s[1] >= 0x90) return 0; // past U+10FFFF
-  return n;
-}
-
-// A JSON string literal. Control characters are escaped; a byte that is not
-// part of valid UTF-8 is written as the Latin-1 character of that value, so
-// the file always parses.
-static void sb_json_string(sbuf *b, const char *s) {
-  if (!s) {
-    sb_puts(b, "null");
-    return;
-  }
-  sb_putn(b, "\"", 1);
-  for (const unsigned char *p = (const unsigned char *)s; *p;) {
-    char esc[8];
-    unsigned char c = *p;
-    if (c == '"' || c == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)c;
-      sb_putn(b, esc, 2);
-      p++;
-    } else if (c < 0x20) {
-      switch (c) {
-      case '\n': sb_puts(b, "\\n"); break;
-      case '\r': sb_puts(b, "\\r"); break;
-      case '\t': sb_puts(b, "\\t"); break;
-      case '\b': sb_puts(b, "\\b"); break;
-      case '\f': sb_puts(b, "\\f"); break;
-      default:
-        snprintf(esc, sizeof esc, "\\u%04x", c);
-        sb_puts(b, esc);
-      }
-      p++;
-    } else {
-      int n = utf8_seq_len(p);
-      if (n > 0) {
-        sb_putn(b, (const char *)p, (size_t)n);
-        p += n;
-      } else {
-        snprintf(esc, sizeof esc, "\\u%04x", c);
-        sb_puts(b, esc);
-        p++;
-      }
-    }
-  }
-  sb_putn(b, "\"", 1);
-}
-
-// The shortest "%.*g" that reads back as the same double; null for NaN/inf,
-// which JSON cannot spell.
-static void sb_json_number(sbuf *b, double v) {
-  if (!isfinite(v)) {
-    sb_puts(b, "null");
-    return;
-  }
-  char buf[40];
-  for (int prec = 15; prec <= 17; prec++) {
-    snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (strtod(buf, NULL) == v) break;
-  }
-  sb_puts(b, buf);
-}
-
+// Values are rendered by the runtime's JSON writer (strbuf.h) and the file
+// is written by its atomic writer (atomic_file.h).
 typedef struct metric {
   char *key;
   char *json; // the value, already rendered as JSON
@@ -463,16 +365,16 @@ ct_metrics *ct_metrics_open(const char *path) {
 
 // Takes ownership of the rendered value; a key given twice keeps its first
 // place and its last value.
-static void metrics_put(ct_metrics *m, const char *key, sbuf *value) {
-  if (value->oom || !value->s) {
+static void metrics_put(ct_metrics *m, const char *key, cti_strbuf *value) {
+  char *json = cti_sb_take(value);
+  if (!json) {
     m->oom = true;
-    free(value->s);
     return;
   }
   for (int i = 0; i < m->n; i++) {
     if (!strcmp(m->items[i].key, key)) {
       free(m->items[i].json);
-      m->items[i].json = value->s;
+      m->items[i].json = json;
       return;
     }
   }
@@ -481,7 +383,7 @@ static void metrics_put(ct_metrics *m, const char *key, sbuf *value) {
     metric *p = realloc(m->items, (size_t)cap * sizeof *p);
     if (!p) {
       m->oom = true;
-      free(value->s);
+      free(json);
       return;
     }
     m->items = p;
@@ -490,37 +392,37 @@ static void metrics_put(ct_metrics *m, const char *key, sbuf *value) {
   char *k = strdup(key);
   if (!k) {
     m->oom = true;
-    free(value->s);
+    free(json);
     return;
   }
   m->items[m->n].key = k;
-  m->items[m->n].json = value->s;
+  m->items[m->n].json = json;
   m->n++;
 }
 
 void ct_metrics_num(ct_metrics *m, const char *key, double value) {
   if (!m || !m->path || !key) return;
-  sbuf v = {0};
-  sb_json_number(&v, value);
+  cti_strbuf v = {0};
+  cti_json_number(&v, value);
   metrics_put(m, key, &v);
 }
 
 void ct_metrics_str(ct_metrics *m, const char *key, const char *value) {
   if (!m || !m->path || !key) return;
-  sbuf v = {0};
-  sb_json_string(&v, value);
+  cti_strbuf v = {0};
+  cti_json_string(&v, value);
   metrics_put(m, key, &v);
 }
 
 void ct_metrics_series(ct_metrics *m, const char *key, const double *values, int n) {
   if (!m || !m->path || !key) return;
-  sbuf v = {0};
-  sb_putn(&v, "[", 1);
+  cti_strbuf v = {0};
+  cti_sb_puts(&v, "[");
   for (int i = 0; values && i < n; i++) {
-    if (i) sb_puts(&v, ", ");
-    sb_json_number(&v, values[i]);
+    if (i) cti_sb_puts(&v, ", ");
+    cti_json_number(&v, values[i]);
   }
-  sb_putn(&v, "]", 1);
+  cti_sb_puts(&v, "]");
   metrics_put(m, key, &v);
 }
 
@@ -534,81 +436,28 @@ static void metrics_free(ct_metrics *m) {
   free(m);
 }
 
-// Enters with the whole document in `doc`; leaves with `path` replaced by it,
-// or with the old `path` untouched, no temp file left behind, and CT_ERR_IO.
-static int write_atomically(const char *path, const char *doc, size_t len) {
-  size_t tlen = strlen(path) + 32;
-  char *tmp = malloc(tlen);
-  if (!tmp) return ct_fail(CT_ERR_IO, "ct_metrics_close: cannot write \"%s\": out of memory", path);
-  snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    int e = errno;
-    ct_status st = ct_fail(CT_ERR_IO, "ct_metrics_close: cannot write \"%s\": %s", path, strerror(e));
-    free(tmp);
-    return st;
-  }
-  FILE *f = fdopen(fd, "w");
-  if (!f) {
-    int e = errno;
-    close(fd);
-    unlink(tmp);
-    ct_status st = ct_fail(CT_ERR_IO, "ct_metrics_close: cannot write \"%s\": %s", path, strerror(e));
-    free(tmp);
-    return st;
-  }
-  int e = 0;
-  if (fwrite(doc, 1, len, f) != len || fflush(f) != 0) e = errno ? errno : EIO;
-  if (!e && fsync(fileno(f)) != 0) e = errno;
-  if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
-  if (!e && rename(tmp, path) != 0) e = errno;
-  if (e) {
-    unlink(tmp);
-    ct_status st = ct_fail(CT_ERR_IO, "ct_metrics_close: cannot write \"%s\": %s", path, strerror(e));
-    free(tmp);
-    return st;
-  }
-  free(tmp);
-
-  // Make the rename itself durable; a failure here leaves a complete file, so
-  // it is not reported.
-  char *dir = strdup(path);
-  if (dir) {
-    char *slash = strrchr(dir, '/');
-    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
-    int dfd = open(d, O_RDONLY | O_CLOEXEC);
-    if (dfd >= 0) {
-      (void)fsync(dfd);
-      close(dfd);
-    }
-    free(dir);
-  }
-  return CT_OK;
-}
-
 int ct_metrics_close(ct_metrics *m) {
   if (!m) return CT_OK;
   if (!m->path) {
     metrics_free(m);
     return CT_OK;
   }
-  sbuf doc = {0};
-  sb_puts(&doc, "{");
+  cti_strbuf doc = {0};
+  cti_sb_puts(&doc, "{");
   for (int i = 0; i < m->n; i++) {
-    sb_puts(&doc, i ? ",\n  " : "\n  ");
-    sb_json_string(&doc, m->items[i].key);
-    sb_puts(&doc, ": ");
-    sb_puts(&doc, m->items[i].json);
+    cti_sb_puts(&doc, i ? ",\n  " : "\n  ");
+    cti_json_string(&doc, m->items[i].key);
+    cti_sb_puts(&doc, ": ");
+    cti_sb_puts(&doc, m->items[i].json);
   }
-  sb_puts(&doc, m->n ? "\n}\n" : "}\n");
+  cti_sb_puts(&doc, m->n ? "\n}\n" : "}\n");
 
   int rc;
   if (m->oom || doc.oom)
-    rc = ct_fail(CT_ERR_IO, "ct_metrics_close: cannot write \"%s\": out of memory", m->path);
+    rc = ct_fail(CT_ERR_OOM, "ct_metrics_close: %s: out of host memory building the JSON", m->path);
   else
-    rc = write_atomically(m->path, doc.s, doc.n);
-  free(doc.s);
+    rc = cti_write_file_atomically("ct_metrics_close", m->path, doc.s, doc.len);
+  cti_sb_free(&doc);
   metrics_free(m);
   return rc;
 }

@@ -75,6 +75,7 @@
 #include "device.h"
 #include "error.h"
 #include "stream.h"
+#include "strbuf.h"
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -989,70 +990,42 @@ double ct_get_per_process_memory_fraction(ct_device d) {
 }
 
 // ---- the summary ------------------------------------------------------------------------
-typedef struct sbuf {
-  char *s;
-  size_t len, cap;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  if (!b->s) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < b->cap - b->len) {
-      b->len += (size_t)n;
-      return;
-    }
-    char *t = realloc(b->s, b->cap * 2 + (size_t)n);
-    if (!t) {
-      free(b->s);
-      b->s = NULL;
-      return;
-    }
-    b->s = t;
-    b->cap = b->cap * 2 + (size_t)n;
-  }
-}
-
+// Built in a cti_strbuf (strbuf.h).
 #define SUMMARY_ROW "| %-27s | %11s | %11s | %11s | %11s |\n"
 #define SUMMARY_WIDTH 85 // characters between the outer bars of SUMMARY_ROW
 
-static void sb_rule(sbuf *b, char c) {
+static void sb_rule(cti_strbuf *b, char c) {
   char line[SUMMARY_WIDTH + 4];
   line[0] = '|';
   memset(line + 1, c, SUMMARY_WIDTH);
   line[SUMMARY_WIDTH + 1] = '|';
   line[SUMMARY_WIDTH + 2] = '\n';
   line[SUMMARY_WIDTH + 3] = '\0';
-  sb_printf(b, "%s", line);
+  cti_sb_puts(b, line);
 }
 
-static void sb_centered(sbuf *b, const char *text) {
+static void sb_centered(cti_strbuf *b, const char *text) {
   int n = (int)strlen(text);
   int left = n < SUMMARY_WIDTH ? (SUMMARY_WIDTH - n) / 2 : 0;
   int right = n < SUMMARY_WIDTH ? SUMMARY_WIDTH - n - left : 0;
-  sb_printf(b, "|%*s%s%*s|\n", left, "", text, right, "");
+  cti_sb_printf(b, "|%*s%s%*s|\n", left, "", text, right, "");
 }
 
-static void sb_size_row(sbuf *b, const char *label, uint64_t cur, uint64_t peak,
+static void sb_size_row(cti_strbuf *b, const char *label, uint64_t cur, uint64_t peak,
                         uint64_t tot_a, uint64_t tot_f) {
   char c[32], p[32], a[32], f[32];
-  sb_printf(b, SUMMARY_ROW, label, fmt_size(cur, c, sizeof c), fmt_size(peak, p, sizeof p),
+  cti_sb_printf(b, SUMMARY_ROW, label, fmt_size(cur, c, sizeof c), fmt_size(peak, p, sizeof p),
             fmt_size(tot_a, a, sizeof a), fmt_size(tot_f, f, sizeof f));
 }
 
-static void sb_count_row(sbuf *b, const char *label, uint64_t cur, uint64_t peak,
+static void sb_count_row(cti_strbuf *b, const char *label, uint64_t cur, uint64_t peak,
                          uint64_t tot_a, uint64_t tot_f) {
   char c[32], p[32], a[32], f[32];
   snprintf(c, sizeof c, "%llu", (unsigned long long)cur);
   snprintf(p, sizeof p, "%llu", (unsigned long long)peak);
   snprintf(a, sizeof a, "%llu", (unsigned long long)tot_a);
   snprintf(f, sizeof f, "%llu", (unsigned long long)tot_f);
-  sb_printf(b, SUMMARY_ROW, label, c, p, a, f);
+  cti_sb_printf(b, SUMMARY_ROW, label, c, p, a, f);
 }
 
 char *ct_memory_summary(ct_device d) {
@@ -1075,16 +1048,11 @@ char *ct_memory_summary(ct_device d) {
   else
     snprintf(title, sizeof title, "ct memory summary, device %s", dev);
 
-  sbuf b = {malloc(4096), 0, 4096};
-  if (!b.s) {
-    ct_fail(CT_ERR_OOM, "ct_memory_summary: out of host memory");
-    return NULL;
-  }
-  b.s[0] = '\0';
+  cti_strbuf b = {0};
   sb_rule(&b, '=');
   sb_centered(&b, title);
   sb_rule(&b, '-');
-  sb_printf(&b, SUMMARY_ROW, "Metric", "Current", "Peak", "Total alloc", "Total freed");
+  cti_sb_printf(&b, SUMMARY_ROW, "Metric", "Current", "Peak", "Total alloc", "Total freed");
   sb_rule(&b, '-');
   sb_size_row(&b, "Allocated memory", s.allocated, s.peak_allocated, s.allocated_total,
               s.freed_total);
@@ -1098,22 +1066,23 @@ char *ct_memory_summary(ct_device d) {
   char line[200], f1[32], f2[32];
   snprintf(line, sizeof line, " Cache flushes: %llu    OOMs: %llu",
            (unsigned long long)s.num_cache_flushes, (unsigned long long)s.num_ooms);
-  sb_printf(&b, "|%-*s|\n", SUMMARY_WIDTH, line);
+  cti_sb_printf(&b, "|%-*s|\n", SUMMARY_WIDTH, line);
   if (fraction_set)
     snprintf(line, sizeof line, " Memory fraction: %.4g (allows %s)", fraction,
              fmt_size(limit, f1, sizeof f1));
   else
     snprintf(line, sizeof line, " Memory fraction: not set (1.00)");
-  sb_printf(&b, "|%-*s|\n", SUMMARY_WIDTH, line);
+  cti_sb_printf(&b, "|%-*s|\n", SUMMARY_WIDTH, line);
   size_t free_b = 0, total_b = 0;
   if (slot_memory_info(slot, &free_b, &total_b) == CT_OK) {
     snprintf(line, sizeof line, " Device memory: %s free of %s total",
              fmt_size(free_b, f1, sizeof f1), fmt_size(total_b, f2, sizeof f2));
-    sb_printf(&b, "|%-*s|\n", SUMMARY_WIDTH, line);
+    cti_sb_printf(&b, "|%-*s|\n", SUMMARY_WIDTH, line);
   }
   sb_rule(&b, '=');
-  if (!b.s) ct_fail(CT_ERR_OOM, "ct_memory_summary: out of host memory");
-  return b.s;
+  char *text = cti_sb_take(&b);
+  if (!text) ct_fail(CT_ERR_OOM, "ct_memory_summary: out of host memory");
+  return text;
 }
 
 // ---- torch.cuda names ----------------------------------------------------------------------

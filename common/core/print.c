@@ -43,47 +43,9 @@
 #include <string.h>
 
 #include "error.h"
+#include "strbuf.h"
 
 enum { PR_PRECISION = 4, PR_THRESHOLD = 1000, PR_EDGEITEMS = 3, PR_LINEWIDTH = 80 };
-
-// ---- a growable string --------------------------------------------------------
-typedef struct sbuf {
-  char *p;
-  size_t len, cap;
-  bool oom; // set once a growth failed; later writes are dropped
-} sbuf;
-
-static void sb_reserve(sbuf *b, size_t extra) {
-  if (b->oom || b->len + extra + 1 <= b->cap) return;
-  size_t cap = b->cap ? b->cap : 256;
-  while (cap < b->len + extra + 1) cap *= 2;
-  char *p = realloc(b->p, cap);
-  if (!p) {
-    b->oom = true;
-    return;
-  }
-  b->p = p;
-  b->cap = cap;
-}
-
-static void sb_putn(sbuf *b, const char *s, size_t n) {
-  sb_reserve(b, n);
-  if (b->oom) return;
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-static void sb_repeat(sbuf *b, char c, int n) {
-  if (n <= 0) return;
-  sb_reserve(b, (size_t)n);
-  if (b->oom) return;
-  memset(b->p + b->len, c, (size_t)n);
-  b->len += (size_t)n;
-  b->p[b->len] = '\0';
-}
 
 // ---- the shown elements ---------------------------------------------------------
 // The elements that will be printed, in a compact row-major array whose
@@ -272,13 +234,13 @@ static void formatter_init(formatter *fm, const shown *s) {
   }
 }
 
-static void put_elem(sbuf *b, const formatter *fm, const shown *s, int64_t k) {
+static void put_elem(cti_strbuf *b, const formatter *fm, const shown *s, int64_t k) {
   char buf[400];
   int n = format_raw(fm, s, k, buf, sizeof buf);
   if (n < 0) n = 0;
   if ((size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
-  sb_repeat(b, ' ', fm->width - n);
-  sb_putn(b, buf, (size_t)n);
+  cti_sb_repeat(b, ' ', fm->width - n);
+  cti_sb_putn(b, buf, (size_t)n);
 }
 
 // ---- nested brackets ---------------------------------------------------------------------
@@ -294,7 +256,7 @@ static int64_t entries(const shown *s, int d, int64_t *out) {
 
 // _tensor_str_with_formatter for the sub-tensor at compact offset `base`
 // whose first dimension is d, printed at `indent`.
-static void put_tensor(sbuf *b, const formatter *fm, const shown *s, int d, int64_t base,
+static void put_tensor(cti_strbuf *b, const formatter *fm, const shown *s, int d, int64_t base,
                        int indent) {
   if (s->ndim == 0) {
     put_elem(b, fm, s, 0);
@@ -311,7 +273,7 @@ static void put_tensor(sbuf *b, const formatter *fm, const shown *s, int d, int6
     }
   }
   n = entries(s, d, list);
-  sb_puts(b, "[");
+  cti_sb_puts(b, "[");
   if (d == s->ndim - 1) { // _vector_str
     int element_length = fm->width + 2;
     int per_line = (PR_LINEWIDTH - indent) / element_length;
@@ -319,51 +281,51 @@ static void put_tensor(sbuf *b, const formatter *fm, const shown *s, int d, int6
     for (int64_t j = 0; j < n; ++j) {
       if (j > 0) {
         if (j % per_line == 0) {
-          sb_puts(b, ",\n");
-          sb_repeat(b, ' ', indent + 1);
+          cti_sb_puts(b, ",\n");
+          cti_sb_repeat(b, ' ', indent + 1);
         } else {
-          sb_puts(b, ", ");
+          cti_sb_puts(b, ", ");
         }
       }
-      if (list[j] < 0) sb_puts(b, " ...");
+      if (list[j] < 0) cti_sb_puts(b, " ...");
       else put_elem(b, fm, s, base + list[j]);
     }
   } else {
     int sub_dims = s->ndim - d; // the dim() of this sub-tensor
     for (int64_t j = 0; j < n; ++j) {
       if (j > 0) {
-        sb_puts(b, ",");
-        sb_repeat(b, '\n', sub_dims - 1);
-        sb_repeat(b, ' ', indent + 1);
+        cti_sb_puts(b, ",");
+        cti_sb_repeat(b, '\n', sub_dims - 1);
+        cti_sb_repeat(b, ' ', indent + 1);
       }
-      if (list[j] < 0) sb_puts(b, "...");
+      if (list[j] < 0) cti_sb_puts(b, "...");
       else put_tensor(b, fm, s, d + 1, base + list[j] * s->cstride[d], indent + 1);
     }
   }
-  sb_puts(b, "]");
+  cti_sb_puts(b, "]");
   if (list != ent) free(list);
 }
 
 // ---- suffixes ---------------------------------------------------------------------------------
 // _add_suffixes with force_newline = false.
-static void add_suffixes(sbuf *b, char suffixes[][64], int nsuffixes, int indent) {
+static void add_suffixes(cti_strbuf *b, char suffixes[][64], int nsuffixes, int indent) {
   long last_nl = -1;
   for (size_t k = 0; k < b->len; ++k)
-    if (b->p[k] == '\n') last_nl = (long)k;
+    if (b->s[k] == '\n') last_nl = (long)k;
   long last_line_len = (long)b->len - last_nl + 1; // PyTorch's count, kept as is
   for (int k = 0; k < nsuffixes; ++k) {
     long suffix_len = (long)strlen(suffixes[k]);
     if (last_line_len + suffix_len + 2 > PR_LINEWIDTH) {
-      sb_puts(b, ",\n");
-      sb_repeat(b, ' ', indent);
+      cti_sb_puts(b, ",\n");
+      cti_sb_repeat(b, ' ', indent);
       last_line_len = indent + suffix_len;
     } else {
-      sb_puts(b, ", ");
+      cti_sb_puts(b, ", ");
       last_line_len += suffix_len + 2;
     }
-    sb_puts(b, suffixes[k]);
+    cti_sb_puts(b, suffixes[k]);
   }
-  sb_puts(b, ")");
+  cti_sb_puts(b, ")");
 }
 
 char *ct_tensor_str(const ct_tensor *t) {
@@ -383,36 +345,32 @@ char *ct_tensor_str(const ct_tensor *t) {
   if (dev.type == CT_CUDA) snprintf(suffixes[ns++], 64, "device='cuda:%d'", dev.index);
   if (numel == 0) {
     if (ndim != 1) {
-      sbuf sz = {0};
-      sb_puts(&sz, "size=(");
-      for (int d = 0; d < ndim; ++d) {
-        char num[32];
-        snprintf(num, sizeof num, d ? ", %" PRId64 : "%" PRId64, ct_size(t, d));
-        sb_puts(&sz, num);
-      }
-      sb_puts(&sz, ")");
+      cti_strbuf sz = {0};
+      cti_sb_puts(&sz, "size=(");
+      for (int d = 0; d < ndim; ++d) cti_sb_printf(&sz, d ? ", %" PRId64 : "%" PRId64, ct_size(t, d));
+      cti_sb_puts(&sz, ")");
       if (sz.oom || sz.len >= 64) { // 8 dims of 0..2^63 could not fit; never happens
-        free(sz.p);
+        cti_sb_free(&sz);
         ct_fail(CT_ERR_VALUE, "ct_tensor_str: shape too long to print");
         return NULL;
       }
-      memcpy(suffixes[ns++], sz.p, sz.len + 1);
-      free(sz.p);
+      memcpy(suffixes[ns++], sz.s, sz.len + 1);
+      cti_sb_free(&sz);
     }
     if (dt != CT_F32) snprintf(suffixes[ns++], 64, "dtype=%s", ct_dtype_torch_name(dt));
   } else if (dt != CT_F32 && dt != CT_I64 && dt != CT_BOOL) {
     snprintf(suffixes[ns++], 64, "dtype=%s", ct_dtype_torch_name(dt));
   }
 
-  sbuf b = {0};
-  sb_puts(&b, prefix);
+  cti_strbuf b = {0};
+  cti_sb_puts(&b, prefix);
   if (numel == 0) {
-    sb_puts(&b, "[]");
+    cti_sb_puts(&b, "[]");
   } else {
     shown s;
     int rc = shown_fetch(t, &s);
     if (rc != CT_OK) {
-      free(b.p);
+      cti_sb_free(&b);
       return NULL;
     }
     formatter fm;
@@ -421,13 +379,11 @@ char *ct_tensor_str(const ct_tensor *t) {
     shown_free(&s);
   }
   add_suffixes(&b, suffixes, ns, indent);
-  if (b.oom) {
-    free(b.p);
+  char *str = cti_sb_take(&b);
+  if (!str)
     ct_fail(CT_ERR_OOM, "ct_tensor_str: out of host memory for the string of a tensor "
                         "of %" PRId64 " elements", numel);
-    return NULL;
-  }
-  return b.p;
+  return str;
 }
 
 int ct_print(FILE *f, const ct_tensor *t) {

@@ -16,9 +16,10 @@
 //
 // Saving writes the header the way the reference implementation does (keys
 // in the order given, "__metadata__" first, no whitespace, space padding),
-// into a temporary file beside the target, then fflush + fsync, rename over
-// the target, and fsync the directory: a crash at any moment leaves either
-// the old file or the new one, never half of one.
+// through the runtime's atomic writer (atomic_file.h): a temporary file
+// beside the target, fflush + fsync, rename over the target, fsync of the
+// directory, so a crash at any moment leaves either the old file or the new
+// one, never half of one.
 //
 // Loading trusts nothing in the file. A small strict JSON parser reads
 // exactly the header's shape (an object of tensor entries and an optional
@@ -26,7 +27,7 @@
 // size before anything is allocated, so a truncated, corrupt or hostile file
 // fails with CT_ERR_IO and a message naming the file, the problem and what to
 // do, never with a crash.
-#define _POSIX_C_SOURCE 200809L // fsync, fdopen, fileno, fseeko, O_CLOEXEC, O_DIRECTORY
+#define _POSIX_C_SOURCE 200809L // fileno, fseeko, O_CLOEXEC
 
 #include "checkpoint.h"
 
@@ -41,7 +42,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "error.h"
+#include "strbuf.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint.c writes tensors' bytes as they are in memory: it needs a little-endian host"
@@ -78,96 +81,8 @@ static bool st_dtype_parse(const char *s, ct_dtype *out) {
 }
 
 // ---- small helpers ----------------------------------------------------------------------------
-// A growable byte buffer for the header.
-typedef struct st_buf {
-  char *p;
-  size_t len, cap;
-  bool oom;
-} st_buf;
-
-static void buf_put(st_buf *b, const void *s, size_t n) {
-  if (b->oom) return;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = true;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-static void buf_str(st_buf *b, const char *s) { buf_put(b, s, strlen(s)); }
-static void buf_fmt(st_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void buf_fmt(st_buf *b, const char *fmt, ...) {
-  char tmp[64];
-  va_list ap;
-  va_start(ap, fmt);
-  int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (k > 0) buf_put(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
-}
-
-// Appends s as a JSON string the way serde_json writes it: \" \\ \b \f \n
-// \r \t escaped, other control characters as \u00XX, the rest as is (UTF-8).
-static void buf_json_string(st_buf *b, const char *s) {
-  buf_put(b, "\"", 1);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    char esc[8];
-    switch (*p) {
-    case '"': buf_put(b, "\\\"", 2); break;
-    case '\\': buf_put(b, "\\\\", 2); break;
-    case '\b': buf_put(b, "\\b", 2); break;
-    case '\f': buf_put(b, "\\f", 2); break;
-    case '\n': buf_put(b, "\\n", 2); break;
-    case '\r': buf_put(b, "\\r", 2); break;
-    case '\t': buf_put(b, "\\t", 2); break;
-    default:
-      if (*p < 0x20) {
-        snprintf(esc, sizeof esc, "\\u%04x", *p);
-        buf_put(b, esc, 6);
-      } else {
-        buf_put(b, p, 1);
-      }
-    }
-  }
-  buf_put(b, "\"", 1);
-}
-
-// Length of the valid UTF-8 sequence at s[0..n), 0 if it is not one
-// (overlong forms, surrogates and code points above U+10FFFF are invalid).
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  if (c < 0x80) return 1;
-  size_t len;
-  unsigned cp, min;
-  if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F, min = 0x80;
-  else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F, min = 0x800;
-  else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07, min = 0x10000;
-  else return 0;
-  if (n < len) return 0;
-  for (size_t i = 1; i < len; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return len;
-}
-
-static bool utf8_valid(const char *s, size_t n) {
-  const unsigned char *u = (const unsigned char *)s;
-  for (size_t i = 0; i < n;) {
-    size_t k = utf8_seq(u + i, n - i);
-    if (!k) return false;
-    i += k;
-  }
-  return true;
-}
+// (The header is built in a cti_strbuf, its strings by cti_json_string, and
+// names are checked with cti_utf8_valid: strbuf.h.)
 
 // A copy of s fit to quote in a message: at most 60 bytes, control bytes as '?'.
 static const char *printable(const char *s, char *out, size_t cap) {
@@ -208,41 +123,9 @@ static bool shape_bytes(int ndim, const int64_t *d, size_t elsize, uint64_t *out
 // ================================================================================================
 #define SAVE_OP "ct_save_safetensors"
 
-// The temporary file's name: ".<base>.tmp.<pid>" in the target's directory.
-// *dir receives the directory to fsync ("." for a bare file name).
-static int temp_names(const char *path, char **tmp, char **dir) {
-  const char *slash = strrchr(path, '/');
-  const char *base = slash ? slash + 1 : path;
-  if (!*base)
-    return ct_fail(CT_ERR_VALUE, SAVE_OP ": %s: the path names a directory; give a file name such as %smodel.safetensors",
-                   path, path);
-  size_t dlen = slash ? (size_t)(slash - path) : 0;
-  size_t cap = strlen(path) + 48;
-  *tmp = malloc(cap);
-  *dir = malloc(dlen + 2);
-  if (!*tmp || !*dir) {
-    free(*tmp);
-    free(*dir);
-    *tmp = *dir = NULL;
-    return ct_fail(CT_ERR_OOM, SAVE_OP ": %s: out of host memory", path);
-  }
-  if (slash) {
-    if (dlen == 0) strcpy(*dir, "/"); // "/model.safetensors"
-    else {
-      memcpy(*dir, path, dlen);
-      (*dir)[dlen] = '\0';
-    }
-    snprintf(*tmp, cap, "%.*s/.%s.tmp.%ld", (int)dlen, path, base, (long)getpid());
-  } else {
-    strcpy(*dir, ".");
-    snprintf(*tmp, cap, ".%s.tmp.%ld", base, (long)getpid());
-  }
-  return CT_OK;
-}
-
 // Checks the arguments and builds the padded header into h.
 static int build_header(const char *path, const ct_named_tensor *entries, int n,
-                        const char *const *metadata, st_buf *h) {
+                        const char *const *metadata, cti_strbuf *h) {
   if (n < 0) return ct_fail(CT_ERR_VALUE, SAVE_OP ": %s: negative tensor count %d", path, n);
   if (n > 0 && !entries) return ct_fail(CT_ERR_VALUE, SAVE_OP ": %s: NULL entries for %d tensors", path, n);
   char pa[72], pb[72];
@@ -254,7 +137,7 @@ static int build_header(const char *path, const ct_named_tensor *entries, int n,
         return ct_fail(CT_ERR_VALUE,
                        SAVE_OP ": %s: metadata key \"%s\" has no value (metadata is key, value, ..., NULL)",
                        path, printable(k, pa, sizeof pa));
-      if (!utf8_valid(k, strlen(k)) || !utf8_valid(v, strlen(v)))
+      if (!cti_utf8_valid(k, strlen(k)) || !cti_utf8_valid(v, strlen(v)))
         return ct_fail(CT_ERR_VALUE, SAVE_OP ": %s: metadata \"%s\" is not valid UTF-8", path,
                        printable(k, pa, sizeof pa));
       for (int j = 0; j < nmeta; j++)
@@ -272,7 +155,7 @@ static int build_header(const char *path, const ct_named_tensor *entries, int n,
     if (strcmp(name, "__metadata__") == 0)
       return ct_fail(CT_ERR_VALUE, SAVE_OP ": %s: \"__metadata__\" is reserved by the format; rename the tensor",
                      path);
-    if (!utf8_valid(name, len))
+    if (!cti_utf8_valid(name, len))
       return ct_fail(CT_ERR_VALUE, SAVE_OP ": %s: tensor name \"%s\" is not valid UTF-8", path,
                      printable(name, pa, sizeof pa));
     if (!entries[i].tensor)
@@ -286,137 +169,92 @@ static int build_header(const char *path, const ct_named_tensor *entries, int n,
                        path, printable(name, pb, sizeof pb), j, i);
   }
 
-  buf_str(h, "{");
+  cti_sb_puts(h, "{");
   if (metadata) {
-    buf_str(h, "\"__metadata__\":{");
+    cti_sb_puts(h, "\"__metadata__\":{");
     for (int j = 0; j < nmeta; j++) {
-      if (j) buf_str(h, ",");
-      buf_json_string(h, metadata[2 * j]);
-      buf_str(h, ":");
-      buf_json_string(h, metadata[2 * j + 1]);
+      if (j) cti_sb_puts(h, ",");
+      cti_json_string(h, metadata[2 * j]);
+      cti_sb_puts(h, ":");
+      cti_json_string(h, metadata[2 * j + 1]);
     }
-    buf_str(h, n ? "}," : "}");
+    cti_sb_puts(h, n ? "}," : "}");
   }
   uint64_t off = 0;
   for (int i = 0; i < n; i++) {
     const ct_tensor *t = entries[i].tensor;
     ct_shape s = ct_shape_of(t);
-    if (i) buf_str(h, ",");
-    buf_json_string(h, entries[i].name);
-    buf_fmt(h, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(ct_dtype_of(t)));
-    for (int d = 0; d < s.ndim; d++) buf_fmt(h, d ? ",%" PRId64 : "%" PRId64, s.d[d]);
+    if (i) cti_sb_puts(h, ",");
+    cti_json_string(h, entries[i].name);
+    cti_sb_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(ct_dtype_of(t)));
+    for (int d = 0; d < s.ndim; d++) cti_sb_printf(h, d ? ",%" PRId64 : "%" PRId64, s.d[d]);
     uint64_t nb = (uint64_t)ct_nbytes(t);
-    buf_fmt(h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + nb);
+    cti_sb_printf(h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + nb);
     off += nb;
   }
-  buf_str(h, "}");
-  while (!h->oom && h->len % 8) buf_str(h, " ");
+  cti_sb_puts(h, "}");
+  while (!h->oom && h->len % 8) cti_sb_puts(h, " ");
   if (h->oom) return ct_fail(CT_ERR_OOM, SAVE_OP ": %s: out of host memory building the header", path);
   return CT_OK;
 }
 
-static int write_all(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n ? 0 : -1; }
-
-int ct_save_safetensors(const char *path, const ct_named_tensor *entries, int n, const char *const *metadata) {
-  if (!path || !*path) return ct_fail(CT_ERR_VALUE, SAVE_OP ": empty path");
-  st_buf h = {0};
-  int rc = build_header(path, entries, n, metadata, &h);
-  if (rc != CT_OK) {
-    free(h.p);
-    return rc;
-  }
-  char *tmp = NULL, *dir = NULL;
-  if ((rc = temp_names(path, &tmp, &dir)) != CT_OK) {
-    free(h.p);
-    return rc;
-  }
-
-  FILE *f = NULL;
+// The data part: each tensor's bytes, row-major, in the order of the header.
+// A tensor on another device, or a strided view, goes through a host copy.
+static int write_data(cti_atomic_file *af, const ct_named_tensor *entries, int n) {
   void *stage = NULL;
   size_t stage_cap = 0;
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    rc = ct_fail(CT_ERR_IO, SAVE_OP ": %s: cannot create the temporary file %s: %s (check that the directory exists and is writable)",
-                 path, tmp, strerror(errno));
-    goto out;
-  }
-  struct stat old;
-  if (stat(path, &old) == 0 && S_ISREG(old.st_mode)) (void)fchmod(fd, old.st_mode & 07777); // keep its permissions
-  f = fdopen(fd, "wb");
-  if (!f) {
-    rc = ct_fail(CT_ERR_IO, SAVE_OP ": %s: fdopen of %s: %s", path, tmp, strerror(errno));
-    close(fd);
-    goto fail;
-  }
-  unsigned char len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-  if (write_all(f, len8, 8) || write_all(f, h.p, h.len)) goto write_error;
-  for (int i = 0; i < n; i++) {
+  int rc = CT_OK;
+  for (int i = 0; i < n && rc == CT_OK && !af->err; i++) { // after a failed write, commit reports it
     const ct_tensor *t = entries[i].tensor;
     size_t nb = ct_nbytes(t);
     if (nb == 0) continue;
-    const void *src;
     if (ct_device_of(t).type == CT_CPU && ct_is_contiguous(t)) {
-      src = ct_data_ptr(t);
-    } else { // another device, or a strided view: a row-major copy on the host
-      if (nb > stage_cap) {
-        free(stage);
-        stage = malloc(nb);
-        stage_cap = stage ? nb : 0;
-        if (!stage) {
-          rc = ct_fail(CT_ERR_OOM, SAVE_OP ": %s: out of host memory staging tensor \"%s\" (%zu bytes)", path,
-                       entries[i].name, nb);
-          goto fail;
-        }
-      }
-      if (ct_copy_to_host(t, stage, nb) != CT_OK) {
-        char inner[512];
-        snprintf(inner, sizeof inner, "%s", ct_last_error());
-        rc = ct_fail(CT_ERR_IO, SAVE_OP ": %s: reading tensor \"%s\": %s", path, entries[i].name, inner);
-        goto fail;
-      }
-      src = stage;
+      cti_atomic_write(af, ct_data_ptr(t), nb);
+      continue;
     }
-    if (write_all(f, src, nb)) goto write_error;
-  }
-  if (fflush(f) != 0 || ferror(f)) goto write_error;
-  if (fsync(fileno(f)) != 0) goto write_error;
-  {
-    FILE *g = f;
-    f = NULL;
-    if (fclose(g) != 0) goto write_error;
-  }
-  if (rename(tmp, path) != 0) {
-    rc = ct_fail(CT_ERR_IO, SAVE_OP ": %s: renaming %s over it failed: %s (%s was left as it was)", path, tmp,
-                 strerror(errno), path);
-    goto fail;
-  }
-  // The rename is durable once the directory entry is.
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    int e = fsync(dfd) == 0 ? 0 : errno;
-    close(dfd);
-    if (e && e != EINVAL && e != EROFS) {
-      rc = ct_fail(CT_ERR_IO, SAVE_OP ": %s: written, but fsync of its directory %s failed: %s", path, dir,
-                   strerror(e));
-      goto out;
+    if (nb > stage_cap) {
+      free(stage);
+      stage = malloc(nb);
+      stage_cap = stage ? nb : 0;
+      if (!stage) {
+        rc = ct_fail(CT_ERR_OOM, SAVE_OP ": %s: out of host memory staging tensor \"%s\" (%zu bytes)", af->path,
+                     entries[i].name, nb);
+        break;
+      }
     }
+    if (ct_copy_to_host(t, stage, nb) != CT_OK) {
+      char inner[512];
+      snprintf(inner, sizeof inner, "%s", ct_last_error());
+      rc = ct_fail(CT_ERR_IO, SAVE_OP ": %s: reading tensor \"%s\": %s", af->path, entries[i].name, inner);
+      break;
+    }
+    cti_atomic_write(af, stage, nb);
   }
-  rc = CT_OK;
-  goto out;
-
-write_error:
-  rc = ct_fail(CT_ERR_IO, SAVE_OP ": %s: writing %s failed: %s (free some space or pick another directory; %s was left as it was)",
-               path, tmp, strerror(errno ? errno : EIO), path);
-fail:
-  if (f) fclose(f);
-  unlink(tmp);
-out:
   free(stage);
-  free(h.p);
-  free(tmp);
-  free(dir);
   return rc;
+}
+
+int ct_save_safetensors(const char *path, const ct_named_tensor *entries, int n, const char *const *metadata) {
+  if (!path || !*path) return ct_fail(CT_ERR_VALUE, SAVE_OP ": empty path");
+  cti_strbuf h = {0};
+  int rc = build_header(path, entries, n, metadata, &h);
+  cti_atomic_file af;
+  if (rc == CT_OK) rc = cti_atomic_open(&af, SAVE_OP, path);
+  if (rc != CT_OK) {
+    cti_sb_free(&h);
+    return rc;
+  }
+  unsigned char len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+  cti_atomic_write(&af, len8, 8);
+  cti_atomic_write(&af, h.s, h.len);
+  cti_sb_free(&h);
+  rc = write_data(&af, entries, n);
+  if (rc != CT_OK) {
+    cti_atomic_abort(&af);
+    return rc;
+  }
+  return cti_atomic_commit(&af);
 }
 
 // ================================================================================================
@@ -554,7 +392,7 @@ static int js_string(st_json *j, char *out, size_t cap, size_t *len, bool *has_n
       default: j->i--; return js_fail(j, "one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u");
       }
     } else { // raw UTF-8 (validated for the whole header before parsing)
-      size_t q = utf8_seq((const unsigned char *)j->s + j->i, j->n - j->i);
+      size_t q = cti_utf8_seq_len((const unsigned char *)j->s + j->i, j->n - j->i);
       if (!q) return js_fail(j, "valid UTF-8");
       memcpy(enc, j->s + j->i, q);
       m = q;
@@ -875,7 +713,7 @@ int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **en
     goto out;
   }
   hdr[hlen] = '\0';
-  if (!utf8_valid(hdr, hlen)) {
+  if (!cti_utf8_valid(hdr, hlen)) {
     rc = load_fail(path, "the header is not valid UTF-8: the file is corrupt or not safetensors");
     goto out;
   }
@@ -970,12 +808,12 @@ int ct_module_save(ct_module *m, const char *path) {
 }
 
 // Appends `"a", "b", ...` (at most the first 8) to a message.
-static void list_keys(st_buf *b, const char *const *names, int n) {
+static void list_keys(cti_strbuf *b, const char *const *names, int n) {
   for (int i = 0; i < n && i < 8; i++) {
-    if (i) buf_str(b, ", ");
-    buf_json_string(b, names[i]);
+    if (i) cti_sb_puts(b, ", ");
+    cti_json_string(b, names[i]);
   }
-  if (n > 8) buf_fmt(b, " and %d more", n - 8);
+  if (n > 8) cti_sb_printf(b, " and %d more", n - 8);
 }
 
 int ct_module_load(ct_module *m, const char *path) {
@@ -992,7 +830,7 @@ int ct_module_load(ct_module *m, const char *path) {
   const char **missing = calloc((size_t)ns + 1, sizeof *missing);
   const char **unexpected = calloc((size_t)n + 1, sizeof *unexpected);
   int nmiss = 0, nunex = 0;
-  st_buf msg = {0};
+  cti_strbuf msg = {0};
   if (!missing || !unexpected) {
     rc = ct_fail(CT_ERR_OOM, "ct_module_load: %s: out of host memory", path);
     goto out;
@@ -1023,19 +861,19 @@ int ct_module_load(ct_module *m, const char *path) {
     if (!found) unexpected[nunex++] = es[q].name;
   }
   if (nmiss || nunex) {
-    buf_str(&msg, "Error(s) in loading state_dict:");
+    cti_sb_puts(&msg, "Error(s) in loading state_dict:");
     if (nmiss) {
-      buf_str(&msg, " Missing key(s) in state_dict: ");
+      cti_sb_puts(&msg, " Missing key(s) in state_dict: ");
       list_keys(&msg, missing, nmiss);
-      buf_str(&msg, ".");
+      cti_sb_puts(&msg, ".");
     }
     if (nunex) {
-      buf_str(&msg, " Unexpected key(s) in state_dict: ");
+      cti_sb_puts(&msg, " Unexpected key(s) in state_dict: ");
       list_keys(&msg, unexpected, nunex);
-      buf_str(&msg, ".");
+      cti_sb_puts(&msg, ".");
     }
     rc = ct_fail(CT_ERR_VALUE, "ct_module_load: %s: %s (the file holds another model's state_dict; build the same "
-                 "layers in the same order)", path, msg.oom ? "Missing or unexpected keys" : msg.p);
+                 "layers in the same order)", path, msg.oom || !msg.s ? "Missing or unexpected keys" : msg.s);
     goto out;
   }
   rc = ct_module_load_state(m, es, n, true);
@@ -1045,7 +883,7 @@ int ct_module_load(ct_module *m, const char *path) {
     rc = ct_fail((ct_status)rc, "ct_module_load: %s: %s", path, inner);
   }
 out:
-  free(msg.p);
+  cti_sb_free(&msg);
   free(missing);
   free(unexpected);
   ct_named_tensors_free(es, n);

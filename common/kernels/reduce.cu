@@ -24,56 +24,15 @@
 // (output, chunk) to a workspace from the caching allocator and pass 2, the
 // same kernel reading those States, reduces them per output. The order of
 // every addition is fixed by the launch geometry, which depends only on the
-// shape: the same input gives the same bits on every run.
+// shape: the same input gives the same bits on every run. The reducers and
+// the chunk plan are __host__ __device__ and live in reduce.cuh, so that
+// tests/unit/test_kernel_math.cu runs the very same rules on the host.
 #include <type_traits>
 
 #include "alloc.h"
 #include "cuda_backend.h"
 #include "kernel_util.cuh"
-
-// ---- reducers ------------------------------------------------------------------------------
-template <class A> struct SumState { A v; };
-template <class V> struct MaxState { V v; int64_t i; };
-
-__device__ inline float ct_shfl_down(float v, int off) { return __shfl_down_sync(0xffffffffu, v, off); }
-__device__ inline double ct_shfl_down(double v, int off) { return __shfl_down_sync(0xffffffffu, v, off); }
-__device__ inline int64_t ct_shfl_down(int64_t v, int off) {
-  return (int64_t)__shfl_down_sync(0xffffffffu, (long long)v, off);
-}
-
-template <class A>
-struct SumReducer {
-  using State = SumState<A>;
-  __host__ __device__ static State identity() { return State{A(0)}; }
-  __host__ __device__ static State make(A x, int64_t) { return State{x}; }
-  __host__ __device__ static State combine(State a, State b) {
-    if constexpr (std::is_same<A, int64_t>::value) return State{(int64_t)((uint64_t)a.v + (uint64_t)b.v)};
-    else return State{a.v + b.v};
-  }
-  __device__ static State shfl_down(State s, int off) { return State{ct_shfl_down(s.v, off)}; }
-};
-
-template <class V>
-struct MaxReducer {
-  using State = MaxState<V>;
-  __host__ __device__ static State identity() { return State{V(0), -1}; }
-  __host__ __device__ static State make(V x, int64_t k) { return State{x, k}; }
-  __host__ __device__ static State combine(State a, State b) {
-    if (a.i < 0) return b;
-    if (b.i < 0) return a;
-    const bool an = a.v != a.v, bn = b.v != b.v; // NaN (never true for integers)
-    if (an || bn) {
-      if (an && bn) return a.i <= b.i ? a : b;
-      return an ? a : b;
-    }
-    if (a.v > b.v) return a;
-    if (b.v > a.v) return b;
-    return a.i <= b.i ? a : b; // equal (including -0 == +0): the first index
-  }
-  __device__ static State shfl_down(State s, int off) {
-    return State{ct_shfl_down(s.v, off), ct_shfl_down(s.i, off)};
-  }
-};
+#include "reduce.cuh"
 
 // ---- where States come from -----------------------------------------------------------------
 // get(pos, k): the State of element `pos` of the (outer, R, inner) array, k
@@ -137,8 +96,6 @@ __device__ typename R::State ct_block_reduce(typename R::State v, typename R::St
 }
 
 // ---- kernels --------------------------------------------------------------------------------
-constexpr int CT_ROWS_THREADS = 256;
-constexpr int CT_COLS_X = 32, CT_COLS_Y = 8;
 
 // inner == 1. src is (outer, r); grid (row blocks, chunks); block (256).
 // Block (x, c) reduces elements [c*chunk_len, min(r, (c+1)*chunk_len)) of
@@ -150,8 +107,8 @@ static __global__ void ct_reduce_rows_kernel(Src src, int64_t outer, int64_t r, 
   using State = typename R::State;
   __shared__ State smem[32];
   const int64_t chunks = gridDim.y, c = blockIdx.y;
-  const int64_t k0 = c * chunk_len;
-  const int64_t k1 = k0 + chunk_len < r ? k0 + chunk_len : r;
+  int64_t k0, k1;
+  ct_chunk_range(c, chunk_len, r, &k0, &k1);
   for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) { // uniform across the block
     State acc = R::identity();
     for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) acc = R::combine(acc, src.get(o * r + k, k));
@@ -174,8 +131,8 @@ static __global__ void ct_reduce_cols_kernel(Src src, int64_t outer, int64_t r, 
   using State = typename R::State;
   __shared__ State tile[CT_COLS_Y][CT_COLS_X];
   const int64_t chunks = gridDim.y, c = blockIdx.y;
-  const int64_t k0 = c * chunk_len;
-  const int64_t k1 = k0 + chunk_len < r ? k0 + chunk_len : r;
+  int64_t k0, k1;
+  ct_chunk_range(c, chunk_len, r, &k0, &k1);
   const int64_t jtiles = ct_ceil_div(inner, CT_COLS_X);
   const int64_t ntiles = outer * jtiles;
   for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) { // uniform across the block
@@ -198,31 +155,6 @@ static __global__ void ct_reduce_cols_kernel(Src src, int64_t outer, int64_t r, 
 }
 
 // ---- launcher ---------------------------------------------------------------------------------
-// Aim for about this many blocks in flight: an H100 has 132 SMs running up to
-// 8 blocks of 256 threads each.
-constexpr int64_t CT_REDUCE_TARGET_BLOCKS = 1024;
-constexpr int64_t CT_REDUCE_MAX_CHUNKS = 1024;
-constexpr int64_t CT_MAX_GRID_X = 1 << 20;
-
-// How many chunks to cut r into when `nblocks` blocks already cover the
-// outputs and a chunk should hold at least `min_chunk` elements; and the
-// chunk length. Leaves with chunks * chunk_len >= r and no empty chunk.
-static void ct_plan_chunks(int64_t nblocks, int64_t r, int64_t min_chunk, int64_t *chunks,
-                           int64_t *chunk_len) {
-  int64_t c = 1;
-  if (nblocks < CT_REDUCE_TARGET_BLOCKS) {
-    c = ct_ceil_div(CT_REDUCE_TARGET_BLOCKS, nblocks);
-    const int64_t most = r / min_chunk; // every chunk at least min_chunk long
-    if (c > most) c = most;
-    if (c > CT_REDUCE_MAX_CHUNKS) c = CT_REDUCE_MAX_CHUNKS;
-    if (c < 1) c = 1;
-  }
-  int64_t len = ct_ceil_div(r, c);
-  if (len < 1) len = 1;
-  *chunk_len = len;
-  *chunks = ct_ceil_div(r, len) > 0 ? ct_ceil_div(r, len) : 1;
-}
-
 // A workspace block on the op's device and stream, given back when the
 // holder goes out of scope. Giving it back right after the kernels are queued
 // is safe: the allocator hands a block out again only to requests on the same
@@ -257,7 +189,7 @@ static int ct_reduce_run(const CtCudaScope &scope, ct_stream *s, const void *in,
   CtWorkspace ws;
   if (inner == 1) {
     const int64_t gx = outer < CT_MAX_GRID_X ? outer : CT_MAX_GRID_X;
-    ct_plan_chunks(outer, r, 8 * CT_ROWS_THREADS, &chunks, &chunk_len);
+    ct_reduce_plan(outer, r, inner, &chunks, &chunk_len);
     if (chunks == 1) {
       ct_reduce_rows_kernel<R><<<dim3((unsigned)gx, 1), CT_ROWS_THREADS, 0, stream>>>(
           src, outer, r, chunk_len, nullptr, res);
@@ -277,7 +209,7 @@ static int ct_reduce_run(const CtCudaScope &scope, ct_stream *s, const void *in,
   const int64_t ntiles = outer * ct_ceil_div(inner, CT_COLS_X);
   const int64_t gx = ntiles < CT_MAX_GRID_X ? ntiles : CT_MAX_GRID_X;
   const dim3 block(CT_COLS_X, CT_COLS_Y);
-  ct_plan_chunks(ntiles, r, 16 * CT_COLS_Y, &chunks, &chunk_len);
+  ct_reduce_plan(outer, r, inner, &chunks, &chunk_len);
   if (chunks == 1) {
     ct_reduce_cols_kernel<R><<<dim3((unsigned)gx, 1), block, 0, stream>>>(
         src, outer, r, inner, chunk_len, nullptr, res);

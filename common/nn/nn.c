@@ -38,38 +38,7 @@
 #include "error.h"
 #include "nn_impl.h"
 #include "ops.h"
-
-// ---- a growing string -----------------------------------------------------------------------
-typedef struct sbuf {
-  char *s;
-  size_t len, cap;
-  bool oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_add(sbuf *b, const char *fmt, ...) {
-  if (b->oom) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int need = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (need < 0) return;
-  if (b->len + (size_t)need + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 128;
-    while (b->len + (size_t)need + 1 > cap) cap *= 2;
-    char *s = realloc(b->s, cap);
-    if (!s) {
-      b->oom = true;
-      return;
-    }
-    b->s = s;
-    b->cap = cap;
-  }
-  va_start(ap, fmt);
-  vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)need;
-}
+#include "strbuf.h"
 
 // ---- names ----------------------------------------------------------------------------------
 static const char *local_name(const char *full) {
@@ -454,31 +423,31 @@ int ct_module_load_state(ct_module *m, const ct_named_tensor *entries, int n, bo
     for (int j = 0; j < n && match[i] < 0; ++j)
       if (!strcmp(state[i]->name, entries[j].name)) match[i] = j, used[j] = true;
   }
-  sbuf missing = {0}, unexpected = {0}, sizes = {0};
+  cti_strbuf missing = {0}, unexpected = {0}, sizes = {0};
   int n_missing = 0, n_unexpected = 0, n_sizes = 0;
   for (int i = 0; i < ns; ++i) {
     if (match[i] < 0) {
-      sb_add(&missing, "%s\"%s\"", n_missing++ ? ", " : "", state[i]->name);
+      cti_sb_printf(&missing, "%s\"%s\"", n_missing++ ? ", " : "", state[i]->name);
       continue;
     }
     ct_shape want = ct_shape_of(state[i]->value), got = ct_shape_of(entries[match[i]].tensor);
     if (!ct_shape_eq(want, got)) {
       char a[128], b[128];
-      sb_add(&sizes, "\n\tsize mismatch for %s: copying a param with shape %s from checkpoint, the shape "
+      cti_sb_printf(&sizes, "\n\tsize mismatch for %s: copying a param with shape %s from checkpoint, the shape "
              "in current model is %s.", state[i]->name, ct_shape_str(got, a, sizeof a),
              ct_shape_str(want, b, sizeof b));
       ++n_sizes;
     }
   }
   for (int j = 0; j < n; ++j)
-    if (!used[j]) sb_add(&unexpected, "%s\"%s\"", n_unexpected++ ? ", " : "", entries[j].name);
+    if (!used[j]) cti_sb_printf(&unexpected, "%s\"%s\"", n_unexpected++ ? ", " : "", entries[j].name);
   int rc = CT_OK;
   if (n_sizes || (strict && (n_missing || n_unexpected))) {
-    sbuf msg = {0};
-    sb_add(&msg, "ct_module_load_state: Error(s) in loading state_dict for %s:", m->ops->kind);
-    if (strict && n_missing) sb_add(&msg, "\n\tMissing key(s) in state_dict: %s. ", missing.s);
-    if (strict && n_unexpected) sb_add(&msg, "\n\tUnexpected key(s) in state_dict: %s. ", unexpected.s);
-    if (n_sizes) sb_add(&msg, "%s", sizes.s);
+    cti_strbuf msg = {0};
+    cti_sb_printf(&msg, "ct_module_load_state: Error(s) in loading state_dict for %s:", m->ops->kind);
+    if (strict && n_missing) cti_sb_printf(&msg, "\n\tMissing key(s) in state_dict: %s. ", missing.s);
+    if (strict && n_unexpected) cti_sb_printf(&msg, "\n\tUnexpected key(s) in state_dict: %s. ", unexpected.s);
+    if (n_sizes) cti_sb_printf(&msg, "%s", sizes.s);
     rc = ct_fail(CT_ERR_VALUE, "%s", msg.s ? msg.s : "ct_module_load_state: out of host memory");
     free(msg.s);
   } else {
@@ -497,28 +466,28 @@ int ct_module_load_state(ct_module *m, const ct_named_tensor *entries, int n, bo
 // torch.nn.Module.__repr__: Kind(extra) for a leaf with one line of extra
 // repr; else Kind(\n  extra lines\n  (name): child repr, its later lines
 // indented by two more spaces\n).
-static void repr(const ct_module *m, sbuf *b, int indent) {
+static void repr(const ct_module *m, cti_strbuf *b, int indent) {
   char extra[512] = "";
   if (m->ops->describe) m->ops->describe(m, extra, sizeof extra);
-  sb_add(b, "%s(", m->ops->kind);
+  cti_sb_printf(b, "%s(", m->ops->kind);
   bool one_line = m->n_children == 0 && !strchr(extra, '\n');
   if (one_line) {
-    sb_add(b, "%s)", extra);
+    cti_sb_printf(b, "%s)", extra);
     return;
   }
   if (extra[0]) {
     for (const char *line = extra; line;) {
       const char *nl = strchr(line, '\n');
       int len = nl ? (int)(nl - line) : (int)strlen(line);
-      sb_add(b, "\n%*s%.*s", indent + 2, "", len, line);
+      cti_sb_printf(b, "\n%*s%.*s", indent + 2, "", len, line);
       line = nl ? nl + 1 : NULL;
     }
   }
   for (int i = 0; i < m->n_children; ++i) {
-    sb_add(b, "\n%*s(%s): ", indent + 2, "", m->children[i]->name);
+    cti_sb_printf(b, "\n%*s(%s): ", indent + 2, "", m->children[i]->name);
     repr(m->children[i], b, indent + 2);
   }
-  sb_add(b, "\n%*s)", indent, "");
+  cti_sb_printf(b, "\n%*s)", indent, "");
 }
 
 char *ct_module_str(const ct_module *m) {
@@ -526,7 +495,7 @@ char *ct_module_str(const ct_module *m) {
     ct_fail(CT_ERR_VALUE, "ct_module_str: NULL module");
     return NULL;
   }
-  sbuf b = {0};
+  cti_strbuf b = {0};
   repr(m, &b, 0);
   if (b.oom || !b.s) {
     free(b.s);

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+//
+// atomic_file: replace a file so that no reader ever sees half of it
+// (internal).
+//
+// Invariant: at every moment, `path` is either absent, the old complete
+// file, or the new complete file. The bytes go to a temporary file beside the
+// target, "<path>.tmp.<pid>" (same directory, so the same file system, so
+// rename is atomic); commit flushes and fsyncs it, renames it over the
+// target, and fsyncs the directory so the rename itself survives a crash. A
+// failure anywhere (open, write, flush, fsync, close, rename) removes the
+// temporary and leaves the target as it was. An existing target's permission
+// bits are kept.
+//
+// Use:
+//   cti_atomic_file af;
+//   if ((rc = cti_atomic_open(&af, "ct_save_safetensors", path))) return rc;
+//   ... cti_atomic_write(&af, p, n) as often as needed (a failed write
+//       records its error; later writes do nothing) ...
+//   rc = cti_atomic_commit(&af);   // or cti_atomic_abort(&af) to give up
+// Messages start with the op and the target: "<op>: <path>: ...".
+#ifndef CT_ATOMIC_FILE_H
+#define CT_ATOMIC_FILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cti_atomic_file {
+  const char *op;   // for messages
+  const char *path; // the target (the caller's string, alive until commit/abort)
+  char *tmp;        // "<path>.tmp.<pid>"
+  char *dir;        // the directory to fsync ("." for a bare file name)
+  FILE *f;          // the temporary, open for writing
+  int err;          // the first write's errno, 0 while all is well
+} cti_atomic_file;
+
+// Enters with af uninitialised; leaves with the temporary created and open
+// (CT_OK), or with nothing created and the error recorded: CT_ERR_VALUE for
+// an empty path or one ending in '/', CT_ERR_IO when the temporary cannot be
+// created, CT_ERR_OOM.
+int cti_atomic_open(cti_atomic_file *af, const char *op, const char *path);
+
+// Appends n bytes to the temporary; 0, or -1 once a write has failed (the
+// error is reported by commit).
+int cti_atomic_write(cti_atomic_file *af, const void *p, size_t n);
+
+// Enters with an open af; leaves it closed and freed, with the target
+// replaced (CT_OK) or, on any failure, the target untouched, the temporary
+// removed and CT_ERR_IO recorded ("... <path> was left as it was"). A failed
+// fsync of the directory after the rename (the target is already the new
+// file) is reported too, except where the file system cannot fsync a
+// directory (EINVAL, EROFS).
+int cti_atomic_commit(cti_atomic_file *af);
+
+// Closes and removes the temporary and frees af; the target is untouched.
+void cti_atomic_abort(cti_atomic_file *af);
+
+// The whole sequence for a document already in memory.
+int cti_write_file_atomically(const char *op, const char *path, const void *data, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
