@@ -35,6 +35,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
 import st  # noqa: E402  (the repository's safetensors reader/writer)
+from batches import device_batches  # noqa: E402  (side-stream copies, as ct's DataLoader makes them)
 
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
            "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
@@ -152,8 +153,7 @@ def evaluate(torch, model, loader, device):
     loss_sum, total, first, t0 = 0.0, 0, None, time.perf_counter()
     # twin: evaluate
     with torch.no_grad():
-        for imgs, targets in loader:
-            imgs, targets = imgs.to(device), targets.to(device)
+        for imgs, targets in device_batches(torch, loader, device):
             logits = model(imgs)
             loss_sum += torch.nn.functional.cross_entropy(logits, targets).item() * len(targets)
             pred = logits.argmax(1)
@@ -273,9 +273,7 @@ def main(argv):
         loss_sum = torch.zeros((), device=device)
         t0, step, seen = time.perf_counter(), 0, 0
         # twin: train_epoch
-        for imgs, targets in train_loader:
-            imgs = imgs.to(device, non_blocking=True)
-            targets = targets.to(device, non_blocking=True)
+        for imgs, targets in device_batches(torch, train_loader, device):  # side-stream copies, as in C
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(imgs), targets)
             loss.backward()
