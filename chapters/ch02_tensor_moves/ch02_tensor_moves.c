@@ -12,7 +12,7 @@ x = x.to(device)                       # CPU -> GPU
 x = x.to("cpu", torch.double)          # GPU -> CPU，同时换成 float64
 ```
 
-本章先把这几行逐一用 C 写出来，每一步都按 PyTorch 的格式打印结果；再看两个设备上的张量进了同一个运算会怎样：报错、捕获、修好。然后回答教程留下的问题："搬一个很大的张量，代价大吗？"我们不猜，直接量：从 4 KiB 到 256 MiB，分别测主机到设备、设备到主机的带宽，源或目的地分可分页内存和锁页内存两种。最后看 `non_blocking=True`：它让拷贝和计算同时进行，也可能让你读到还没写完的数据。
+本章先把这几行逐一用 C 写出来，每一步都按 PyTorch 的格式打印结果；再看两个设备上的张量进了同一个运算会怎样：报错、捕获、修好。然后回答教程留下的问题：搬一个很大的张量，代价大吗？我们不猜，直接量：从 4 KiB 到 256 MiB，分别测主机到设备、设备到主机的带宽，源或目的地分可分页内存和锁页内存两种。最后看 `non_blocking=True`：它让拷贝和计算同时进行，也可能让你读到还没写完的数据。
 
 ```sh
 ninja ch02_tensor_moves && ./ch02
@@ -32,7 +32,7 @@ x = x.to(device)                       # CPU -> GPU
 x = x.to("cpu", torch.double)          # GPU -> CPU, and to float64 on the way
 ```
 
-This chapter first writes each of those lines in C, printing every result in PyTorch's format; then it shows what happens when tensors on two devices meet in one operation: the error, caught, then fixed. Then it answers the question the tutorial leaves open, "is moving a big tensor costly?", not by guessing but by measuring: host-to-device and device-to-host bandwidth from 4 KiB to 256 MiB, with the host side in pageable and in page-locked memory. Last comes `non_blocking=True`: it lets a copy and a computation run at the same time, and it lets you read data that has not arrived yet.
+This chapter first writes each of those lines in C, printing every result in PyTorch's format; then it shows what happens when tensors on two devices meet in one operation: the error, caught, then fixed. Then it answers the question the tutorial leaves open, whether moving a big tensor is costly, not by guessing but by measuring: host-to-device and device-to-host bandwidth from 4 KiB to 256 MiB, with the host side in pageable and in page-locked memory. Last comes `non_blocking=True`: it lets a copy and a computation run at the same time, and it lets you read data that has not arrived yet.
 
 ```sh
 ninja ch02_tensor_moves && ./ch02

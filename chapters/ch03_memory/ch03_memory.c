@@ -846,12 +846,12 @@ static void show_halve_batch(oom_ctx *c) {
 ::: zh
 ## 办法二：分块处理
 
-减半 batch 改变了训练本身（每步看到的样本少了）。另一个办法是 batch 不变，把它切成几块依次处理，每块的激活用完就释放，再处理下一块；训练时把各块的梯度累加起来，效果和一次处理整批相同（梯度累积）。种子里的写法是 `for i in range(0, len(data), batch_size): output = model(data[i:i+batch_size])`。这里每块取上一节找到的大小，用 `ct_narrow` 取 `X` 的一段行（视图，不占新内存）。各块最后一层输出之和加起来，应当等于一次处理整批的结果——下面"不留激活的推理"一节会一次算出整批，两者对照。
+减半 batch 改变了训练本身（每步看到的样本少了）。另一个办法是 batch 不变，把它切成几块依次处理，每块的激活用完就释放，再处理下一块；训练时把各块的梯度累加起来，效果和一次处理整批相同（梯度累积）。种子里的写法是一个循环：`for i in range(0, len(data), batch_size):` 里取 `batch = data[i:i+batch_size]`，再算 `output = model(batch)`。这里每块取上一节找到的大小，用 `ct_narrow` 取 `X` 的一段行（视图，不占新内存）。各块最后一层输出之和加起来，应当等于一次处理整批的结果——下面"不留激活的推理"一节会一次算出整批，两者对照。
 :::
 ::: en
 ## Remedy 2: process in chunks
 
-Halving the batch changes the training itself (each step sees fewer samples). Another remedy keeps the batch and cuts it into chunks processed one after another, each chunk's activations freed before the next; in training the chunks' gradients are summed, which gives the same update as the whole batch at once (gradient accumulation). The seed writes it `for i in range(0, len(data), batch_size): output = model(data[i:i+batch_size])`. Here each chunk has the size the previous section found, taken as rows of `X` with `ct_narrow` (a view, no new memory). The sums of the chunks' last outputs must add up to the whole batch's; the section on inference without activations below computes the whole batch at once, and the two are compared.
+Halving the batch changes the training itself (each step sees fewer samples). Another remedy keeps the batch and cuts it into chunks processed one after another, each chunk's activations freed before the next; in training the chunks' gradients are summed, which gives the same update as the whole batch at once (gradient accumulation). The seed writes it as a loop: `for i in range(0, len(data), batch_size):` takes `batch = data[i:i+batch_size]`, then computes `output = model(batch)`. Here each chunk has the size the previous section found, taken as rows of `X` with `ct_narrow` (a view, no new memory). The sums of the chunks' last outputs must add up to the whole batch's; the section on inference without activations below computes the whole batch at once, and the two are compared.
 :::
 */
 static void show_chunks(oom_ctx *c) {
@@ -1179,7 +1179,7 @@ static void show_zero_grad(oom_ctx *c) {
 ::: zh
 ## 显存预热
 
-种子建议"适当地进行显存预热"。意思是：训练开始前先分配一大块、再释放，分配器把它留在缓存里；之后每一步的张量都从这块里切，不用再找驱动。
+一篇种子教程建议"可以适当的进行显存预热"。意思是：训练开始前先分配一大块、再释放，分配器把它留在缓存里；之后每一步的张量都从这块里切，不用再找驱动。
 
 下面的实验把同样的几步训练前向跑两遍，每遍之前都 `empty_cache()`，让分配器回到刚启动的状态：
 
@@ -1191,7 +1191,7 @@ static void show_zero_grad(oom_ctx *c) {
 ::: en
 ## Memory warm-up
 
-The seeds advise to "warm up memory where appropriate". That is: before training starts, allocate one big block and free it; the allocator keeps it in its cache, and every later step's tensors are cut from it without asking the driver.
+A seed tutorial advises warming up memory where appropriate. That is: before training starts, allocate one big block and free it; the allocator keeps it in its cache, and every later step's tensors are cut from it without asking the driver.
 
 The experiment below runs the same few training forwards twice, each time after `empty_cache()`, which puts the allocator back in its just-started state:
 

@@ -382,7 +382,7 @@ class Twin:
         section("halve_batch")
         batch, tried = self.batch, []
         # twin: halve_batch
-        while batch >= 1:  # the retry loop of the seeds' advice
+        while batch >= 1:  # a smaller batch, as the seeds advise, halved until it fits
             tried.append(batch)
             ok, peak = self.try_batch(batch)
             if ok:

@@ -5,7 +5,11 @@
 The same models, hyperparameters, flags and output sections as ch06, written
 the way the seed tutorials write a training loop (model.to(device),
 imgs.to(device), zero_grad / backward / step), so the two can be read side by
-side:
+side. One difference from the seeds: batches reach the device through
+device_batches (tools/fixtures/batches.py), which copies the next batch on a
+side stream as the C DataLoader does; a bare imgs.to(device, non_blocking=True)
+would queue the copy behind the previous batch's kernels and overlap nothing.
+Side by side:
 
     ./ch06 --device cpu --model mlp
     /usr/bin/python3 chapters/ch06_image_classification/ch06_pytorch.py --device cpu --model mlp
