@@ -241,6 +241,8 @@ def show_mixed_devices(torch, device, m):
         c1 = a + b.to(a.device)
         # twin: end
         row("a + b.to(a.device)", f"ok, on {c1.device}")
+        s = a + torch.tensor(2.0)  # a 0-dim CPU tensor is the exception: it mixes, as a scalar
+        row("a + torch.tensor(2.0) (0-dim, cpu)", f"ok, on {s.device}")
         same = int((c1.cpu() == a.cpu() + b).sum())
         row("equals a.cpu() + b", f"{'yes' if same == 9 else 'NO'} ({same} of 9 elements)")
         m["mixed_fix_equal"] = same

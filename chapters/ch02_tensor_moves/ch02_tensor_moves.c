@@ -12,7 +12,7 @@ x = x.to(device)                       # CPU -> GPU
 x = x.to("cpu", torch.double)          # GPU -> CPU，同时换成 float64
 ```
 
-本章先把这几行逐一用 C 写出来，每一步都按 PyTorch 的格式打印结果；再看两个设备上的张量进了同一个运算会怎样：报错、捕获、修好。然后回答教程留下的问题："搬一个很大的张量，代价大吗？"我们不猜，直接量：从 4 KiB 到 256 MiB，分别测主机到设备、设备到主机的带宽，源或目的地分可分页内存和锁页内存两种。最后看 `non_blocking=True`：它让拷贝和计算同时进行，也可能让你读到还没写完的数据。
+本章先把这几行逐一用 C 写出来，每一步都按 PyTorch 的格式打印结果；再看两个设备上的张量进了同一个运算会怎样：报错、捕获、修好。然后回答教程留下的问题：搬一个很大的张量，代价大吗？我们不猜，直接量：从 4 KiB 到 256 MiB，分别测主机到设备、设备到主机的带宽，源或目的地分可分页内存和锁页内存两种。最后看 `non_blocking=True`：它让拷贝和计算同时进行，也可能让你读到还没写完的数据。
 
 ```sh
 ninja ch02_tensor_moves && ./ch02
@@ -32,7 +32,7 @@ x = x.to(device)                       # CPU -> GPU
 x = x.to("cpu", torch.double)          # GPU -> CPU, and to float64 on the way
 ```
 
-This chapter first writes each of those lines in C, printing every result in PyTorch's format; then it shows what happens when tensors on two devices meet in one operation: the error, caught, then fixed. Then it answers the question the tutorial leaves open, "is moving a big tensor costly?", not by guessing but by measuring: host-to-device and device-to-host bandwidth from 4 KiB to 256 MiB, with the host side in pageable and in page-locked memory. Last comes `non_blocking=True`: it lets a copy and a computation run at the same time, and it lets you read data that has not arrived yet.
+This chapter first writes each of those lines in C, printing every result in PyTorch's format; then it shows what happens when tensors on two devices meet in one operation: the error, caught, then fixed. Then it answers the question the tutorial leaves open, whether moving a big tensor is costly, not by guessing but by measuring: host-to-device and device-to-host bandwidth from 4 KiB to 256 MiB, with the host side in pageable and in page-locked memory. Last comes `non_blocking=True`: it lets a copy and a computation run at the same time, and it lets you read data that has not arrived yet.
 
 ```sh
 ninja ch02_tensor_moves && ./ch02
@@ -194,12 +194,16 @@ int main(int argc, char **argv) {
 
 种子教程用 `torch.Tensor(2, 3)` 创建张量，它只分配内存、不初始化，所以教程打印出来的是内存里原有的一堆怪数（`4.0046e-11`、`7.2661e+31`……）。本章改用 `ct_randn`，对应 `torch.randn(2, 3)`：值由种子决定，每次运行都一样，后面的往返检查才有意义。
 
+另一篇种子教程用 `torch.cuda.FloatTensor(1)` 直接在 GPU 上建张量，还建议模型和数据都用 `torch.cuda.FloatTensor` 类型。这些按类型命名的构造函数是旧写法，PyTorch 已不推荐使用；现在的写法是把 dtype 和设备作为参数传给工厂函数，例如 `torch.empty(1, dtype=torch.float32, device="cuda")`。ct 也是这样：每个工厂函数都带 `ct_dtype` 和 `ct_device` 两个参数，比如 `ct_randn(CT_SHAPE(2, 3), CT_F32, dev)`。
+
 `ct_get_device` 对应 `x.get_device()`：CPU 上的张量返回 -1。`ct_is_pinned` 对应 `x.is_pinned()`：普通的 CPU 张量在可分页内存里，不是锁页内存（两者的区别在带宽一节讲）。
 :::
 ::: en
 ## Made on the CPU
 
 The seed tutorial creates its tensor with `torch.Tensor(2, 3)`, which allocates memory without initializing it, so what it prints is whatever was in that memory (`4.0046e-11`, `7.2661e+31`, ...). This chapter uses `ct_randn`, the counterpart of `torch.randn(2, 3)`: the values follow from the seed, are the same on every run, and so make the round-trip check below meaningful.
+
+Another seed tutorial makes a GPU tensor with `torch.cuda.FloatTensor(1)` and advises using the `torch.cuda.FloatTensor` type for model and data. These type-named constructors are legacy, no longer recommended by PyTorch; today one passes the dtype and the device to a factory function, e.g. `torch.empty(1, dtype=torch.float32, device="cuda")`. ct does the same: every factory takes a `ct_dtype` and a `ct_device`, as in `ct_randn(CT_SHAPE(2, 3), CT_F32, dev)`.
 
 `ct_get_device` mirrors `x.get_device()`: -1 for a tensor on the CPU. `ct_is_pinned` mirrors `x.is_pinned()`: an ordinary CPU tensor lives in pageable memory, not page-locked memory (the bandwidth section explains the difference).
 :::
@@ -417,9 +421,15 @@ static void show_cuda_cpu(const ct_cli *cli, ct_metrics *m, ct_tensor *x) {
 ::: zh
 ## 两个设备上的张量进了同一个运算
 
-一个运算的所有输入必须在同一个设备上：GPU 上的 kernel 读不了主机内存里的普通数组，CPU 上的循环也读不了显存。PyTorch 不会替你偷偷搬运，而是抛出 `RuntimeError`。种子教程演示的正是这个：`try` 里把 GPU 张量和 CPU 张量相加，`except RuntimeError as e` 打印消息，再把一个操作数 `.to("cuda")` 之后重算。
+一个运算的所有输入必须在同一个设备上：GPU 上的 kernel 读不了主机内存里的普通数组，CPU 上的循环也读不了显存。PyTorch 不会替你偷偷搬运，而是抛出 `RuntimeError`。种子教程演示的正是这个：`try` 里把 GPU 张量和 CPU 张量相加，`except RuntimeError as e` 打印消息，再把一个操作数 `.to("cuda")` 之后重算。像 `x + y` 这样的逐元素运算，PyTorch 的消息原文是：
 
-ct 不抛异常：`ct_add(a, b)` 返回 `NULL`，`ct_last_status()` 是 `CT_ERR_DEVICE`，`ct_last_error()` 是一条与 PyTorch 措辞相同的消息：
+```
+Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!
+```
+
+（矩阵乘一类的运算措辞不同，会指出是哪个参数，例如 `... but got mat1 is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA_addmm)`。）有一个例外：0 维的 CPU 张量（比如 `torch.tensor(2.0)`）可以和 CUDA 张量一起运算，PyTorch 把它当成一个标量参数传给 kernel。ct 没有这个例外：标量请用 `ct_binary_scalar` 一类带 `double` 参数的函数。
+
+ct 不抛异常：`ct_add(a, b)` 返回 `NULL`，`ct_last_status()` 是 `CT_ERR_DEVICE`，`ct_last_error()` 是一条说同一件事的消息，前面加上运算名：
 
 ```
 ct_add: expected all tensors to be on the same device, but found cuda:0 and cpu
@@ -434,9 +444,15 @@ ct_add: expected all tensors to be on the same device, but found cuda:0 and cpu
 ::: en
 ## Tensors on two devices in one operation
 
-All inputs of an operation must be on one device: a GPU kernel cannot read an ordinary array in host memory, and a CPU loop cannot read device memory. PyTorch does not move anything behind your back; it raises a `RuntimeError`. That is the seed tutorial's example: add a GPU tensor and a CPU tensor inside `try`, print the message in `except RuntimeError as e`, then `.to("cuda")` one operand and add again.
+All inputs of an operation must be on one device: a GPU kernel cannot read an ordinary array in host memory, and a CPU loop cannot read device memory. PyTorch does not move anything behind your back; it raises a `RuntimeError`. That is the seed tutorial's example: add a GPU tensor and a CPU tensor inside `try`, print the message in `except RuntimeError as e`, then `.to("cuda")` one operand and add again. For an elementwise operation such as `x + y`, PyTorch's message reads, verbatim:
 
-ct raises nothing: `ct_add(a, b)` returns `NULL`, `ct_last_status()` is `CT_ERR_DEVICE`, and `ct_last_error()` is a message in PyTorch's words:
+```
+Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!
+```
+
+(Matrix products word it differently and name the argument, e.g. `... but got mat1 is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA_addmm)`.) There is one exception: a 0-dim CPU tensor (such as `torch.tensor(2.0)`) does mix with CUDA tensors; PyTorch passes it to the kernel as a scalar argument. ct has no such exception: for a scalar, use the functions that take a `double`, such as `ct_binary_scalar`.
+
+ct raises nothing: `ct_add(a, b)` returns `NULL`, `ct_last_status()` is `CT_ERR_DEVICE`, and `ct_last_error()` is a message that says the same thing, prefixed with the operation's name:
 
 ```
 ct_add: expected all tensors to be on the same device, but found cuda:0 and cpu
@@ -942,7 +958,9 @@ GPU 的拷贝引擎和执行 kernel 的 SM 是两套独立的硬件，所以一�
 
 1. **两个流。**同一个流里的工作严格按顺序执行；拷贝放在一个流上，kernel 放在另一个流上，它们之间就没有先后约束了。`ct_stream_create` 对应 `torch.cuda.Stream()`，`ct_set_stream` 对应 `with torch.cuda.stream(s):`（让之后的拷贝走这个流）。
 2. **发起拷贝的调用立刻返回。**这就是 `non_blocking=True`：调用只是把拷贝排进流里就回来，主机接着去发起 kernel。
-3. **锁页内存。**只有源在锁页内存里，拷贝才能完全交给 DMA 引擎、调用才能立刻返回。源是可分页内存时，主机必须守在调用里，亲手把数据中转到锁页缓冲区，等它返回时拷贝已经结束了（这时 `non_blocking` 也没法让它提前返回），kernel 只能在那之后才被发起。这就是 `non_blocking` 离不开锁页内存的原因，也是 DataLoader 要配 `pin_memory=True` 的原因。
+3. **锁页内存。**只有源在锁页内存里，拷贝才能完全交给 DMA 引擎、调用才能立刻返回。源是可分页内存时，CUDA 的规定（运行时 API 文档 "API synchronization behavior" 一节）是：主机到设备的拷贝**先同步这个流**，等流上之前的工作全部做完才开始；然后主机守在调用里，把数据一块块中转进驱动的锁页缓冲区，中转完调用才返回，这时最后一段 DMA 可能还在路上。所以不能重叠，并不是因为"调用返回时拷贝已经结束"，而是因为拷贝前的那次流同步，加上主机在中转期间被占住、发不出下一个 kernel（`non_blocking=True` 对此无能为力）。这就是 `non_blocking` 离不开锁页内存的原因，也是 DataLoader 要配 `pin_memory=True` 的原因。
+
+种子教程说，要让传输和计算重叠，只需在调用 `cuda()` 时多传一个 `async=True` 参数。这是很早以前的写法：这个参数后来改名为 `non_blocking`，而 Python 3.7 起 `async` 是保留关键字，`x.cuda(async=True)` 连语法检查都过不了。今天写作 `x.cuda(non_blocking=True)` 或 `x.to(device, non_blocking=True)`，而且照上面三条，只写这一个参数还不够。
 
 实验：把一块锁页内存拷到 GPU，同时运行本章自己的 kernel `fma_burn`（在 `ch02_kernels.cu` 里：每个线程对一个数连做 `iters` 次乘加，几乎只用寄存器，是纯计算型的）。先单独测拷贝的时间，再把 kernel 的迭代次数校准到和拷贝差不多一样长，然后比较两种安排：
 
@@ -960,7 +978,9 @@ The GPU's copy engines and the SMs that run kernels are separate hardware, so a 
 
 1. **Two streams.** Work on one stream runs strictly in order; with the copy on one stream and the kernel on another, nothing orders them. `ct_stream_create` mirrors `torch.cuda.Stream()`, and `ct_set_stream` mirrors `with torch.cuda.stream(s):` (the copies that follow go to that stream).
 2. **A copy call that returns at once.** That is `non_blocking=True`: the call only queues the copy on the stream and comes back, and the host goes on to launch the kernel.
-3. **Pinned memory.** Only when the source is pinned can the whole copy be handed to a DMA engine and the call return at once. With a pageable source the host must stay in the call and stage the data into a pinned buffer itself; when the call returns the copy is over (`non_blocking` cannot make it return early then), and only then can the kernel be launched. This is why `non_blocking` needs pinned memory, and why the DataLoader's `pin_memory=True` goes with it.
+3. **Pinned memory.** Only when the source is pinned can the whole copy be handed to a DMA engine and the call return at once. With a pageable source, CUDA's rule (the runtime API's "API synchronization behavior" notes) is that a host-to-device copy first **synchronizes the stream**: it starts only when the stream's earlier work is done. Then the host stays in the call, staging the data chunk by chunk into the driver's pinned buffer, and the call returns once staging is done, possibly with the last DMA still in flight. So what prevents overlap is not "the copy is over when the call returns"; it is the stream synchronization before the copy, and the host being held in the call while it stages, unable to launch the next kernel (`non_blocking=True` changes neither). This is why `non_blocking` needs pinned memory, and why the DataLoader's `pin_memory=True` goes with it.
+
+A seed tutorial says that to overlap transfer with compute one only needs to pass an extra `async=True` argument to `cuda()`. That is very old usage: the argument was renamed `non_blocking`, and since Python 3.7 `async` is a reserved keyword, so `x.cuda(async=True)` does not even parse. Today it is `x.cuda(non_blocking=True)` or `x.to(device, non_blocking=True)`, and by the three points above that one argument alone is not enough.
 
 The experiment: copy a block of pinned memory to the GPU while running the chapter's own kernel, `fma_burn` (in `ch02_kernels.cu`: each thread runs `iters` multiply-adds on one number, almost entirely in registers, so it is compute-bound). First the copy is timed alone; then the kernel's iteration count is calibrated so that it takes about as long as the copy; then two schedules are compared:
 

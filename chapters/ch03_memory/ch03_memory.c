@@ -264,6 +264,7 @@ int main(int argc, char **argv) {
 - **`del x` 之后 allocated 回到 0，reserved 不变。** 块回到了缓存里；紧接着再建一个同样大小的 x，段数不变——这次没有找驱动。
 - **3×3 的 y 只有 36 字节**，计为 512 字节，它来自另一个 2 MiB 的小池段，所以 reserved 变成 22 MiB。小张量和大张量不共用段，免得小块把大段切得七零八落。
 - **`empty_cache()` 之后 reserved 回到 0**，但两个峰值还记着刚才的最高点，直到 `reset_peak_memory_stats()`。
+- **种子教程里的 `torch.cuda.reset_max_memory_reserved(0)` 并不存在**，调用会得到 `AttributeError`。它上面一行的 `reset_max_memory_allocated(0)` 存在，但已被弃用：现在它只是调用 `reset_peak_memory_stats()`，一次重置全部峰值（reserved 峰值的旧名字是 `reset_max_memory_cached`，同样已被弃用）。直接写 `reset_peak_memory_stats()` 即可。
 - **种子的第二个例子** `randn(10000, 10000)`：400,000,000 字节 = 381.47 MiB，恰好是 512 的倍数；它超过 10 MiB，单独成段，段的大小向上取整到 2 MiB 的倍数：382 MiB。这里用 `ct_empty`（只分配不填数）代替 `randn`，对分配器来说是同一个请求；`--quick` 时改用 2000×2000。
 
 在任何时刻都有 reserved ≥ allocated：每个活着的块都在某个段里面，而 reserved 数的是所有段。两者之差就是缓存里空闲、可以立即交给下一个请求的字节。
@@ -288,6 +289,7 @@ The table below prints the four numbers after each step of the seeds' example; t
 - **After `del x`, allocated drops to 0 and reserved stays.** The block went back to the cache; the next x of the same size leaves the segment count unchanged: the driver was not asked this time.
 - **The 3×3 tensor y is 36 bytes**, counted as 512, and it comes from a separate 2 MiB small-pool segment, so reserved becomes 22 MiB. Small and large tensors do not share segments, so that small blocks do not chop the big segments into pieces.
 - **After `empty_cache()`, reserved is back to 0**, but both peaks remember the high point until `reset_peak_memory_stats()`.
+- **The seed tutorial's `torch.cuda.reset_max_memory_reserved(0)` does not exist**: calling it raises `AttributeError`. The line above it, `reset_max_memory_allocated(0)`, exists but is deprecated: it now only calls `reset_peak_memory_stats()`, which resets all the peaks at once (the reserved peak's old name was `reset_max_memory_cached`, deprecated the same way). Write `reset_peak_memory_stats()`.
 - **The seed's second example**, `randn(10000, 10000)`: 400,000,000 bytes = 381.47 MiB, already a multiple of 512; being over 10 MiB it gets its own segment, rounded up to a multiple of 2 MiB: 382 MiB. It is made with `ct_empty` (allocate, no fill) instead of `randn`, which is the same request to the allocator; `--quick` uses 2000×2000.
 
 At every moment reserved ≥ allocated: every live block lies inside some segment, and reserved counts all segments. The difference is cached memory that is free and can go to the next request at once.
@@ -610,7 +612,7 @@ OOM 很难演示：80 GB 的 H100 要塞满很久，CPU 上的内存又是另一
 
 模型是一个 4 层的小网络，每层是 `relu(h @ W)`，`W` 是 32×32。输入是一整批 `X`（`--quick` 时 163,840 行，否则 1,048,576 行），每个激活值（activation，一层的输出）和 `X` 一样大：`--quick` 时 20 MiB，否则 128 MiB。训练时前向传播要把每一层的激活都留着，给反向传播用，所以一整批要同时放下 `X` 和 4 个激活，共 5 份（不带 `--quick` 时 4 个激活正好 512 MiB）。上限定为 3.5 份再加上权重所在的 2 MiB 段和 1 MiB 余量：放得下 `X` 和两个激活，放不下第三个。
 
-分配失败时，分配器照 PyTorch 的做法先把缓存里整段空闲的内存还掉，再试一次；还不行，才报错。报错信息写明想要多少、总量多少、已经分配了多少、分配器占着多少，让人一眼看出是"活着的张量太多"还是"缓存太多"。PyTorch 的报错是 `CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.11 GiB total capacity; ...)`，ct 的写法相同。C 里没有异常：`ct_mm` 返回 `NULL`，`ct_last_status()` 是 `CT_ERR_OOM`，`ct_last_error()` 是那条信息——这相当于 `except torch.cuda.OutOfMemoryError as e: print(e)`。
+分配失败时，分配器照 PyTorch 的做法先把缓存里整段空闲的内存还掉，再试一次；还不行，才报错。报错信息写明想要多少、设备总量多少、还空着多少、上限允许多少、活着的张量占了多少、缓存里预留着却没分配出去的有多少，让人一眼看出是"活着的张量太多"还是"缓存太多"。PyTorch 2.x 的报错是这样的（数字只是示意）：`CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.11 GiB of which 12.00 MiB is free. ... Of the allocated memory 78.50 GiB is allocated by PyTorch, and 100.00 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation. ...`。旧版 PyTorch 的 `(GPU 0; 79.11 GiB total capacity; ...)` 括号写法已经不用了。ct 的报错按同样的顺序给出这些事实，只是把 "PyTorch" 换成 "ct"；最后那句提示不一样，因为 ct 没有可扩展段（expandable segments）：报错前它已经把整段空闲的内存还掉了，剩下"预留却未分配"的部分都在被活着的张量切开的段里，办法是释放那些张量，或者先分配最大的张量。C 里没有异常：`ct_mm` 返回 `NULL`，`ct_last_status()` 是 `CT_ERR_OOM`，`ct_last_error()` 是那条信息——这相当于 `except torch.cuda.OutOfMemoryError as e: print(e)`。
 :::
 ::: en
 ## Out of memory, reproducible anywhere
@@ -619,7 +621,7 @@ An OOM is hard to demonstrate: filling an 80 GB H100 takes a while, and the CPU'
 
 The model is a small 4-layer network; each layer is `relu(h @ W)` with `W` of 32×32. The input is one batch `X` (163,840 rows with `--quick`, 1,048,576 otherwise), and every activation (a layer's output) is as big as `X`: 20 MiB with `--quick`, 128 MiB otherwise. Training keeps every layer's activation for the backward pass, so a whole batch needs `X` and 4 activations at once, 5 copies (without `--quick`, the 4 activations are exactly 512 MiB). The cap is 3.5 copies plus the weights' 2 MiB segment and 1 MiB of slack: room for `X` and two activations, not for a third.
 
-When an allocation fails, the allocator does what PyTorch does: it gives back the cache's wholly free segments and tries once more; only then does it fail. The message says how much was asked for, the total, how much is allocated and how much the allocator holds, so one can tell at a glance "too many live tensors" from "too much cache". PyTorch's reads `CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.11 GiB total capacity; ...)`, and ct's is worded the same. C has no exceptions: `ct_mm` returns `NULL`, `ct_last_status()` is `CT_ERR_OOM`, and `ct_last_error()` is the message — the counterpart of `except torch.cuda.OutOfMemoryError as e: print(e)`.
+When an allocation fails, the allocator does what PyTorch does: it gives back the cache's wholly free segments and tries once more; only then does it fail. The message says how much was asked for, the device's total, how much of it is free, what the cap allows, how much live tensors hold and how much the cache reserves without handing out, so one can tell at a glance "too many live tensors" from "too much cache". PyTorch 2.x words it like this (the numbers are only an illustration): `CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.11 GiB of which 12.00 MiB is free. ... Of the allocated memory 78.50 GiB is allocated by PyTorch, and 100.00 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation. ...`. Older PyTorch's bracketed `(GPU 0; 79.11 GiB total capacity; ...)` is gone. ct's message gives these facts in the same order, with "ct" for "PyTorch"; only the closing hint differs, because ct has no expandable segments: before failing it has already released its wholly free segments, so what is reserved but unallocated sits in segments that live tensors split, and the remedy is to free those tensors or allocate the largest tensors first. C has no exceptions: `ct_mm` returns `NULL`, `ct_last_status()` is `CT_ERR_OOM`, and `ct_last_error()` is the message — the counterpart of `except torch.cuda.OutOfMemoryError as e: print(e)`.
 :::
 */
 static int mlp_init(mlp *net, int layers, int64_t width, ct_device d) {
@@ -844,12 +846,12 @@ static void show_halve_batch(oom_ctx *c) {
 ::: zh
 ## 办法二：分块处理
 
-减半 batch 改变了训练本身（每步看到的样本少了）。另一个办法是 batch 不变，把它切成几块依次处理，每块的激活用完就释放，再处理下一块；训练时把各块的梯度累加起来，效果和一次处理整批相同（梯度累积）。种子里的写法是 `for i in range(0, len(data), batch_size): output = model(data[i:i+batch_size])`。这里每块取上一节找到的大小，用 `ct_narrow` 取 `X` 的一段行（视图，不占新内存）。各块最后一层输出之和加起来，应当等于一次处理整批的结果——下面"不留激活的推理"一节会一次算出整批，两者对照。
+减半 batch 改变了训练本身（每步看到的样本少了）。另一个办法是 batch 不变，把它切成几块依次处理，每块的激活用完就释放，再处理下一块；训练时把各块的梯度累加起来，效果和一次处理整批相同（梯度累积）。种子里的写法是一个循环：`for i in range(0, len(data), batch_size):` 里取 `batch = data[i:i+batch_size]`，再算 `output = model(batch)`。这里每块取上一节找到的大小，用 `ct_narrow` 取 `X` 的一段行（视图，不占新内存）。各块最后一层输出之和加起来，应当等于一次处理整批的结果——下面"不留激活的推理"一节会一次算出整批，两者对照。
 :::
 ::: en
 ## Remedy 2: process in chunks
 
-Halving the batch changes the training itself (each step sees fewer samples). Another remedy keeps the batch and cuts it into chunks processed one after another, each chunk's activations freed before the next; in training the chunks' gradients are summed, which gives the same update as the whole batch at once (gradient accumulation). The seed writes it `for i in range(0, len(data), batch_size): output = model(data[i:i+batch_size])`. Here each chunk has the size the previous section found, taken as rows of `X` with `ct_narrow` (a view, no new memory). The sums of the chunks' last outputs must add up to the whole batch's; the section on inference without activations below computes the whole batch at once, and the two are compared.
+Halving the batch changes the training itself (each step sees fewer samples). Another remedy keeps the batch and cuts it into chunks processed one after another, each chunk's activations freed before the next; in training the chunks' gradients are summed, which gives the same update as the whole batch at once (gradient accumulation). The seed writes it as a loop: `for i in range(0, len(data), batch_size):` takes `batch = data[i:i+batch_size]`, then computes `output = model(batch)`. Here each chunk has the size the previous section found, taken as rows of `X` with `ct_narrow` (a view, no new memory). The sums of the chunks' last outputs must add up to the whole batch's; the section on inference without activations below computes the whole batch at once, and the two are compared.
 :::
 */
 static void show_chunks(oom_ctx *c) {
@@ -1177,7 +1179,7 @@ static void show_zero_grad(oom_ctx *c) {
 ::: zh
 ## 显存预热
 
-种子建议"适当地进行显存预热"。意思是：训练开始前先分配一大块、再释放，分配器把它留在缓存里；之后每一步的张量都从这块里切，不用再找驱动。
+一篇种子教程建议"可以适当的进行显存预热"。意思是：训练开始前先分配一大块、再释放，分配器把它留在缓存里；之后每一步的张量都从这块里切，不用再找驱动。
 
 下面的实验把同样的几步训练前向跑两遍，每遍之前都 `empty_cache()`，让分配器回到刚启动的状态：
 
@@ -1189,7 +1191,7 @@ static void show_zero_grad(oom_ctx *c) {
 ::: en
 ## Memory warm-up
 
-The seeds advise to "warm up memory where appropriate". That is: before training starts, allocate one big block and free it; the allocator keeps it in its cache, and every later step's tensors are cut from it without asking the driver.
+A seed tutorial advises warming up memory where appropriate. That is: before training starts, allocate one big block and free it; the allocator keeps it in its cache, and every later step's tensors are cut from it without asking the driver.
 
 The experiment below runs the same few training forwards twice, each time after `empty_cache()`, which puts the allocator back in its just-started state:
 

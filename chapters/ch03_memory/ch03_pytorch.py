@@ -311,8 +311,8 @@ class Twin:
             live = storage_bytes(held + [self.X, self.kept]) + sum(nbytes(w) for w in self.weights)
             if live + new > self.cap:
                 raise CapExceeded(
-                    f"CPU out of memory (the chapter's cap, checked in Python). Tried to allocate {fmt_size(new)} "
-                    f"({fmt_size(live)} already allocated; the cap allows {fmt_size(self.cap)})")
+                    f"CPU out of memory (the chapter's cap, checked in Python). Tried to allocate {fmt_size(new)}. "
+                    f"{fmt_size(self.cap)} allowed; Of the allocated memory {fmt_size(live)} is held by live tensors.")
 
     def forward(self, x, keep):
         """relu_(h @ W) per layer. keep=True: autograd saves the activations (training);
@@ -382,7 +382,7 @@ class Twin:
         section("halve_batch")
         batch, tried = self.batch, []
         # twin: halve_batch
-        while batch >= 1:  # the retry loop of the seeds' advice
+        while batch >= 1:  # a smaller batch, as the seeds advise, halved until it fits
             tried.append(batch)
             ok, peak = self.try_batch(batch)
             if ok:

@@ -545,9 +545,9 @@ static void show_closed_form(run *r) {
 
 - `model.to(device)` 是 `ct_module_to(model, dev)`：模型的每个参数（和缓冲区，如果有的话）都换成目标设备上的副本。之后再创建优化器，它持有的是搬过去的参数（PyTorch 也建议先 `.to()` 再建优化器）。
 - `X.to(device)` 是 `ct_to(x, dev, CT_F32, false)`。本章的数据只有几百 KiB，一次全部搬上去，训练时每一批都是设备上已有数据的一个视图，不再拷贝。数据放不下时，才需要像第 6 章那样每一批搬一次（本章最后测量了这样做要多花多少时间）。
-- `loss_fn.to(device)`：`nn.MSELoss` 没有参数也没有缓冲区，它的 `.to()` 什么也不做；种子教程写上这一行，是因为有些损失函数带着张量（比如 `CrossEntropyLoss(weight=...)` 的类别权重），那些张量也必须和数据在同一个设备上。`ct_mse_loss` 是个普通函数，它在输入所在的设备上计算，没有东西要搬。
+- `loss_fn.to(device)`：`nn.MSELoss` 没有参数也没有缓冲区，它的 `.to()` 什么也不做；这一行仍然值得保留，因为有些损失函数带着张量（比如 `CrossEntropyLoss(weight=...)` 的类别权重），那些张量也必须和数据在同一个设备上。`ct_mse_loss` 是个普通函数，它在输入所在的设备上计算，没有东西要搬。
 
-搬运之后，模型、数据、损失都在同一个设备上。少搬一样，第一个同时碰到两边的运算就会报错。比如忘了搬数据，Linear 的矩阵乘法会说 `ct_addmm_: expected all tensors to be on the same device, but found cpu and cuda:0`，用的是 PyTorch 的说法。
+搬运之后，模型、数据、损失都在同一个设备上。少搬一样，第一个同时碰到两边的运算就会报错。比如忘了搬数据，Linear 的矩阵乘法会说 `ct_addmm_: expected all tensors to be on the same device, but found cpu and cuda:0`。PyTorch 2.x 在这里说的是 `Expected all tensors to be on the same device, but got mat1 is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA_addmm)`：事实相同，措辞不同。
 :::
 ::: en
 ## The three moves
@@ -556,9 +556,9 @@ Each of the seed tutorials' three lines has its counterpart here:
 
 - `model.to(device)` is `ct_module_to(model, dev)`: every parameter of the model (and buffer, if it had any) is replaced by a copy on the target device. The optimizer is created after this, so that it holds the moved parameters (PyTorch's documentation gives the same advice: `.to()` first, then the optimizer).
 - `X.to(device)` is `ct_to(x, dev, CT_F32, false)`. This chapter's data is a few hundred KiB, so it moves once, whole, and each batch during training is a view of data already on the device, with no copy. Only data too large for the device needs moving batch by batch, as in chapter 6 (the end of this chapter measures what that costs).
-- `loss_fn.to(device)`: `nn.MSELoss` has no parameters and no buffers, so its `.to()` does nothing; the seed tutorials write the line because some losses do carry tensors (the class weights of `CrossEntropyLoss(weight=...)`, for instance), and those must live on the data's device too. `ct_mse_loss` is a plain function that computes wherever its inputs are; there is nothing to move.
+- `loss_fn.to(device)`: `nn.MSELoss` has no parameters and no buffers, so its `.to()` does nothing; the line is still worth keeping, because some losses do carry tensors (the class weights of `CrossEntropyLoss(weight=...)`, for instance), and those must live on the data's device too. `ct_mse_loss` is a plain function that computes wherever its inputs are; there is nothing to move.
 
-After the moves the model, the data and the loss are on one device. Forget one, and the first op that meets both sides fails. Forget the data, for instance, and Linear's matrix product says `ct_addmm_: expected all tensors to be on the same device, but found cpu and cuda:0`, in PyTorch's words.
+After the moves the model, the data and the loss are on one device. Forget one, and the first op that meets both sides fails. Forget the data, for instance, and Linear's matrix product says `ct_addmm_: expected all tensors to be on the same device, but found cpu and cuda:0`. PyTorch 2.x says `Expected all tensors to be on the same device, but got mat1 is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA_addmm)` here: the same facts, other words.
 :::
 */
 static void show_to_device(run *r) {
@@ -907,14 +907,14 @@ The two figures come from this run's `--metrics`: the mean loss of each epoch, a
 
 把学到的参数放在真值和闭式解旁边。学到的参数离闭式解比离真值更近：离真值的那点差距来自噪声，任何方法在这份数据上都消除不了；离闭式解的差距来自 SGD 本身，每一步只看 32 个样本，参数就在最优点附近小幅抖动，学习率越小抖得越小。
 
-最后一行在全部样本上重新算一遍 MSE。这次用 `ct_module_train(model, false)` 切到评估模式（`model.eval()`），前向不为反向保存任何东西，相当于在 `torch.no_grad()` 下运行。学到的参数的 MSE 只能大于等于闭式解的 MSE。
+最后一行在全部样本上重新算一遍 MSE。这次用 `ct_module_train(model, false)` 切到评估模式。ct 的评估模式同时是 PyTorch 的两样东西：`model.eval()`（Dropout、BatchNorm 这类层换成推理时的行为；本章的模型里没有这类层）和 `torch.no_grad()`（前向不为反向保存任何东西）。在 PyTorch 里 `model.eval()` 只管前一样，autograd 照样记录，所以 twin 写的是 `model.eval()` 再加 `with torch.no_grad():`。学到的参数的 MSE 只能大于等于闭式解的 MSE。
 :::
 ::: en
 ## What was learned
 
 The learned parameters next to the truth and the closed form. They sit closer to the closed form than to the truth: the distance to the truth comes from the noise, which no method can remove from this data; the distance to the closed form comes from SGD itself, which looks at 32 samples per step and so keeps jittering a little around the optimum, less so with a smaller learning rate.
 
-The last line recomputes the MSE over all samples. This time `ct_module_train(model, false)` switches to evaluation mode (`model.eval()`): the forward pass keeps nothing for a backward pass, as under `torch.no_grad()`. The learned parameters' MSE can only be at or above the closed form's.
+The last line recomputes the MSE over all samples. This time `ct_module_train(model, false)` switches to evaluation mode. ct's evaluation mode is two PyTorch things at once: `model.eval()` (layers such as Dropout and BatchNorm switch to their inference behaviour; this chapter's model has none) and `torch.no_grad()` (the forward pass keeps nothing for a backward pass). In PyTorch `model.eval()` does only the first, and autograd keeps recording, so the twin writes `model.eval()` plus `with torch.no_grad():`. The learned parameters' MSE can only be at or above the closed form's.
 :::
 */
 static void show_parameters(run *r) {

@@ -32,6 +32,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
+from batches import device_batches  # noqa: E402  (side-stream copies, as ct's DataLoader makes them)
 
 F = 4
 TRUE_W = [2.0, -3.4, 1.7, 0.5]
@@ -352,9 +353,8 @@ def show_speed(torch, nn, x, y, init, loss_fn, main_log, args, device, m):
     loader = DataLoader(TensorDataset(x, y), batch_size=bs, shuffle=False,
                         pin_memory=device.type == "cuda")
 
-    def loader_batches():
-        for xb, yb in loader:
-            yield xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
+    def loader_batches():  # on CUDA the next batch is copied on a side stream, as in C
+        return device_batches(torch, loader, device)
     # twin: end
     log = train(torch, new_model(nn, init, device), loss_fn, loader_batches, epochs, args.lr, device, False)
     speed_row("DataLoader: each batch gathered and copied", device, log)

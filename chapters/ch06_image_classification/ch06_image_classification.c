@@ -163,7 +163,7 @@ transforms.Compose([transforms.ToTensor(),                      # 像素 / 255 -
 - `batch_size`：每批多少张；`shuffle`：每个 epoch 开始时用带种子的 Philox 生成器把顺序打乱（种子相同，顺序就相同），这样模型不会记住样本的先后顺序；
 - `num_workers`：几个工作线程并行地把样本拼成批（PyTorch 用的是工作进程）；`prefetch_factor`：每个工作线程最多提前准备几批；
 - `pin_memory`：批数据放在锁页内存里。只有锁页内存才能被 GPU 的 DMA 引擎直接读取，主机到设备的拷贝才能异步进行（第 2 章测过它的带宽）；
-- 把批数据拷到设备上的工作在一条**副流**（side stream）上完成，计算用的当前流只在真正用到这批数据之前等待拷贝完成的事件。于是第 k 批在 GPU 上训练的同时，第 k+1 批已经在路上了。PyTorch 里要自己写 `x.to(device, non_blocking=True)` 才有这个效果。
+- 把批数据拷到设备上的工作在一条**副流**（side stream）上完成，计算用的当前流只在真正用到这批数据之前等待拷贝完成的事件。于是第 k 批在 GPU 上训练的同时，第 k+1 批已经在路上了。种子教程的 DataLoader 调优一节在循环里写 `x.to("cuda", non_blocking=True)`，仿佛这一行就能让下一批的拷贝和计算重叠。其实不能：这一行把拷贝排在**当前流**上，而当前流上排在它前面的是上一批的 kernel，拷贝要等它们都做完才开始；`non_blocking=True` 只是让主机不必等待。要真的重叠，得像 ct 这样另开一条流：`side = torch.cuda.Stream()`，`side.wait_stream(torch.cuda.current_stream())`，在 `with torch.cuda.stream(side):` 里拷贝，用之前让当前流等拷贝完成，再对拷过来的张量调用 `record_stream(torch.cuda.current_stream())`，免得缓存分配器在当前流还在读它们的时候把内存交给副流。本章的 PyTorch twin 正是这样写的（`tools/fixtures/batches.py` 里的 `device_batches`），所以两边比的是同一件事。
 
 训练时打乱顺序，测试时不打乱（顺序不影响准确率，而固定的顺序让结果可以逐张对照）。`--quick` 只取训练集的前 2560 张、测试集的前 1000 张，相当于 PyTorch 的 `Subset`：这里用 `ct_tensor_dataset` 把取出来的那部分包成一个新的数据集。
 :::
@@ -186,7 +186,7 @@ The `DataLoader` cuts the dataset into batches:
 - `batch_size`: images per batch; `shuffle`: at the start of each epoch the order is permuted by a seeded Philox generator (same seed, same order), so the model cannot learn the order of the samples;
 - `num_workers`: worker threads that gather samples into batches in parallel (PyTorch uses worker processes); `prefetch_factor`: how many batches each worker may prepare ahead;
 - `pin_memory`: batches live in page-locked (pinned) host memory. Only pinned memory can be read directly by the GPU's DMA engines, so only then can the host-to-device copy run asynchronously (chapter 2 measured its bandwidth);
-- the copy of each batch to the device runs on a **side stream**; the current stream, where the computation runs, waits on the copy's event only just before it uses the batch. So while batch k trains on the GPU, batch k+1 is already on its way. In PyTorch you get this by writing `x.to(device, non_blocking=True)` yourself.
+- the copy of each batch to the device runs on a **side stream**; the current stream, where the computation runs, waits on the copy's event only just before it uses the batch. So while batch k trains on the GPU, batch k+1 is already on its way. The seed tutorial's DataLoader tuning section writes `x.to("cuda", non_blocking=True)` in the loop, as if that line alone overlapped the next batch's copy with compute. It does not: it queues the copy on the **current stream**, behind the previous batch's kernels, so the copy starts only when they are done; `non_blocking=True` only spares the host the wait. Real overlap takes a second stream, as ct uses: `side = torch.cuda.Stream()`, `side.wait_stream(torch.cuda.current_stream())`, the copy inside `with torch.cuda.stream(side):`, the current stream made to wait for the copy before use, and `record_stream(torch.cuda.current_stream())` on the copied tensors, so the caching allocator does not hand their memory to the side stream while the current stream still reads them. The chapter's PyTorch twin is written that way (`device_batches`, in `tools/fixtures/batches.py`), so both sides measure the same thing.
 
 Training batches are shuffled, test batches are not (the order does not change the accuracy, and a fixed order lets results be compared image by image). `--quick` takes only the first 2560 training and the first 1000 test images, PyTorch's `Subset`: here `ct_tensor_dataset` wraps the part taken out as a new dataset.
 :::
@@ -259,7 +259,7 @@ CNN 保留图片的二维结构。`Conv2d(1, 16, 3, padding=1)` 用 16 个 3×3 
 
 `ct_nn_sequential` 对应 `nn.Sequential`：把子模块依次命名为 `0`、`1`、`2`……，参数的名字就是 `1.weight`、`4.bias` 这样的 state_dict 键，和 PyTorch 里结构相同的模型一模一样。`ct_module_str` 按 `print(model)` 的格式打印模型。
 
-`ct_module_to(model, device)` 就是 `model.to(device)`：把每个参数和缓冲区（BatchNorm 的 running_mean 等）搬到设备上。和 PyTorch 一样，优化器要在搬完之后再创建，它的状态（Adam 的一阶、二阶矩）建在参数所在的设备上。至于 `loss_fn.to(device)`：交叉熵没有参数也没有缓冲区，搬它什么也不做；真正要求的是 logits 和标签在同一个设备上，DataLoader 已经把标签送到了那里。
+`ct_module_to(model, device)` 就是 `model.to(device)`：把每个参数和缓冲区（BatchNorm 的 running_mean 等）搬到设备上。和 PyTorch 一样，优化器要在搬完之后再创建，它的状态（Adam 的一阶、二阶矩）建在参数所在的设备上。种子教程里有一行 `optimizer = optimizer.to(device)`：PyTorch 的优化器没有 `.to` 方法，这一行会抛出 `AttributeError`。优化器本来也不用搬：它只引用模型的参数，状态按需建在参数所在的设备上，先搬模型、再建优化器就够了。至于 `loss_fn.to(device)`：交叉熵没有参数也没有缓冲区，搬它什么也不做；真正要求的是 logits 和标签在同一个设备上，DataLoader 已经把标签送到了那里。
 :::
 ::: en
 ## The models
@@ -272,7 +272,7 @@ The CNN keeps the picture two-dimensional. `Conv2d(1, 16, 3, padding=1)` slides 
 
 `ct_nn_sequential` is `nn.Sequential`: it names its children `0`, `1`, `2`, ..., so the parameters are called `1.weight`, `4.bias`: the state_dict keys of the same model built in PyTorch. `ct_module_str` prints the model the way `print(model)` does.
 
-`ct_module_to(model, device)` is `model.to(device)`: every parameter and buffer (BatchNorm's running_mean and the like) moves to the device. As in PyTorch, the optimizer is created after the move, so that its state (Adam's first and second moments) is created where the parameters are. As for `loss_fn.to(device)`: cross-entropy has no parameters or buffers, so moving it does nothing; what matters is that the logits and the labels are on the same device, and the DataLoader has already put the labels there.
+`ct_module_to(model, device)` is `model.to(device)`: every parameter and buffer (BatchNorm's running_mean and the like) moves to the device. As in PyTorch, the optimizer is created after the move, so that its state (Adam's first and second moments) is created where the parameters are. A seed tutorial writes `optimizer = optimizer.to(device)`: PyTorch's optimizers have no `.to` method, so that line raises `AttributeError`. Nor does an optimizer need moving: it only refers to the model's parameters and creates its state where they are, so moving the model first and creating the optimizer afterwards is all it takes. As for `loss_fn.to(device)`: cross-entropy has no parameters or buffers, so moving it does nothing; what matters is that the logits and the labels are on the same device, and the DataLoader has already put the labels there.
 :::
 */
 // nn.Sequential(*mods), or NULL (and every module freed) if any is NULL.
@@ -354,7 +354,7 @@ PyTorch 在前向时记录计算图，`loss.backward()` 沿着图倒着走。这
 - **Flatten**：只是改变形状，反向把梯度改回原来的形状。
 - **Dropout**：前向记住随机掩码，反向用同一个掩码（乘同样的 1/(1-p)）。
 
-所以训练模式下的前向要保存反向用得到的东西：Linear 和 Conv 的输入（或 im2col 的列）、ReLU 的掩码、MaxPool 的 argmax、Dropout 的掩码、BatchNorm 的批统计量。这正是训练比推理多占显存的原因，也是评估时要切换到 eval 模式（不保存任何东西，相当于 `torch.no_grad()`）的原因。
+所以训练模式下的前向要保存反向用得到的东西：Linear 和 Conv 的输入（或 im2col 的列）、ReLU 的掩码、MaxPool 的 argmax、Dropout 的掩码、BatchNorm 的批统计量。这正是训练比推理多占显存的原因，也是评估时要切换到 eval 模式的原因：ct 的 eval 模式什么也不保存。这一点和 PyTorch 不同。PyTorch 的 `model.eval()` 只改变 Dropout、BatchNorm 这类层的行为，autograd 照样记录计算图、保存反向要用的张量；不记录要靠 `torch.no_grad()`。ct 的 eval 模式两件事都做：它既是 `model.eval()`，也是 `torch.no_grad()`。
 :::
 ::: en
 ## Each layer's backward pass
@@ -368,7 +368,7 @@ PyTorch records a graph during the forward pass and `loss.backward()` walks it i
 - **Flatten**: only a change of shape; backward changes the gradient back.
 - **Dropout**: the forward pass keeps its random mask; backward applies the same mask (and the same 1/(1-p)).
 
-So a forward pass in training mode keeps what backward will need: the inputs of Linear and Conv (or the im2col columns), ReLU's mask, MaxPool's argmax, Dropout's mask, BatchNorm's batch statistics. That is why training takes more memory than inference, and why evaluation switches to eval mode, which keeps nothing (PyTorch's `torch.no_grad()`).
+So a forward pass in training mode keeps what backward will need: the inputs of Linear and Conv (or the im2col columns), ReLU's mask, MaxPool's argmax, Dropout's mask, BatchNorm's batch statistics. That is why training takes more memory than inference, and why evaluation switches to eval mode: ct's eval mode keeps nothing. Here ct differs from PyTorch. PyTorch's `model.eval()` only changes how layers such as Dropout and BatchNorm behave; autograd still records the graph and keeps the tensors backward needs, and it is `torch.no_grad()` that stops the recording. ct's eval mode does both: it is `model.eval()` and `torch.no_grad()` at once.
 :::
 */
 
@@ -387,6 +387,8 @@ $$\mathrm{softmax}(x)_j = \frac{e^{x_j}}{\sum_k e^{x_k}}, \qquad \ell = -\log \m
 $$\frac{\partial \ell}{\partial x_j} = \mathrm{softmax}(x)_j - [j = t]$$
 
 预测的概率减去 one-hot 的真实分布，再除以 batch 大小 B（因为取了平均）。预测越准，梯度越小。`ct_cross_entropy_loss(logits, y, &grad)` 一次返回损失和这个梯度，梯度就是整个网络反向传播的起点：PyTorch 里 `loss.backward()` 的第一步。
+
+标签必须落在 [0, C) 里，C 是 logits 的列数。有一篇种子教程的训练例子在这里出了错：网络最后一层是 `nn.Linear(2, 1)`，只输出一列，却配上 `nn.CrossEntropyLoss` 和取值 0 或 1 的标签。C = 1，标签 1 越界。在 CPU 上 PyTorch 抛出 `IndexError: Target 1 is out of bounds.`；在 CUDA 上检查发生在 kernel 里，是一次 device-side assert（`RuntimeError: CUDA error: device-side assert triggered`），之后这个进程的 CUDA 上下文就不能再用了。两个类别要么用 `Linear(2, 2)` 配 `CrossEntropyLoss`，要么用一列 logits 配 `BCEWithLogitsLoss` 和浮点标签。ct 在 CPU 上让 `ct_cross_entropy_loss` 返回 `NULL`，消息是同样的 `Target 1 is out of bounds.`；在 GPU 上 kernel 把越界记下来，在下一次等待设备的调用里作为错误返回，进程照常运行。
 :::
 ::: en
 ## Cross-entropy = log-softmax + NLL
@@ -402,6 +404,8 @@ Its gradient is remarkably simple:
 $$\frac{\partial \ell}{\partial x_j} = \mathrm{softmax}(x)_j - [j = t]$$
 
 the predicted probabilities minus the one-hot true distribution, divided by the batch size B (because of the mean). The better the prediction, the smaller the gradient. `ct_cross_entropy_loss(logits, y, &grad)` returns the loss and this gradient at once; the gradient is where the whole network's backward pass starts, the first step of PyTorch's `loss.backward()`.
+
+The labels must lie in [0, C), C being the number of logit columns. One seed tutorial's training example goes wrong here: its network ends in `nn.Linear(2, 1)`, a single output column, yet it uses `nn.CrossEntropyLoss` with labels 0 or 1. C = 1, so label 1 is out of range. On the CPU PyTorch raises `IndexError: Target 1 is out of bounds.`; on CUDA the check is inside the kernel and fails as a device-side assert (`RuntimeError: CUDA error: device-side assert triggered`), after which the process's CUDA context is unusable. For two classes, use `Linear(2, 2)` with `CrossEntropyLoss`, or one logit column with `BCEWithLogitsLoss` and float labels. ct makes `ct_cross_entropy_loss` return `NULL` on the CPU with the same `Target 1 is out of bounds.`; on the GPU the kernel records the bad label and the next call that waits for the device returns it as an error, and the process goes on.
 :::
 */
 
@@ -448,14 +452,14 @@ static ct_tensor *train_step(ct_module *model, ct_optimizer *opt, const ct_tenso
 ::: zh
 ## 评估：eval 模式、准确率和混淆矩阵
 
-`ct_module_train(model, false)` 就是 `model.eval()`。它改变两种层的行为：Dropout 不再丢弃任何东西；BatchNorm 不再用当前 batch 的统计量，改用训练时积累下来的 running_mean 和 running_var，于是一张图片的预测结果不再取决于和它同批的其他图片。eval 模式下前向不保存反向需要的任何东西，相当于 `torch.no_grad()`，所以测试时可以用大得多的 batch（这里是 1000）。
+`ct_module_train(model, false)` 就是 `model.eval()`。它改变两种层的行为：Dropout 不再丢弃任何东西；BatchNorm 不再用当前 batch 的统计量，改用训练时积累下来的 running_mean 和 running_var，于是一张图片的预测结果不再取决于和它同批的其他图片。ct 的 eval 模式同时还是 `torch.no_grad()`：前向不保存反向需要的任何东西，所以测试时可以用大得多的 batch（这里是 1000）。PyTorch 的 `model.eval()` 不管这件事，所以 twin 在评估时写的是 `model.eval()` 再加 `with torch.no_grad():`。
 
 每一批取 logits 每一行最大值的下标（`argmax`，对应 `logits.argmax(1)`）作为预测的类别，拷回主机计数。混淆矩阵 C[i][j] 是真实类别为 i、被预测成 j 的图片数：对角线是预测对的，第 i 行的和是测试集中类别 i 的图片数，第 i 类的准确率（召回率）是 C[i][i] 除以这一行的和。下面的计数函数是一个练习区。
 :::
 ::: en
 ## Evaluation: eval mode, accuracy and the confusion matrix
 
-`ct_module_train(model, false)` is `model.eval()`. It changes two kinds of layer: Dropout drops nothing any more, and BatchNorm stops using the current batch's statistics and uses the running_mean and running_var gathered during training instead, so that an image's prediction no longer depends on the other images in its batch. In eval mode the forward pass keeps nothing for a backward pass (PyTorch's `torch.no_grad()`), which is why testing can use much bigger batches (1000 here).
+`ct_module_train(model, false)` is `model.eval()`. It changes two kinds of layer: Dropout drops nothing any more, and BatchNorm stops using the current batch's statistics and uses the running_mean and running_var gathered during training instead, so that an image's prediction no longer depends on the other images in its batch. ct's eval mode is also `torch.no_grad()`: the forward pass keeps nothing for a backward pass, which is why testing can use much bigger batches (1000 here). PyTorch's `model.eval()` does not do that part, so the twin evaluates under `model.eval()` plus `with torch.no_grad():`.
 
 For each batch, the index of the largest logit in each row (`argmax`, PyTorch's `logits.argmax(1)`) is the predicted class, copied back to the host and counted. The confusion matrix C[i][j] counts the images of true class i predicted as j: the diagonal holds the correct ones, row i sums to the number of test images of class i, and the accuracy (recall) of class i is C[i][i] over that row's sum. The counting function below is a lab region.
 :::

@@ -5,7 +5,11 @@
 The same models, hyperparameters, flags and output sections as ch06, written
 the way the seed tutorials write a training loop (model.to(device),
 imgs.to(device), zero_grad / backward / step), so the two can be read side by
-side:
+side. One difference from the seeds: batches reach the device through
+device_batches (tools/fixtures/batches.py), which copies the next batch on a
+side stream as the C DataLoader does; a bare imgs.to(device, non_blocking=True)
+would queue the copy behind the previous batch's kernels and overlap nothing.
+Side by side:
 
     ./ch06 --device cpu --model mlp
     /usr/bin/python3 chapters/ch06_image_classification/ch06_pytorch.py --device cpu --model mlp
@@ -35,6 +39,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
 import st  # noqa: E402  (the repository's safetensors reader/writer)
+from batches import device_batches  # noqa: E402  (side-stream copies, as ct's DataLoader makes them)
 
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
            "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
@@ -152,8 +157,7 @@ def evaluate(torch, model, loader, device):
     loss_sum, total, first, t0 = 0.0, 0, None, time.perf_counter()
     # twin: evaluate
     with torch.no_grad():
-        for imgs, targets in loader:
-            imgs, targets = imgs.to(device), targets.to(device)
+        for imgs, targets in device_batches(torch, loader, device):
             logits = model(imgs)
             loss_sum += torch.nn.functional.cross_entropy(logits, targets).item() * len(targets)
             pred = logits.argmax(1)
@@ -273,9 +277,7 @@ def main(argv):
         loss_sum = torch.zeros((), device=device)
         t0, step, seen = time.perf_counter(), 0, 0
         # twin: train_epoch
-        for imgs, targets in train_loader:
-            imgs = imgs.to(device, non_blocking=True)
-            targets = targets.to(device, non_blocking=True)
+        for imgs, targets in device_batches(torch, train_loader, device):  # side-stream copies, as in C
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(imgs), targets)
             loss.backward()

@@ -53,7 +53,7 @@
 // segment), or when the per-process fraction would be exceeded. Then the
 // default pool's unused segments are released (num_cache_flushes counts
 // this), the request is tried once more, and if that fails too the call fails
-// with CT_ERR_OOM and a message in PyTorch's words. "Tried to allocate" names
+// with CT_ERR_OOM and a message carrying the facts of PyTorch 2.x's. "Tried to allocate" names
 // the segment size that was asked for, as PyTorch's message does (it equals
 // the rounded request for requests of 10 MiB and more).
 //
@@ -521,21 +521,35 @@ static size_t segment_size_for(size_t rounded) {
   return (rounded + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
 }
 
-// Records the OOM failure. Enters with the mutex held.
+// Records the OOM failure. Enters with the mutex held. The message carries
+// the facts of PyTorch 2.x's, in its order: the request; the device's total
+// and free memory; the fraction's limit ("allowed"); what live tensors hold
+// and what the cache holds beyond them. PyTorch's closing hint names
+// expandable_segments; ct has none, and by now it has already released every
+// wholly free segment, so what is reserved but unallocated sits in segments
+// that a live tensor splits: the hint says so.
 static void fail_oom(dev_state *ds, int slot, size_t asked) {
-  char dev[CT_DEVICE_STR_MAX], a[32], tot[32], al[32], rs[32], fr[32], lim[32];
+  char a[32], tot[32], al[32], un[32], fr[32], lim[32];
   size_t free_b = 0, total_b = 0;
   if (slot_memory_info(slot, &free_b, &total_b) != CT_OK) free_b = total_b = 0;
-  char frac[96] = "";
+  char allowed[48] = "";
   if (ds->fraction_set)
-    snprintf(frac, sizeof frac, "; memory fraction %.4g allows %s", ds->fraction,
-             fmt_size(ds->fraction_limit, lim, sizeof lim));
+    snprintf(allowed, sizeof allowed, "%s allowed; ", fmt_size(ds->fraction_limit, lim, sizeof lim));
+  char where[32];
+  if (slot == 0)
+    snprintf(where, sizeof where, "The CPU");
+  else
+    snprintf(where, sizeof where, "GPU %d", slot - 1);
   ct_fail(CT_ERR_OOM,
-          "ct_block_alloc: %s out of memory. Tried to allocate %s (%s; %s total capacity; "
-          "%s already allocated; %s reserved by ct; %s free%s)",
-          slot == 0 ? "CPU" : "CUDA", fmt_size(asked, a, sizeof a), slot_str(slot, dev),
-          fmt_size(total_b, tot, sizeof tot), fmt_size(ds->st.allocated, al, sizeof al),
-          fmt_size(ds->st.reserved, rs, sizeof rs), fmt_size(free_b, fr, sizeof fr), frac);
+          "ct_block_alloc: %s out of memory. Tried to allocate %s. %s has a total capacity of %s of "
+          "which %s is free. %sOf the allocated memory %s is allocated by ct, and %s is reserved by ct "
+          "but unallocated. ct has no expandable segments and has already released its wholly free "
+          "segments: if reserved but unallocated memory is large, it is split by live tensors; free "
+          "those, or allocate the largest tensors first, to avoid fragmentation.",
+          slot == 0 ? "CPU" : "CUDA", fmt_size(asked, a, sizeof a), where,
+          fmt_size(total_b, tot, sizeof tot), fmt_size(free_b, fr, sizeof fr), allowed,
+          fmt_size(ds->st.allocated, al, sizeof al),
+          fmt_size(ds->st.reserved - ds->st.allocated, un, sizeof un));
 }
 
 // Takes s out of b->uses (it is in at most once).

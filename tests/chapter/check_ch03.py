@@ -408,9 +408,12 @@ def check_run(r, m, device):
            f"OOM at layer {m.get('oom_failed_layer')}, the rules say layer {e['oom_failed_layer']}")
     msg = m.get("oom_message", "")
     err = e["oom_err"]
-    for needle in ("out of memory", "Tried to allocate", f"Tried to allocate {fmt_size(err.asked)}",
-                   f"{fmt_size(err.allocated)} already allocated", f"{fmt_size(err.reserved)} reserved",
-                   f"allows {fmt_size(e['limit'])}"):
+    # The facts of PyTorch 2.x's message, in its words and order.
+    for needle in (f"out of memory. Tried to allocate {fmt_size(err.asked)}. ", " has a total capacity of ",
+                   " is free. ", f"{fmt_size(e['limit'])} allowed; ",
+                   f"Of the allocated memory {fmt_size(err.allocated)} is allocated by ct, ",
+                   f"and {fmt_size(err.reserved - err.allocated)} is reserved by ct but unallocated.",
+                   "expandable segments"):
         expect(needle in msg, f"OOM message lacks {needle!r}: {msg!r}")
     oom_out = "\n".join(section_lines(r.stdout, "oom"))
     expect(msg and msg in oom_out, "the caught OOM message is not printed in == oom ==", r)
