@@ -372,7 +372,7 @@ static void test_fraction_oom(void **state) {
   assert_true(contains(msg, tu_device.type == CT_CPU ? "CPU out of memory" : "CUDA out of memory"));
   // PyTorch 2.x's facts, in its order: "<where> has a total capacity of ...
   // of which ... is free. <limit> allowed; Of the allocated memory ..."
-  char where[32];
+  char where[64];
   if (tu_device.type == CT_CPU)
     snprintf(where, sizeof where, "The CPU has a total capacity of ");
   else
