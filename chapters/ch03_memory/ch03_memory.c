@@ -15,7 +15,7 @@ torch.cuda.empty_cache()
 
 可是要读懂打印出来的数字，就得知道 PyTorch 背后那个**缓存分配器**（caching allocator）是怎么工作的：为什么"已分配"是 3.81 MiB 而"缓存"是 20 MiB；为什么 `del x` 之后缓存一点没少；显存不够（OOM，out of memory）时该怎么办；为什么有人建议训练开始前先"预热"显存。
 
-本章用 ct 的缓存分配器（`common/alloc.h`）把这些问题逐个跑一遍。它照搬了 PyTorch `CUDACachingAllocator` 的规则和统计量。ct 在 CPU 上也用同一个分配器，所以没有 GPU 的读者也能看到同样的数字、触发同样的 OOM。本章各节依次是：
+本章用 ct 的缓存分配器（`common/include/alloc.h`，实现在 `common/core/alloc.c`）把这些问题逐个跑一遍。它照搬了 PyTorch `CUDACachingAllocator` 的规则和统计量。ct 在 CPU 上也用同一个分配器，所以没有 GPU 的读者也能看到同样的数字、触发同样的 OOM。本章各节依次是：
 
 1. 四个统计量随种子例子每一步的变化；
 2. 分配器的规则：512 字节取整、小池与大池、段的切分、碎片；
@@ -43,7 +43,7 @@ torch.cuda.empty_cache()
 
 Reading the numbers it prints takes knowing how PyTorch's **caching allocator** works: why "allocated" is 3.81 MiB while "cached" is 20 MiB; why `del x` leaves the cache as big as before; what to do when memory runs out (OOM, out of memory); and why some advise "warming up" memory before training.
 
-This chapter runs each of these questions through ct's caching allocator (`common/alloc.h`), which follows the rules and keeps the statistics of PyTorch's `CUDACachingAllocator`. ct uses the same allocator on the CPU, so a reader without a GPU sees the same numbers and hits the same OOM. The sections, in order:
+This chapter runs each of these questions through ct's caching allocator (`common/include/alloc.h`, implemented in `common/core/alloc.c`), which follows the rules and keeps the statistics of PyTorch's `CUDACachingAllocator`. ct uses the same allocator on the CPU, so a reader without a GPU sees the same numbers and hits the same OOM. The sections, in order:
 
 1. the four statistics after each step of the seeds' example;
 2. the allocator's rules: 512-byte rounding, the small and large pools, splitting segments, fragmentation;

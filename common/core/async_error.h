@@ -31,23 +31,23 @@ enum { CT_ASYNC_NONE = 0, CT_ASYNC_TARGET_OUT_OF_BOUNDS = 1 };
 
 // The record kernels write (device memory). Fields after `claimed` are valid
 // once `code` is non-zero; a kernel writes `code` last, after a fence.
-typedef struct ct_async_record {
+typedef struct cti_async_record {
   unsigned long long claimed; // 0 free, 1 taken
   long long code;             // CT_ASYNC_*
   long long a, b, c;          // cross-entropy: row, target, number of classes
-} ct_async_record;
+} cti_async_record;
 
 #ifdef CT_HAVE_CUDA
 // The device's record (allocated and zeroed on first use), for a kernel's
 // argument; NULL and an error if it cannot be had.
-ct_async_record *ct_cuda_async_record(int device);
+cti_async_record *cti_cuda_async_record(int device);
 // Enters with `device` current, after the caller `op` (e.g. "ct_item") has
 // waited for a stream or an event of it; copies the record on the device's
 // own non-blocking check stream, so nothing else is waited for and a report
 // is seen whichever stream ran the kernel that made it. Leaves with CT_OK if
 // no kernel left an error, else with the error (ct_fail) and the record
 // cleared. A device whose kernels never reported costs nothing.
-int ct_cuda_async_check(int device, const char *op);
+int cti_cuda_async_check(int device, const char *op);
 #endif
 
 #ifdef __cplusplus

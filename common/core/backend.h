@@ -4,12 +4,12 @@
 //
 // The dispatcher in ops.c does everything that does not depend on the device:
 // it checks arguments, broadcasts, promotes dtypes, allocates the result and
-// describes the loop as a ct_iter. A backend only runs loops. So the CPU and
+// describes the loop as a cti_iter. A backend only runs loops. So the CPU and
 // CUDA backends agree by construction on shapes, dtypes and errors, and a
 // test that compares them compares only arithmetic.
 //
 // Pointers handed to a backend are element 0 of each operand (offset already
-// applied). Element strides in a ct_iter may be 0 (a broadcast operand) and
+// applied). Element strides in a cti_iter may be 0 (a broadcast operand) and
 // are never negative. Every function returns CT_OK or a ct_status with the
 // error recorded (ct_fail), and issues its work on stream `s` (the CPU runs
 // it at once).
@@ -29,23 +29,23 @@ extern "C" {
 
 // The loop over an elementwise op's output: element with multi-index
 // (i0..in-1) of `shape` reads operand k at sum(ij * stride[k][j]).
-// Operand 0 is the output, 1 and 2 the inputs. ct_iter_build merges dims that
+// Operand 0 is the output, 1 and 2 the inputs. cti_iter_build merges dims that
 // are contiguous in every operand, so a contiguous op has ndim == 1.
-typedef struct ct_iter {
+typedef struct cti_iter {
   int ndim;      // 0..CT_MAX_DIMS; 0 means a single element
   int noperands; // 2 or 3
   int64_t numel;
   int64_t shape[CT_MAX_DIMS];
   int64_t stride[3][CT_MAX_DIMS];
   bool contiguous; // ndim <= 1 and every stride is 1 (or the single element)
-} ct_iter;
+} cti_iter;
 
 // Builds the loop for `noperands` tensors already of the same shape `shape`
 // (broadcast operands carry stride 0). stride[k] are the operands' strides.
-void ct_iter_build(ct_iter *it, int ndim, const int64_t *shape, int noperands,
+void cti_iter_build(cti_iter *it, int ndim, const int64_t *shape, int noperands,
                    const int64_t *const strides[3]);
 // Offset (elements) of operand k for linear output index `i` (row-major).
-static inline int64_t ct_iter_offset(const ct_iter *it, int k, int64_t i) {
+static inline int64_t cti_iter_offset(const cti_iter *it, int k, int64_t i) {
   int64_t off = 0;
   for (int d = it->ndim - 1; d >= 0; --d) {
     int64_t idx = i % it->shape[d];
@@ -57,32 +57,32 @@ static inline int64_t ct_iter_offset(const ct_iter *it, int k, int64_t i) {
 
 // The op families' kernel tables (nn_kernels.h, conv_kernels.h,
 // optim_kernels.h): each family's entries have one signature on every device,
-// so the family's code calls ct_backend_for(op, dev)->conv->im2col(...) and
+// so the family's code calls cti_backend_for(op, dev)->conv->im2col(...) and
 // never asks which device it is on.
-struct ct_nn_kernels;
-struct ct_conv_kernels;
-struct ct_optim_kernels;
+struct cti_nn_kernels;
+struct cti_conv_kernels;
+struct cti_optim_kernels;
 
-typedef struct ct_backend {
+typedef struct cti_backend {
   const char *name;
   // out = a op b. a and b have dtype dt; out has dt, or CT_BOOL for the
   // comparisons. For CT_OP_DIV on integers the dispatcher promotes to float
   // first, so backends see DIV only on floating dtypes. POW likewise.
-  int (*binary)(ct_binary_op op, ct_dtype dt, const ct_iter *it, void *out,
+  int (*binary)(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
                 const void *a, const void *b, ct_stream *s);
   // out = a op scalar (it has 2 operands: out, a).
-  int (*binary_scalar)(ct_binary_op op, ct_dtype dt, const ct_iter *it, void *out,
+  int (*binary_scalar)(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
                        const void *a, double scalar, ct_stream *s);
   // out = op(a); out has dt, or CT_BOOL for CT_OP_ISFINITE. Exp, log, sqrt,
   // sigmoid, tanh come only with floating dt.
-  int (*unary)(ct_unary_op op, ct_dtype dt, const ct_iter *it, void *out,
+  int (*unary)(ct_unary_op op, ct_dtype dt, const cti_iter *it, void *out,
                const void *a, ct_stream *s);
   // out = (out_dt) in, elementwise over it (2 operands: out, in); any pair of
   // dtypes; float->int truncates toward zero; to bool is != 0.
-  int (*copy)(ct_dtype out_dt, ct_dtype in_dt, const ct_iter *it, void *out,
+  int (*copy)(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it, void *out,
               const void *in, ct_stream *s);
   // Every element of out := v (it has 1 operand used: stride[0]).
-  int (*fill)(ct_dtype dt, const ct_iter *it, void *out, double v, ct_stream *s);
+  int (*fill)(ct_dtype dt, const cti_iter *it, void *out, double v, ct_stream *s);
   // out[i] = start + i * step, contiguous, n elements.
   int (*arange)(ct_dtype dt, int64_t n, void *out, double start, double step, ct_stream *s);
   // Contiguous out of n elements from Philox (random.h gives the exact
@@ -114,23 +114,23 @@ typedef struct ct_backend {
               double alpha, const void *A, int64_t lda, int64_t strideA,
               const void *B, int64_t ldb, int64_t strideB, double beta, void *C,
               int64_t ldc, int64_t strideC, int64_t batch, ct_stream *s);
-  const struct ct_nn_kernels *nn;       // ReLU backward, dropout, cross-entropy
-  const struct ct_conv_kernels *conv;   // im2col/col2im, max pooling, batch norm
-  const struct ct_optim_kernels *optim; // SGD/Adam updates, clip_grad_norm_'s pieces
-} ct_backend;
+  const struct cti_nn_kernels *nn;       // ReLU backward, dropout, cross-entropy
+  const struct cti_conv_kernels *conv;   // im2col/col2im, max pooling, batch norm
+  const struct cti_optim_kernels *optim; // SGD/Adam updates, clip_grad_norm_'s pieces
+} cti_backend;
 
-extern const ct_backend ct_cpu_backend;
+extern const cti_backend cti_cpu_backend;
 #ifdef CT_HAVE_CUDA
-extern const ct_backend ct_cuda_backend;
+extern const cti_backend cti_cuda_backend;
 #endif
 // The backend for a device, or NULL + an error naming `op` when that device
 // has none (CUDA asked for in a CPU-only build, or no GPU).
-const ct_backend *ct_backend_for(const char *op, ct_device d);
+const cti_backend *cti_backend_for(const char *op, ct_device d);
 
 // Copies nbytes between any two devices (host<->device, device<->device,
 // host<->host). Waits for the copy unless non_blocking, where the copy is
 // issued on `s` (the current stream of the CUDA side when NULL).
-int ct_memcpy(ct_device dst_dev, void *dst, ct_device src_dev, const void *src,
+int cti_memcpy(ct_device dst_dev, void *dst, ct_device src_dev, const void *src,
               size_t nbytes, bool non_blocking, ct_stream *s);
 
 #ifdef __cplusplus

@@ -30,7 +30,7 @@
 
 #include "async_error.h"
 #include "cuda_check.h"
-#include "cuda_backend.h" // ct_cublas_get_version (gemm.cu)
+#include "cuda_backend.h" // cti_cublas_get_version (gemm.cu)
 #endif
 
 // ---- the availability probe ----------------------------------------------------
@@ -303,7 +303,7 @@ int ct_cuda_driver_version(void) {
 int ct_cublas_version(void) {
 #ifdef CT_HAVE_CUDA
   int v = 0;
-  if (ct_cublas_get_version(&v) != 0) return 0;
+  if (cti_cublas_get_version(&v) != 0) return 0;
   return v;
 #else
   return 0;
@@ -320,7 +320,7 @@ int ct_cuda_synchronize(int index) {
   if (prev != index) CT_CUDA_CHECK(cudaSetDevice(index));
   cudaError_t e = cudaDeviceSynchronize();
   // All work is done: a kernel's deferred error (async_error.h) surfaces here.
-  rc = e == cudaSuccess ? ct_cuda_async_check(index, "ct_cuda_synchronize") : CT_OK;
+  rc = e == cudaSuccess ? cti_cuda_async_check(index, "ct_cuda_synchronize") : CT_OK;
   if (prev != index) (void)cudaSetDevice(prev);
   if (e != cudaSuccess) return ct_cuda_fail((int)e, "cudaDeviceSynchronize()", __FILE__, __LINE__);
   if (rc != CT_OK) return rc;

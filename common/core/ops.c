@@ -7,7 +7,7 @@
 //      matmul rules; mismatches fail with PyTorch's wording;
 //   3. dtype: promote operands as torch.promote_types does and cast them to
 //      the computation dtype (a copy on the device) when they differ;
-//   4. run: allocate the result, describe the loop (ct_iter) and call the
+//   4. run: allocate the result, describe the loop (cti_iter) and call the
 //      backend of the device on the device's current stream.
 // Enters with valid or NULL handles; leaves with a new tensor (or CT_OK), or
 // NULL (non-zero) and a message naming the op and the values at fault.
@@ -28,8 +28,8 @@ void ct_set_allow_tf32(bool allow) { allow_tf32 = allow; }
 bool ct_get_allow_tf32(void) { return allow_tf32; }
 
 // ---- backends -----------------------------------------------------------------
-const ct_backend *ct_backend_for(const char *op, ct_device d) {
-  if (d.type == CT_CPU) return &ct_cpu_backend;
+const cti_backend *cti_backend_for(const char *op, ct_device d) {
+  if (d.type == CT_CPU) return &cti_cpu_backend;
   if (d.type != CT_CUDA) {
     ct_fail(CT_ERR_DEVICE, "%s: unknown device type %d", op, (int)d.type);
     return NULL;
@@ -47,14 +47,14 @@ const ct_backend *ct_backend_for(const char *op, ct_device d) {
 #ifdef CT_HAVE_CUDA
   // Kernels and cuBLAS run on the calling thread's current device.
   if (ct_cuda_current_device() != d.index && ct_cuda_set_device(d.index) != CT_OK) return NULL;
-  return &ct_cuda_backend;
+  return &cti_cuda_backend;
 #else
   return NULL;
 #endif
 }
 
 // ---- loops ------------------------------------------------------------------------
-void ct_iter_build(ct_iter *it, int ndim, const int64_t *shape, int noperands,
+void cti_iter_build(cti_iter *it, int ndim, const int64_t *shape, int noperands,
                    const int64_t *const strides[3]) {
   memset(it, 0, sizeof *it);
   it->noperands = noperands;
@@ -170,13 +170,13 @@ static int run_binary(const char *name, ct_binary_op op, ct_tensor *out, const c
   if (!ca || !cb || !res) {
     rc = ct_last_status();
   } else if (ct_numel(out) > 0) {
-    const ct_backend *be = ct_backend_for(name, ct_device_of(out));
+    const cti_backend *be = cti_backend_for(name, ct_device_of(out));
     if (!be) {
       rc = ct_last_status();
     } else {
       const int64_t *strides[3] = {res->stride, ca->stride, cb->stride};
-      ct_iter it;
-      ct_iter_build(&it, res->ndim, res->shape, 3, strides);
+      cti_iter it;
+      cti_iter_build(&it, res->ndim, res->shape, 3, strides);
       rc = be->binary(op, compute, &it, ct_data_ptr(res), ct_data_ptr(ca), ct_data_ptr(cb),
                       stream_of(out));
       if (rc == CT_OK && res != out) rc = ct_copy_(out, res, false);
@@ -264,13 +264,13 @@ static int run_binary_scalar(const char *name, ct_binary_op op, ct_tensor *out, 
   if (!ca || !res) {
     rc = ct_last_status();
   } else if (ct_numel(out) > 0) {
-    const ct_backend *be = ct_backend_for(name, ct_device_of(out));
+    const cti_backend *be = cti_backend_for(name, ct_device_of(out));
     if (!be) {
       rc = ct_last_status();
     } else {
       const int64_t *strides[3] = {res->stride, ca->stride, NULL};
-      ct_iter it;
-      ct_iter_build(&it, res->ndim, res->shape, 2, strides);
+      cti_iter it;
+      cti_iter_build(&it, res->ndim, res->shape, 2, strides);
       rc = be->binary_scalar(op, compute, &it, ct_data_ptr(res), ct_data_ptr(ca), s, stream_of(out));
       if (rc == CT_OK && res != out) rc = ct_copy_(out, res, false);
     }
@@ -361,13 +361,13 @@ static int run_unary(const char *name, ct_unary_op op, ct_tensor *out, const ct_
   if (!ca) return ct_last_status();
   int rc = CT_OK;
   if (ct_numel(out) > 0) {
-    const ct_backend *be = ct_backend_for(name, ct_device_of(out));
+    const cti_backend *be = cti_backend_for(name, ct_device_of(out));
     if (!be) {
       rc = ct_last_status();
     } else {
       const int64_t *strides[3] = {out->stride, ca->stride, NULL};
-      ct_iter it;
-      ct_iter_build(&it, out->ndim, out->shape, 2, strides);
+      cti_iter it;
+      cti_iter_build(&it, out->ndim, out->shape, 2, strides);
       rc = be->unary(op, compute, &it, ct_data_ptr(out), ct_data_ptr(ca), stream_of(out));
     }
   }
@@ -428,7 +428,7 @@ int ct_any_nonfinite(const ct_tensor *a, bool *out) {
   if (!a || !out) return ct_fail(CT_ERR_VALUE, "ct_any_nonfinite: NULL argument");
   *out = false;
   if (!ct_dtype_is_floating(ct_dtype_of(a)) || ct_numel(a) == 0) return CT_OK;
-  const ct_backend *be = ct_backend_for("ct_any_nonfinite", ct_device_of(a));
+  const cti_backend *be = cti_backend_for("ct_any_nonfinite", ct_device_of(a));
   if (!be) return ct_last_status();
   ct_tensor *c = ct_contiguous(a);
   if (!c) return ct_last_status();
@@ -452,7 +452,7 @@ int ct_amp_non_finite_check_(const ct_tensor *t, ct_tensor *found_inf) {
                    ct_device_str(ct_device_of(found_inf), a), ct_device_str(ct_device_of(t), b));
   }
   if (!ct_dtype_is_floating(ct_dtype_of(t)) || ct_numel(t) == 0) return CT_OK;
-  const ct_backend *be = ct_backend_for(op, ct_device_of(t));
+  const cti_backend *be = cti_backend_for(op, ct_device_of(t));
   if (!be) return ct_last_status();
   ct_tensor *c = ct_contiguous(t);
   if (!c) return ct_last_status();
@@ -490,7 +490,7 @@ static int run_reduce(const char *name, ct_reduce_op op, const ct_tensor *a, ct_
       return ct_fail(CT_ERR_SHAPE, "%s: Expected reduction dim to have non-zero size", name);
     return ct_fill_(out, op == CT_OP_MEAN ? NAN : 0.0);
   }
-  const ct_backend *be = ct_backend_for(name, ct_device_of(a));
+  const cti_backend *be = cti_backend_for(name, ct_device_of(a));
   if (!be) return ct_last_status();
   ct_tensor *c = ct_contiguous(a);
   if (!c) return ct_last_status();
@@ -536,7 +536,7 @@ static ct_tensor *reduce_dim(ct_reduce_op op, const ct_tensor *a, int dim, bool 
     ct_fail(CT_ERR_VALUE, "%s: NULL tensor", name);
     return NULL;
   }
-  int d = ct_wrap_dim(name, dim, ct_ndim(a));
+  int d = cti_wrap_dim(name, dim, ct_ndim(a));
   if (d < 0) return NULL;
   ct_dtype dt;
   if (reduce_dtype(name, op, ct_dtype_of(a), &dt)) return NULL;
@@ -613,7 +613,7 @@ static int run_gemm(const char *name, const ct_tensor *A, const ct_tensor *B, ct
   int64_t batch = A->shape[0], m = A->shape[1], k = A->shape[2], n = B->shape[2];
   if (batch == 0 || m == 0 || n == 0) return CT_OK;
   if (k == 0) return beta == 0 ? ct_zero_(C) : (beta == 1 ? CT_OK : ct_binary_scalar_out(CT_OP_MUL, C, C, beta));
-  const ct_backend *be = ct_backend_for(name, ct_device_of(C));
+  const cti_backend *be = cti_backend_for(name, ct_device_of(C));
   if (!be) return ct_last_status();
   ct_tensor *a = ct_retain((ct_tensor *)A), *b = ct_retain((ct_tensor *)B);
   bool ta, tb;

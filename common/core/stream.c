@@ -249,7 +249,7 @@ int ct_stream_synchronize(ct_stream *s) {
   if (rc) return rc;
   cudaError_t e = cudaStreamSynchronize(cu_stream(s)); // NULL: this device's legacy stream
   // The stream's work is done: a kernel's deferred error (async_error.h) surfaces here.
-  rc = e == cudaSuccess ? ct_cuda_async_check(s->device.index, "ct_stream_synchronize") : CT_OK;
+  rc = e == cudaSuccess ? cti_cuda_async_check(s->device.index, "ct_stream_synchronize") : CT_OK;
   guard_exit(&g);
   if (e != cudaSuccess) return CT_CUDA_FAILED(e, "cudaStreamSynchronize(s)");
   return rc;
@@ -411,7 +411,7 @@ int ct_event_synchronize(ct_event *e) {
   if (rc) return rc;
   cudaError_t err = cudaEventSynchronize(cu_event(e));
   // The work before e is done: a kernel's deferred error surfaces here.
-  rc = err == cudaSuccess ? ct_cuda_async_check(e->device.index, "ct_event_synchronize") : CT_OK;
+  rc = err == cudaSuccess ? cti_cuda_async_check(e->device.index, "ct_event_synchronize") : CT_OK;
   guard_exit(&g);
   if (err != cudaSuccess) return CT_CUDA_FAILED(err, "cudaEventSynchronize(e)");
   return rc;

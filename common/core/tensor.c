@@ -4,7 +4,7 @@
 //
 // Creation asks the device's caching allocator for a block (alloc.h), then a
 // backend (backend.h) writes the values on the device itself: ct_zeros on a
-// GPU never touches host memory. Moving between devices is ct_memcpy of a
+// GPU never touches host memory. Moving between devices is cti_memcpy of a
 // contiguous buffer; changing dtype is a backend copy on one device. Views
 // never copy; functions that may copy say so.
 #include "tensor_impl.h"
@@ -44,7 +44,7 @@ const char *ct_shape_str(ct_shape s, char *buf, size_t len) {
   return buf;
 }
 
-int64_t ct_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
+int64_t cti_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
   int64_t n = 1;
   for (int i = ndim - 1; i >= 0; --i) {
     stride[i] = n;
@@ -53,7 +53,7 @@ int64_t ct_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
   return n;
 }
 
-int ct_wrap_dim(const char *op, int dim, int ndim) {
+int cti_wrap_dim(const char *op, int dim, int ndim) {
   int lo = ndim > 0 ? -ndim : -1, hi = ndim > 0 ? ndim - 1 : 0;
   if (dim < lo || dim > hi) {
     ct_fail(CT_ERR_VALUE,
@@ -75,7 +75,7 @@ static int check_shape(const char *op, ct_shape s) {
 }
 
 // ---- handles and storage ------------------------------------------------------
-static void storage_release(ct_storage *st) {
+static void storage_release(cti_storage *st) {
   if (!st || __atomic_sub_fetch(&st->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   if (st->pinned) ct_pinned_free(st->data);
   else if (st->block) ct_block_free(st->block);
@@ -84,20 +84,20 @@ static void storage_release(ct_storage *st) {
 
 int ct_record_stream(const ct_tensor *t, ct_stream *s) {
   if (!t || !s) return ct_fail(CT_ERR_VALUE, "ct_record_stream: tensor or stream is NULL");
-  ct_storage *st = t->storage;
+  cti_storage *st = t->storage;
   if (st->pinned) return ct_pinned_record_stream(st->data, s);
   if (!st->block) return CT_OK; // memory the allocator does not own
   return ct_block_record_stream(st->block, s);
 }
 
-ct_tensor *ct_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool pinned) {
+ct_tensor *cti_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool pinned) {
   if (check_shape("ct_empty", shape)) return NULL;
   if (!ct_dtype_valid(dtype)) {
     ct_fail(CT_ERR_DTYPE, "ct_empty: invalid dtype %d", (int)dtype);
     return NULL;
   }
-  if (!ct_backend_for("ct_empty", device)) return NULL;
-  ct_storage *st = calloc(1, sizeof *st);
+  if (!cti_backend_for("ct_empty", device)) return NULL;
+  cti_storage *st = calloc(1, sizeof *st);
   ct_tensor *t = calloc(1, sizeof *t);
   if (!st || !t) {
     free(st);
@@ -107,7 +107,7 @@ ct_tensor *ct_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool 
   }
   t->ndim = shape.ndim;
   memcpy(t->shape, shape.d, sizeof(int64_t) * (size_t)shape.ndim);
-  int64_t n = ct_contiguous_strides(t->ndim, t->shape, t->stride);
+  int64_t n = cti_contiguous_strides(t->ndim, t->shape, t->stride);
   st->nbytes = (size_t)n * ct_dtype_size(dtype);
   st->device = device;
   st->refcount = 1;
@@ -134,7 +134,7 @@ ct_tensor *ct_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool 
   return t;
 }
 
-ct_tensor *ct_tensor_view(const ct_tensor *t, int ndim, const int64_t *shape,
+ct_tensor *cti_tensor_view(const ct_tensor *t, int ndim, const int64_t *shape,
                           const int64_t *stride, int64_t offset) {
   ct_tensor *v = calloc(1, sizeof *v);
   if (!v) {
@@ -171,11 +171,11 @@ ct_shape ct_shape_of(const ct_tensor *t) {
   return s;
 }
 int64_t ct_size(const ct_tensor *t, int dim) {
-  int d = ct_wrap_dim("ct_size", dim, t->ndim);
+  int d = cti_wrap_dim("ct_size", dim, t->ndim);
   return d < 0 || t->ndim == 0 ? -1 : t->shape[d];
 }
 int64_t ct_stride(const ct_tensor *t, int dim) {
-  int d = ct_wrap_dim("ct_stride", dim, t->ndim);
+  int d = cti_wrap_dim("ct_stride", dim, t->ndim);
   return d < 0 || t->ndim == 0 ? -1 : t->stride[d];
 }
 int64_t ct_numel(const ct_tensor *t) { return ct_shape_numel(ct_shape_of(t)); }
@@ -203,20 +203,20 @@ bool ct_is_contiguous(const ct_tensor *t) {
 
 // ---- creation -------------------------------------------------------------------
 ct_tensor *ct_empty(ct_shape shape, ct_dtype dtype, ct_device device) {
-  return ct_tensor_new(shape, dtype, device, false);
+  return cti_tensor_new(shape, dtype, device, false);
 }
 
 // One-operand loop over a whole contiguous tensor.
-static void iter_1(ct_iter *it, const ct_tensor *t) {
+static void iter_1(cti_iter *it, const ct_tensor *t) {
   const int64_t *strides[3] = {t->stride, NULL, NULL};
-  ct_iter_build(it, t->ndim, t->shape, 1, strides);
+  cti_iter_build(it, t->ndim, t->shape, 1, strides);
 }
 
 int ct_fill_(ct_tensor *t, double value) {
   if (!t) return ct_fail(CT_ERR_VALUE, "ct_fill_: NULL tensor");
-  const ct_backend *be = ct_backend_for("ct_fill_", ct_device_of(t));
+  const cti_backend *be = cti_backend_for("ct_fill_", ct_device_of(t));
   if (!be) return ct_last_status();
-  ct_iter it;
+  cti_iter it;
   iter_1(&it, t);
   if (it.numel == 0) return CT_OK;
   return be->fill(t->dtype, &it, ct_data_ptr(t), value, ct_current_stream(ct_device_of(t)));
@@ -265,7 +265,7 @@ ct_tensor *ct_arange(double start, double end, double step, ct_dtype dtype, ct_d
   int64_t n = (int64_t)ceil((end - start) / step);
   ct_tensor *t = ct_empty(CT_SHAPE(n), dtype, device);
   if (!t || n == 0) return t;
-  const ct_backend *be = ct_backend_for("ct_arange", device);
+  const cti_backend *be = cti_backend_for("ct_arange", device);
   if (!be || be->arange(dtype, n, ct_data_ptr(t), start, step, ct_current_stream(device)) != CT_OK) {
     ct_free(t);
     return NULL;
@@ -285,7 +285,7 @@ static ct_tensor *random_tensor(const char *op, bool normal, ct_shape shape, ct_
   if (n == 0) return t;
   uint64_t seed, offset;
   ct_philox_reserve(device, (uint64_t)(n + 3) / 4, &seed, &offset);
-  const ct_backend *be = ct_backend_for(op, device);
+  const cti_backend *be = cti_backend_for(op, device);
   if (!be || be->random(normal, dtype, n, ct_data_ptr(t), seed, offset, ct_current_stream(device)) != CT_OK) {
     ct_free(t);
     return NULL;
@@ -306,7 +306,7 @@ ct_tensor *ct_from_host(const void *data, ct_shape shape, ct_dtype dtype, ct_dev
   }
   ct_tensor *t = ct_empty(shape, dtype, device);
   if (!t) return NULL;
-  if (ct_memcpy(device, ct_data_ptr(t), ct_device_cpu(), data, ct_nbytes(t), false, NULL) != CT_OK) {
+  if (cti_memcpy(device, ct_data_ptr(t), ct_device_cpu(), data, ct_nbytes(t), false, NULL) != CT_OK) {
     ct_free(t);
     return NULL;
   }
@@ -340,14 +340,14 @@ ct_tensor *ct_transpose(const ct_tensor *t, int dim0, int dim1) {
   CHECK_T("ct_transpose", t);
   if (t->ndim == 0 && (dim0 == 0 || dim0 == -1) && (dim1 == 0 || dim1 == -1))
     return ct_retain((ct_tensor *)t);
-  int a = ct_wrap_dim("ct_transpose", dim0, t->ndim), b = ct_wrap_dim("ct_transpose", dim1, t->ndim);
+  int a = cti_wrap_dim("ct_transpose", dim0, t->ndim), b = cti_wrap_dim("ct_transpose", dim1, t->ndim);
   if (a < 0 || b < 0) return NULL;
   int64_t shape[CT_MAX_DIMS], stride[CT_MAX_DIMS];
   memcpy(shape, t->shape, sizeof shape);
   memcpy(stride, t->stride, sizeof stride);
   shape[a] = t->shape[b], shape[b] = t->shape[a];
   stride[a] = t->stride[b], stride[b] = t->stride[a];
-  return ct_tensor_view(t, t->ndim, shape, stride, t->offset);
+  return cti_tensor_view(t, t->ndim, shape, stride, t->offset);
 }
 
 ct_tensor *ct_t(const ct_tensor *t) {
@@ -364,7 +364,7 @@ ct_tensor *ct_permute(const ct_tensor *t, const int *dims) {
   int64_t shape[CT_MAX_DIMS], stride[CT_MAX_DIMS];
   bool seen[CT_MAX_DIMS] = {false};
   for (int i = 0; i < t->ndim; ++i) {
-    int d = ct_wrap_dim("ct_permute", dims[i], t->ndim);
+    int d = cti_wrap_dim("ct_permute", dims[i], t->ndim);
     if (d < 0) return NULL;
     if (seen[d]) {
       ct_fail(CT_ERR_VALUE, "ct_permute: repeated dim %d in the permutation", dims[i]);
@@ -374,7 +374,7 @@ ct_tensor *ct_permute(const ct_tensor *t, const int *dims) {
     shape[i] = t->shape[d];
     stride[i] = t->stride[d];
   }
-  return ct_tensor_view(t, t->ndim, shape, stride, t->offset);
+  return cti_tensor_view(t, t->ndim, shape, stride, t->offset);
 }
 
 ct_tensor *ct_narrow(const ct_tensor *t, int dim, int64_t start, int64_t length) {
@@ -383,7 +383,7 @@ ct_tensor *ct_narrow(const ct_tensor *t, int dim, int64_t start, int64_t length)
     ct_fail(CT_ERR_SHAPE, "ct_narrow: cannot be applied to a 0-dim tensor");
     return NULL;
   }
-  int d = ct_wrap_dim("ct_narrow", dim, t->ndim);
+  int d = cti_wrap_dim("ct_narrow", dim, t->ndim);
   if (d < 0) return NULL;
   if (start < 0) start += t->shape[d];
   if (start < 0 || length < 0 || start + length > t->shape[d]) {
@@ -394,7 +394,7 @@ ct_tensor *ct_narrow(const ct_tensor *t, int dim, int64_t start, int64_t length)
   int64_t shape[CT_MAX_DIMS];
   memcpy(shape, t->shape, sizeof shape);
   shape[d] = length;
-  return ct_tensor_view(t, t->ndim, shape, t->stride, t->offset + start * t->stride[d]);
+  return cti_tensor_view(t, t->ndim, shape, t->stride, t->offset + start * t->stride[d]);
 }
 
 ct_tensor *ct_select(const ct_tensor *t, int dim, int64_t index) {
@@ -403,7 +403,7 @@ ct_tensor *ct_select(const ct_tensor *t, int dim, int64_t index) {
     ct_fail(CT_ERR_SHAPE, "ct_select: cannot be applied to a 0-dim tensor");
     return NULL;
   }
-  int d = ct_wrap_dim("ct_select", dim, t->ndim);
+  int d = cti_wrap_dim("ct_select", dim, t->ndim);
   if (d < 0) return NULL;
   int64_t size = t->shape[d];
   if (index < -size || index >= size) {
@@ -416,7 +416,7 @@ ct_tensor *ct_select(const ct_tensor *t, int dim, int64_t index) {
   int k = 0;
   for (int i = 0; i < t->ndim; ++i)
     if (i != d) shape[k] = t->shape[i], stride[k++] = t->stride[i];
-  return ct_tensor_view(t, t->ndim - 1, shape, stride, t->offset + index * t->stride[d]);
+  return cti_tensor_view(t, t->ndim - 1, shape, stride, t->offset + index * t->stride[d]);
 }
 
 ct_tensor *ct_unsqueeze(const ct_tensor *t, int dim) {
@@ -425,7 +425,7 @@ ct_tensor *ct_unsqueeze(const ct_tensor *t, int dim) {
     ct_fail(CT_ERR_SHAPE, "ct_unsqueeze: a tensor has at most %d dims", CT_MAX_DIMS);
     return NULL;
   }
-  int d = ct_wrap_dim("ct_unsqueeze", dim, t->ndim + 1);
+  int d = cti_wrap_dim("ct_unsqueeze", dim, t->ndim + 1);
   if (d < 0) return NULL;
   int64_t shape[CT_MAX_DIMS], stride[CT_MAX_DIMS];
   for (int i = 0, k = 0; i <= t->ndim; ++i) {
@@ -437,20 +437,20 @@ ct_tensor *ct_unsqueeze(const ct_tensor *t, int dim) {
       ++k;
     }
   }
-  return ct_tensor_view(t, t->ndim + 1, shape, stride, t->offset);
+  return cti_tensor_view(t, t->ndim + 1, shape, stride, t->offset);
 }
 
 ct_tensor *ct_squeeze(const ct_tensor *t, int dim) {
   CHECK_T("ct_squeeze", t);
   if (t->ndim == 0) return ct_retain((ct_tensor *)t);
-  int d = ct_wrap_dim("ct_squeeze", dim, t->ndim);
+  int d = cti_wrap_dim("ct_squeeze", dim, t->ndim);
   if (d < 0) return NULL;
   if (t->shape[d] != 1) return ct_retain((ct_tensor *)t); // as torch: no-op
   int64_t shape[CT_MAX_DIMS], stride[CT_MAX_DIMS];
   int k = 0;
   for (int i = 0; i < t->ndim; ++i)
     if (i != d) shape[k] = t->shape[i], stride[k++] = t->stride[i];
-  return ct_tensor_view(t, t->ndim - 1, shape, stride, t->offset);
+  return cti_tensor_view(t, t->ndim - 1, shape, stride, t->offset);
 }
 
 ct_tensor *ct_reshape(const ct_tensor *t, ct_shape shape) {
@@ -485,8 +485,8 @@ ct_tensor *ct_reshape(const ct_tensor *t, ct_shape shape) {
   ct_tensor *c = ct_contiguous(t);
   if (!c) return NULL;
   int64_t stride[CT_MAX_DIMS];
-  ct_contiguous_strides(shape.ndim, shape.d, stride);
-  ct_tensor *v = ct_tensor_view(c, shape.ndim, shape.d, stride, c->offset);
+  cti_contiguous_strides(shape.ndim, shape.d, stride);
+  ct_tensor *v = cti_tensor_view(c, shape.ndim, shape.d, stride, c->offset);
   ct_free(c);
   return v;
 }
@@ -525,18 +525,18 @@ ct_tensor *ct_expand(const ct_tensor *t, ct_shape shape) {
       return NULL;
     }
   }
-  return ct_tensor_view(t, shape.ndim, out_shape, stride, t->offset);
+  return cti_tensor_view(t, shape.ndim, out_shape, stride, t->offset);
 }
 
 // ---- copies ----------------------------------------------------------------------------
 // dst := src on one device, same shape, any strides and dtypes.
 static int copy_same_device(ct_tensor *dst, const ct_tensor *src) {
   ct_device d = ct_device_of(dst);
-  const ct_backend *be = ct_backend_for("ct_copy_", d);
+  const cti_backend *be = cti_backend_for("ct_copy_", d);
   if (!be) return ct_last_status();
   const int64_t *strides[3] = {dst->stride, src->stride, NULL};
-  ct_iter it;
-  ct_iter_build(&it, dst->ndim, dst->shape, 2, strides);
+  cti_iter it;
+  cti_iter_build(&it, dst->ndim, dst->shape, 2, strides);
   if (it.numel == 0) return CT_OK;
   return be->copy(dst->dtype, src->dtype, &it, ct_data_ptr(dst), ct_data_ptr(src),
                   ct_current_stream(d));
@@ -565,7 +565,7 @@ static ct_stream *transfer_stream(ct_device a, ct_device b) {
 
 ct_tensor *ct_to(const ct_tensor *t, ct_device device, ct_dtype dtype, bool non_blocking) {
   CHECK_T("ct_to", t);
-  if (!ct_backend_for("ct_to", device)) return NULL;
+  if (!cti_backend_for("ct_to", device)) return NULL;
   if (!ct_dtype_valid(dtype)) {
     ct_fail(CT_ERR_DTYPE, "ct_to: invalid dtype %d", (int)dtype);
     return NULL;
@@ -589,12 +589,12 @@ ct_tensor *ct_to(const ct_tensor *t, ct_device device, ct_dtype dtype, bool non_
   bool to_host = device.type == CT_CPU;
   bool async = non_blocking && !(to_host && cast_after) &&
                (to_host || ct_is_pinned(src));
-  ct_tensor *moved = ct_tensor_new(ct_shape_of(t), t->dtype, device, to_host && async);
+  ct_tensor *moved = cti_tensor_new(ct_shape_of(t), t->dtype, device, to_host && async);
   if (!moved) {
     ct_free(src);
     return NULL;
   }
-  int rc = ct_memcpy(device, ct_data_ptr(moved), src_dev, ct_data_ptr(src), ct_nbytes(src), async,
+  int rc = cti_memcpy(device, ct_data_ptr(moved), src_dev, ct_data_ptr(src), ct_nbytes(src), async,
                      transfer_stream(device, src_dev));
   ct_free(src);
   if (rc != CT_OK) {
@@ -701,7 +701,7 @@ int ct_copy_(ct_tensor *dst, const ct_tensor *src, bool non_blocking) {
   } else if (ct_is_contiguous(dst) && ct_is_contiguous(b) && ct_numel(src) == ct_numel(dst) &&
              dst->dtype == src->dtype) {
     bool host_pinned = dd.type == CT_CPU ? ct_is_pinned(dst) : ct_is_pinned(src);
-    rc = ct_memcpy(dd, ct_data_ptr(dst), sd, ct_data_ptr(b), ct_nbytes(dst),
+    rc = cti_memcpy(dd, ct_data_ptr(dst), sd, ct_data_ptr(b), ct_nbytes(dst),
                    non_blocking && host_pinned, transfer_stream(dd, sd));
   } else {
     ct_tensor *moved = ct_to(b, dd, dst->dtype, false);
@@ -727,7 +727,7 @@ ct_tensor *ct_pin_memory(const ct_tensor *t) {
   }
   ct_tensor *src = ct_contiguous(t);
   if (!src) return NULL;
-  ct_tensor *p = ct_tensor_new(ct_shape_of(t), t->dtype, ct_device_cpu(), true);
+  ct_tensor *p = cti_tensor_new(ct_shape_of(t), t->dtype, ct_device_cpu(), true);
   if (p) memcpy(ct_data_ptr(p), ct_data_ptr(src), ct_nbytes(src));
   ct_free(src);
   return p;
@@ -740,7 +740,7 @@ int ct_copy_to_host(const ct_tensor *t, void *dst, size_t dst_bytes) {
                    dst_bytes, ct_nbytes(t));
   ct_tensor *c = ct_contiguous(t);
   if (!c) return ct_last_status();
-  int rc = ct_memcpy(ct_device_cpu(), dst, ct_device_of(c), ct_data_ptr(c), ct_nbytes(c), false,
+  int rc = cti_memcpy(ct_device_cpu(), dst, ct_device_of(c), ct_data_ptr(c), ct_nbytes(c), false,
                      transfer_stream(ct_device_cpu(), ct_device_of(c)));
   ct_free(c);
   return rc;

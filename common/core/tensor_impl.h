@@ -13,18 +13,18 @@
 #include "alloc.h"
 #include "tensor.h"
 
-typedef struct ct_storage {
+typedef struct cti_storage {
   int refcount;
   ct_device device;
   void *data;
   size_t nbytes;
   ct_block *block; // from the device's caching allocator, or NULL
   bool pinned;     // data is from ct_pinned_alloc (then device is the CPU)
-} ct_storage;
+} cti_storage;
 
 struct ct_tensor {
   int refcount;
-  ct_storage *storage;
+  cti_storage *storage;
   int64_t offset; // elements
   int ndim;
   int64_t shape[CT_MAX_DIMS];
@@ -34,14 +34,14 @@ struct ct_tensor {
 
 // A tensor over fresh storage from the allocator (pinned host memory if
 // `pinned`), contiguous, values not set. NULL + error on failure.
-ct_tensor *ct_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool pinned);
+ct_tensor *cti_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool pinned);
 // A new handle sharing t's storage with the given geometry (a view).
-ct_tensor *ct_tensor_view(const ct_tensor *t, int ndim, const int64_t *shape,
+ct_tensor *cti_tensor_view(const ct_tensor *t, int ndim, const int64_t *shape,
                           const int64_t *stride, int64_t offset);
 // Contiguous strides for shape, into stride[]; returns numel.
-int64_t ct_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+int64_t cti_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 // Normalizes a possibly negative dim for an ndim-d tensor; -1 and an error
 // naming `op` when out of range.
-int ct_wrap_dim(const char *op, int dim, int ndim);
+int cti_wrap_dim(const char *op, int dim, int ndim);
 
 #endif

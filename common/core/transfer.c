@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 //
-// transfer: ct_memcpy, the one place bytes cross between devices.
+// transfer: cti_memcpy, the one place bytes cross between devices.
 //
 // Invariant: a copy that involves a GPU is issued on one CUDA stream of a
 // device that takes part in it (the caller's `s`, or else the current stream
 // of the CUDA side; for GPU->GPU the source's, as PyTorch does), with that
 // device current while the call is made, and the thread's current device is
-// restored afterwards. Unless non_blocking, ct_memcpy returns only when the
+// restored afterwards. Unless non_blocking, cti_memcpy returns only when the
 // bytes have arrived. The CPU side is plain host memory, pinned or not (a
 // non_blocking copy overlaps with the host only when it is pinned; CUDA
 // stages pageable memory itself).
@@ -34,13 +34,13 @@
 static int check_device(ct_device d) {
   char buf[CT_DEVICE_STR_MAX];
   if (d.type == CT_CPU) return CT_OK;
-  if (d.type != CT_CUDA) return ct_fail(CT_ERR_DEVICE, "ct_memcpy: unknown device type %d", (int)d.type);
+  if (d.type != CT_CUDA) return ct_fail(CT_ERR_DEVICE, "cti_memcpy: unknown device type %d", (int)d.type);
   if (!ct_cuda_is_available())
-    return ct_fail(CT_ERR_UNAVAILABLE, "ct_memcpy: %s asked for, but CUDA is unavailable: %s",
+    return ct_fail(CT_ERR_UNAVAILABLE, "cti_memcpy: %s asked for, but CUDA is unavailable: %s",
                    ct_device_str(d, buf), ct_cuda_unavailable_reason());
   int n = ct_cuda_device_count();
   if (d.index < 0 || d.index >= n)
-    return ct_fail(CT_ERR_DEVICE, "ct_memcpy: CUDA device index %d out of range (%d device%s)", d.index,
+    return ct_fail(CT_ERR_DEVICE, "cti_memcpy: CUDA device index %d out of range (%d device%s)", d.index,
                    n, n == 1 ? "" : "s");
   return CT_OK;
 }
@@ -81,20 +81,20 @@ static int issue(ct_device dst_dev, void *dst, ct_device src_dev, const void *sr
   // A copy to the host has waited for the stream: a kernel's deferred error
   // (async_error.h) surfaces here.
   if (rc == CT_OK && !non_blocking && dst_dev.type == CT_CPU)
-    rc = ct_cuda_async_check(dev, "a copy to the host (ct_item, ct_copy_to_host, ct_to)");
+    rc = cti_cuda_async_check(dev, "a copy to the host (ct_item, ct_copy_to_host, ct_to)");
   if (prev != dev) (void)cudaSetDevice(prev);
   return rc;
 }
 #endif
 
-int ct_memcpy(ct_device dst_dev, void *dst, ct_device src_dev, const void *src, size_t nbytes,
+int cti_memcpy(ct_device dst_dev, void *dst, ct_device src_dev, const void *src, size_t nbytes,
               bool non_blocking, ct_stream *s) {
   int rc = check_device(dst_dev);
   if (rc == CT_OK) rc = check_device(src_dev);
   if (rc) return rc;
   if (nbytes == 0) return CT_OK;
   if (!dst || !src)
-    return ct_fail(CT_ERR_VALUE, "ct_memcpy: NULL %s pointer for a copy of %zu bytes",
+    return ct_fail(CT_ERR_VALUE, "cti_memcpy: NULL %s pointer for a copy of %zu bytes",
                    dst ? "source" : "destination", nbytes);
 
   if (dst_dev.type == CT_CPU && src_dev.type == CT_CPU) {
@@ -110,7 +110,7 @@ int ct_memcpy(ct_device dst_dev, void *dst, ct_device src_dev, const void *src, 
     if (!ok) {
       char a[CT_DEVICE_STR_MAX], b[CT_DEVICE_STR_MAX], c[CT_DEVICE_STR_MAX];
       return ct_fail(CT_ERR_DEVICE,
-                     "ct_memcpy: the stream is on %s, but the copy is from %s to %s; pass a stream "
+                     "cti_memcpy: the stream is on %s, but the copy is from %s to %s; pass a stream "
                      "of a CUDA device taking part, or NULL",
                      ct_device_str(sd, a), ct_device_str(src_dev, b), ct_device_str(dst_dev, c));
     }
@@ -132,6 +132,6 @@ int ct_memcpy(ct_device dst_dev, void *dst, ct_device src_dev, const void *src, 
 #else
   (void)non_blocking;
   (void)s;
-  return ct_fail(CT_ERR_UNAVAILABLE, "ct_memcpy: CUDA is unavailable: %s", ct_cuda_unavailable_reason());
+  return ct_fail(CT_ERR_UNAVAILABLE, "cti_memcpy: CUDA is unavailable: %s", ct_cuda_unavailable_reason());
 #endif
 }

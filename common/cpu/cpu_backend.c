@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 //
 // cpu_backend: the elementwise ops' arithmetic on the host, and the
-// ct_cpu_backend table (the other entries live in cpu_loop.c,
+// cti_cpu_backend table (the other entries live in cpu_loop.c,
 // cpu_random.c, cpu_reduce.c and cpu_gemm.c; cpu_kernels.h maps them).
 //
 // The dispatcher (ops.c) has already checked shapes and dtypes and described
-// each elementwise op as a ct_iter. Here each (op, dtype) pair becomes one
+// each elementwise op as a cti_iter. Here each (op, dtype) pair becomes one
 // *row kernel*: a small function that runs the op over n elements with one
 // element stride per operand. Its first branch is the all-strides-1 case,
 // written as a plain `omp simd` loop so that f32, f64, integer (and, with the
@@ -67,7 +67,7 @@ static inline int64_t wrap_i64(int64_t v) { return v; }
 
 // Integer power with wrap-around, as PyTorch's integer pow (negative
 // exponents give 1 for base 1, +-1 for base -1, else 0).
-static int64_t ct_ipow(int64_t base, int64_t e) {
+static int64_t cti_ipow(int64_t base, int64_t e) {
   if (e < 0) {
     if (base == 1) return 1;
     if (base == -1) return (e % 2) ? -1 : 1;
@@ -97,22 +97,22 @@ static int64_t ct_ipow(int64_t base, int64_t e) {
 #define STO_u8(v) ((uint8_t)(v))
 #define STO_i32(v) ((int32_t)(v))
 #define STO_i64(v) ((int64_t)(v))
-#define STO_f16(v) ct_cpu_f32_to_f16(v)
-#define STO_bf16(v) ct_cpu_f32_to_bf16(v)
+#define STO_f16(v) cti_cpu_f32_to_f16(v)
+#define STO_bf16(v) cti_cpu_f32_to_bf16(v)
 #define STO_f32(v) (v)
 #define STO_f64(v) (v)
 #define CV_b8(v) ((uint8_t)((v) != 0))
 #define CV_u8(v) _Generic((v), float: sat_u8, double: sat_u8, default: wrap_u8)(v)
 #define CV_i32(v) _Generic((v), float: sat_i32, double: sat_i32, default: wrap_i32)(v)
 #define CV_i64(v) _Generic((v), float: sat_i64, double: sat_i64, default: wrap_i64)(v)
-#define CV_f16(v) ct_cpu_f32_to_f16((float)(v))
-#define CV_bf16(v) ct_cpu_f32_to_bf16((float)(v))
+#define CV_f16(v) cti_cpu_f32_to_f16((float)(v))
+#define CV_bf16(v) cti_cpu_f32_to_bf16((float)(v))
 #define CV_f32(v) ((float)(v))
 #define CV_f64(v) ((double)(v))
-#define POW_b8(x, y) ((uint8_t)(ct_ipow((x), (y)) != 0))
-#define POW_u8(x, y) ((uint8_t)ct_ipow((x), (y)))
-#define POW_i32(x, y) ((int32_t)ct_ipow((x), (y)))
-#define POW_i64(x, y) ct_ipow((x), (y))
+#define POW_b8(x, y) ((uint8_t)(cti_ipow((x), (y)) != 0))
+#define POW_u8(x, y) ((uint8_t)cti_ipow((x), (y)))
+#define POW_i32(x, y) ((int32_t)cti_ipow((x), (y)))
+#define POW_i64(x, y) cti_ipow((x), (y))
 #define POW_f16(x, y) powf((x), (y))
 #define POW_bf16(x, y) powf((x), (y))
 #define POW_f32(x, y) powf((x), (y))
@@ -160,7 +160,7 @@ static int64_t ct_ipow(int64_t base, int64_t e) {
   { NULL, NULL, NULL, NULL, P##A##_f16, P##A##_bf16, P##A##_f32, P##A##_f64 }
 
 // out[i*so] = f(a[i*sa], b[i*sb]) for i < n; strides in elements.
-typedef ct_cpu_row_fn row_fn;
+typedef cti_cpu_row_fn row_fn;
 
 // ---- binary row kernels ------------------------------------------------------
 #define B_ADD(x, y, S) ((CT_##S)((UT_##S)(x) + (UT_##S)(y)))
@@ -382,18 +382,18 @@ static int bad_dtype(const char *op, ct_dtype dt) {
                  dt_ok(dt) ? ct_dtype_name(dt) : "(invalid)");
 }
 
-static int cpu_binary(ct_binary_op op, ct_dtype dt, const ct_iter *it, void *out,
+static int cpu_binary(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
                       const void *a, const void *b, ct_stream *s) {
   (void)s;
   if ((unsigned)op >= (unsigned)CT_NUM_BINARY_OPS)
     return ct_fail(CT_ERR_VALUE, "ct_binary: unknown binary op %d", (int)op);
   if (!dt_ok(dt) || !k_binary[op][dt]) return bad_dtype(ct_binary_op_name(op), dt);
-  const size_t es = ct_cpu_elsize(dt);
-  ct_cpu_ew_run(it, 3, k_binary[op][dt], out, a, b, is_comparison(op) ? 1 : es, es, es);
+  const size_t es = cti_cpu_elsize(dt);
+  cti_cpu_ew_run(it, 3, k_binary[op][dt], out, a, b, is_comparison(op) ? 1 : es, es, es);
   return CT_OK;
 }
 
-static int cpu_binary_scalar(ct_binary_op op, ct_dtype dt, const ct_iter *it, void *out,
+static int cpu_binary_scalar(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
                              const void *a, double scalar, ct_stream *s) {
   (void)s;
   if ((unsigned)op >= (unsigned)CT_NUM_BINARY_OPS)
@@ -410,44 +410,44 @@ static int cpu_binary_scalar(ct_binary_op op, ct_dtype dt, const ct_iter *it, vo
   } else {
     sv = elem_from_double(dt, scalar);
   }
-  const size_t es = ct_cpu_elsize(dt);
-  ct_cpu_ew_run(it, 2, k_binary[op][dt], out, a, &sv, is_comparison(op) ? 1 : es, es, es);
+  const size_t es = cti_cpu_elsize(dt);
+  cti_cpu_ew_run(it, 2, k_binary[op][dt], out, a, &sv, is_comparison(op) ? 1 : es, es, es);
   return CT_OK;
 }
 
-static int cpu_unary(ct_unary_op op, ct_dtype dt, const ct_iter *it, void *out,
+static int cpu_unary(ct_unary_op op, ct_dtype dt, const cti_iter *it, void *out,
                      const void *a, ct_stream *s) {
   (void)s;
   if ((unsigned)op >= (unsigned)CT_NUM_UNARY_OPS)
     return ct_fail(CT_ERR_VALUE, "ct_unary: unknown unary op %d", (int)op);
   if (!dt_ok(dt)) return bad_dtype(ct_unary_op_name(op), dt);
-  if (op == CT_OP_ISFINITE && !ct_cpu_is_float(dt)) { // integers are always finite
+  if (op == CT_OP_ISFINITE && !cti_cpu_is_float(dt)) { // integers are always finite
     const uint8_t one = 1;
-    ct_cpu_ew_run(it, 1, fill_fn(1), out, NULL, &one, 1, 0, 1);
+    cti_cpu_ew_run(it, 1, fill_fn(1), out, NULL, &one, 1, 0, 1);
     return CT_OK;
   }
   if (!k_unary[op][dt]) return bad_dtype(ct_unary_op_name(op), dt);
-  const size_t es = ct_cpu_elsize(dt);
-  ct_cpu_ew_run(it, 2, k_unary[op][dt], out, a, NULL, op == CT_OP_ISFINITE ? 1 : es, es, 0);
+  const size_t es = cti_cpu_elsize(dt);
+  cti_cpu_ew_run(it, 2, k_unary[op][dt], out, a, NULL, op == CT_OP_ISFINITE ? 1 : es, es, 0);
   return CT_OK;
 }
 
-static int cpu_copy(ct_dtype out_dt, ct_dtype in_dt, const ct_iter *it, void *out,
+static int cpu_copy(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it, void *out,
                     const void *in, ct_stream *s) {
   (void)s;
   if (!dt_ok(out_dt)) return bad_dtype("copy_", out_dt);
   if (!dt_ok(in_dt)) return bad_dtype("copy_", in_dt);
-  const row_fn fn = out_dt == in_dt ? move_fn(ct_cpu_elsize(in_dt)) : k_copy[in_dt][out_dt];
-  ct_cpu_ew_run(it, 2, fn, out, in, NULL, ct_cpu_elsize(out_dt), ct_cpu_elsize(in_dt), 0);
+  const row_fn fn = out_dt == in_dt ? move_fn(cti_cpu_elsize(in_dt)) : k_copy[in_dt][out_dt];
+  cti_cpu_ew_run(it, 2, fn, out, in, NULL, cti_cpu_elsize(out_dt), cti_cpu_elsize(in_dt), 0);
   return CT_OK;
 }
 
-static int cpu_fill(ct_dtype dt, const ct_iter *it, void *out, double v, ct_stream *s) {
+static int cpu_fill(ct_dtype dt, const cti_iter *it, void *out, double v, ct_stream *s) {
   (void)s;
   if (!dt_ok(dt)) return bad_dtype("fill_", dt);
   const ct_elem e = elem_from_double(dt, v);
-  const size_t es = ct_cpu_elsize(dt);
-  ct_cpu_ew_run(it, 1, fill_fn(es), out, NULL, &e, es, 0, es);
+  const size_t es = cti_cpu_elsize(dt);
+  cti_cpu_ew_run(it, 1, fill_fn(es), out, NULL, &e, es, 0, es);
   return CT_OK;
 }
 
@@ -478,7 +478,7 @@ static int cpu_arange(ct_dtype dt, int64_t n, void *out, double start, double st
   return CT_OK;
 }
 
-const ct_backend ct_cpu_backend = {
+const cti_backend cti_cpu_backend = {
     .name = "cpu",
     .binary = cpu_binary,
     .binary_scalar = cpu_binary_scalar,
@@ -486,12 +486,12 @@ const ct_backend ct_cpu_backend = {
     .copy = cpu_copy,
     .fill = cpu_fill,
     .arange = cpu_arange,
-    .random = ct_cpu_random,
-    .reduce = ct_cpu_reduce,
-    .any_nonfinite = ct_cpu_any_nonfinite,
-    .found_nonfinite = ct_cpu_found_nonfinite,
-    .gemm = ct_cpu_gemm,
-    .nn = &ct_cpu_nn_kernels,
-    .conv = &ct_cpu_conv_kernels,
-    .optim = &ct_cpu_optim_kernels,
+    .random = cti_cpu_random,
+    .reduce = cti_cpu_reduce,
+    .any_nonfinite = cti_cpu_any_nonfinite,
+    .found_nonfinite = cti_cpu_found_nonfinite,
+    .gemm = cti_cpu_gemm,
+    .nn = &cti_cpu_nn_kernels,
+    .conv = &cti_cpu_conv_kernels,
+    .optim = &cti_cpu_optim_kernels,
 };

@@ -43,7 +43,7 @@ static inline void valid_range(int64_t w, int64_t wo, int64_t s, int64_t p, int6
 // ---- im2col ------------------------------------------------------------------------------------
 // One task per (row r of cols, image n): Ho*Wo contiguous outputs.
 #define IM2COL(SUF, T)                                                                   \
-  static void im2col_##SUF(const ct_conv_geom *g, const T *x, T *cols) {                 \
+  static void im2col_##SUF(const cti_conv_geom *g, const T *x, T *cols) {                 \
     const int64_t k = g->k, s = g->stride, p = g->pad, H = g->h, W = g->w;               \
     const int64_t Ho = g->ho, Wo = g->wo, P = Ho * Wo, N = g->n, rows = g->c * k * k;    \
     const int64_t ntask = rows * N;                                                      \
@@ -75,7 +75,7 @@ static inline void valid_range(int64_t w, int64_t wo, int64_t s, int64_t p, int6
 IM2COL(f32, float)
 IM2COL(f64, double)
 
-static int im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols, ct_stream *s) {
+static int im2col(ct_dtype dt, const cti_conv_geom *g, const void *x, void *cols, ct_stream *s) {
   (void)s;
   switch (dt) {
   case CT_F32: im2col_f32(g, x, cols); return CT_OK;
@@ -88,7 +88,7 @@ static int im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols,
 // One task per input plane (n, c): zero it, then add the k*k rows of cols
 // that read it, in a fixed order.
 #define COL2IM(SUF, T)                                                                   \
-  static void col2im_##SUF(const ct_conv_geom *g, const T *cols, T *dx) {                \
+  static void col2im_##SUF(const cti_conv_geom *g, const T *cols, T *dx) {                \
     const int64_t k = g->k, s = g->stride, p = g->pad, H = g->h, W = g->w;               \
     const int64_t Ho = g->ho, Wo = g->wo, P = Ho * Wo, N = g->n, C = g->c;               \
     const int64_t ntask = N * C;                                                         \
@@ -120,7 +120,7 @@ static int im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols,
 COL2IM(f32, float)
 COL2IM(f64, double)
 
-static int col2im(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx, ct_stream *s) {
+static int col2im(ct_dtype dt, const cti_conv_geom *g, const void *cols, void *dx, ct_stream *s) {
   (void)s;
   switch (dt) {
   case CT_F32: col2im_f32(g, cols, dx); return CT_OK;
@@ -187,7 +187,7 @@ POOL2_ROW(f64, double)
 // One task per (plane, output row). The 2x2 stride-2 window (the common
 // case) has its own loop; the rule is the same: greater or NaN replaces.
 #define MAXPOOL(SUF, T)                                                                    \
-  static void maxpool_fwd_##SUF(const ct_pool_geom *g, const T *x, T *y, int32_t *idx) {   \
+  static void maxpool_fwd_##SUF(const cti_pool_geom *g, const T *x, T *y, int32_t *idx) {   \
     const int64_t k = g->k, s = g->stride, H = g->h, W = g->w, Ho = g->ho, Wo = g->wo;      \
     const int64_t ntask = g->planes * Ho;                                                  \
     _Pragma("omp parallel for if (g->planes * H * W >= CT_CPU_PAR_MIN) schedule(static)")  \
@@ -217,7 +217,7 @@ POOL2_ROW(f64, double)
       }                                                                                    \
     }                                                                                      \
   }                                                                                        \
-  static void maxpool_bwd_##SUF(const ct_pool_geom *g, const T *dy, const int32_t *idx,    \
+  static void maxpool_bwd_##SUF(const cti_pool_geom *g, const T *dy, const int32_t *idx,    \
                                 T *dx) {                                                   \
     const int64_t HW = g->h * g->w, O = g->ho * g->wo;                                     \
     _Pragma("omp parallel for if (g->planes * HW >= CT_CPU_PAR_MIN) schedule(static)")     \
@@ -232,7 +232,7 @@ POOL2_ROW(f64, double)
 MAXPOOL(f32, float)
 MAXPOOL(f64, double)
 
-static int maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y,
+static int maxpool_forward(ct_dtype dt, const cti_pool_geom *g, const void *x, void *y,
                            int32_t *idx, ct_stream *s) {
   (void)s;
   switch (dt) {
@@ -242,7 +242,7 @@ static int maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, vo
   }
 }
 
-static int maxpool_backward(ct_dtype dt, const ct_pool_geom *g, const void *dy,
+static int maxpool_backward(ct_dtype dt, const cti_pool_geom *g, const void *dy,
                             const int32_t *idx, void *dx, ct_stream *s) {
   (void)s;
   switch (dt) {
@@ -405,7 +405,7 @@ static int bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void 
   }
 }
 
-const ct_conv_kernels ct_cpu_conv_kernels = {
+const cti_conv_kernels cti_cpu_conv_kernels = {
     .im2col = im2col,
     .col2im = col2im,
     .cnhw_from_nchw = cnhw_from_nchw,

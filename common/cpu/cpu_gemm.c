@@ -32,9 +32,9 @@ static void widen(ct_dtype dt, const uint16_t *src, int64_t rows, int64_t cols, 
     const uint16_t *s = src + i * ld;
     float *d = dst + i * cols;
     if (dt == CT_F16)
-      for (int64_t j = 0; j < cols; ++j) d[j] = ct_cpu_f16_to_f32(s[j]);
+      for (int64_t j = 0; j < cols; ++j) d[j] = cti_cpu_f16_to_f32(s[j]);
     else
-      for (int64_t j = 0; j < cols; ++j) d[j] = ct_cpu_bf16_to_f32(s[j]);
+      for (int64_t j = 0; j < cols; ++j) d[j] = cti_cpu_bf16_to_f32(s[j]);
   }
 }
 
@@ -46,9 +46,9 @@ static void narrow(ct_dtype dt, const float *src, int64_t m, int64_t n, uint16_t
     const float *s = src + i * n;
     uint16_t *d = dst + i * ldc;
     if (dt == CT_F16)
-      for (int64_t j = 0; j < n; ++j) d[j] = ct_cpu_f32_to_f16(s[j]);
+      for (int64_t j = 0; j < n; ++j) d[j] = cti_cpu_f32_to_f16(s[j]);
     else
-      for (int64_t j = 0; j < n; ++j) d[j] = ct_cpu_f32_to_bf16(s[j]);
+      for (int64_t j = 0; j < n; ++j) d[j] = cti_cpu_f32_to_bf16(s[j]);
   }
 }
 
@@ -71,12 +71,12 @@ static void scale_c(ct_dtype dt, double beta, void *C, int64_t m, int64_t n, int
       }
       case CT_F16: {
         uint16_t *c = C;
-        c[at] = ct_cpu_f32_to_f16(beta == 0 ? 0.0f : (float)beta * ct_cpu_f16_to_f32(c[at]));
+        c[at] = cti_cpu_f32_to_f16(beta == 0 ? 0.0f : (float)beta * cti_cpu_f16_to_f32(c[at]));
         break;
       }
       default: {
         uint16_t *c = C;
-        c[at] = ct_cpu_f32_to_bf16(beta == 0 ? 0.0f : (float)beta * ct_cpu_bf16_to_f32(c[at]));
+        c[at] = cti_cpu_f32_to_bf16(beta == 0 ? 0.0f : (float)beta * cti_cpu_bf16_to_f32(c[at]));
         break;
       }
       }
@@ -116,7 +116,7 @@ static int gemm_half(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_
   return CT_OK;
 }
 
-int ct_cpu_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+int cti_cpu_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                 double alpha, const void *A, int64_t lda, int64_t strideA,
                 const void *B, int64_t ldb, int64_t strideB, double beta, void *C,
                 int64_t ldc, int64_t strideC, int64_t batch, ct_stream *s) {

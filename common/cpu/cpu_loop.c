@@ -2,7 +2,7 @@
 //
 // cpu_loop: the CPU backend's elementwise driver.
 //
-// An elementwise op arrives as a ct_iter (its output's shape, each operand's
+// An elementwise op arrives as a cti_iter (its output's shape, each operand's
 // element strides) and a row kernel from cpu_backend.c that runs the op
 // along one row with one stride per operand. The driver decides who runs
 // which rows:
@@ -27,7 +27,7 @@ typedef struct ew_loop {
   int64_t stride[3][CT_MAX_DIMS];   // elements; 0 for unused or broadcast operands
   char *p[3];                       // element 0 of each operand, or NULL
   int64_t es[3];                    // element sizes in bytes
-  ct_cpu_row_fn fn;
+  cti_cpu_row_fn fn;
 } ew_loop;
 
 // Runs output elements [lo, hi) (row-major linear order).
@@ -182,7 +182,7 @@ static void ew_tiles(const ew_loop *L, bool par) {
 
 // Runs fn over the iteration `it`. Operands 0..nstrided-1 take their strides
 // from `it`; the others (a scalar, a fill value) have stride 0.
-void ct_cpu_ew_run(const ct_iter *it, int nstrided, ct_cpu_row_fn fn, void *o, const void *a,
+void cti_cpu_ew_run(const cti_iter *it, int nstrided, cti_cpu_row_fn fn, void *o, const void *a,
                    const void *b, size_t eo, size_t ea, size_t eb) {
   if (it->numel <= 0) return;
   ew_loop L;

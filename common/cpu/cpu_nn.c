@@ -48,7 +48,7 @@ static int relu_backward(ct_dtype dt, int64_t n, const void *y, const void *g, v
   case CT_F64: relu_bwd_f64(n, y, g, out); return CT_OK;
   case CT_F16: relu_bwd_f16(n, y, g, out); return CT_OK;
   case CT_BF16: relu_bwd_bf16(n, y, g, out); return CT_OK;
-  default: return unsupported("ct_relu_backward", dt);
+  default: return unsupported("cti_relu_backward", dt);
   }
 }
 
@@ -57,8 +57,8 @@ static int relu_backward(ct_dtype dt, int64_t n, const void *y, const void *g, v
 // compute type (float for f16/bf16/f32, double for f64) and rounded once.
 #define ST_OUT_f32(v) (v)
 #define ST_OUT_f64(v) (v)
-#define ST_OUT_f16(v) ct_cpu_f32_to_f16(v)
-#define ST_OUT_bf16(v) ct_cpu_f32_to_bf16(v)
+#define ST_OUT_f16(v) cti_cpu_f32_to_f16(v)
+#define ST_OUT_bf16(v) cti_cpu_f32_to_bf16(v)
 #define DROPOUT(SUF)                                                             \
   static void dropout_##SUF(int64_t n, const ST_##SUF *x, const float *u, double p, \
                             double scale, ST_##SUF *y, ST_##SUF *mask) {        \
@@ -85,7 +85,7 @@ static int dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double
   case CT_F64: dropout_f64(n, x, u, p, scale, y, mask); return CT_OK;
   case CT_F16: dropout_f16(n, x, u, p, scale, y, mask); return CT_OK;
   case CT_BF16: dropout_bf16(n, x, u, p, scale, y, mask); return CT_OK;
-  default: return unsupported("ct_dropout", dt);
+  default: return unsupported("cti_dropout", dt);
   }
 }
 
@@ -136,7 +136,7 @@ static int cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
   return CT_OK;
 }
 
-const ct_nn_kernels ct_cpu_nn_kernels = {
+const cti_nn_kernels cti_cpu_nn_kernels = {
     .relu_backward = relu_backward,
     .dropout = dropout,
     .cross_entropy = cross_entropy,

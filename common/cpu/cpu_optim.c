@@ -31,7 +31,7 @@
 // Generates sgd_<sfx>(n, param, grad, buf, args) for storage/compute type T.
 #define GEN_SGD(sfx, T, SQRT)                                                                  \
   static void sgd_##sfx(int64_t n, T *restrict param, const T *restrict grad, T *restrict buf, \
-                        const ct_sgd_step_args *a) {                                           \
+                        const cti_sgd_step_args *a) {                                           \
     const T wd = (T)a->weight_decay, mom = (T)a->momentum, damp1 = (T)(1.0 - a->dampening);    \
     const T neg_lr = (T)(-a->lr);                                                              \
     const bool has_wd = a->weight_decay != 0.0, has_mom = a->momentum != 0.0;                  \
@@ -54,7 +54,7 @@
 #define GEN_ADAM(sfx, T, SQRT)                                                                 \
   static void adam_##sfx(int64_t n, T *restrict param, const T *restrict grad,                 \
                          T *restrict exp_avg, T *restrict exp_avg_sq, T *restrict vmax,        \
-                         const ct_adam_step_args *a) {                                         \
+                         const cti_adam_step_args *a) {                                         \
     const T wd = (T)a->weight_decay, decay = (T)(1.0 - a->lr * a->weight_decay);               \
     const T b1 = (T)a->beta1, omb1 = (T)(1.0 - a->beta1);                                      \
     const T b2 = (T)a->beta2, omb2 = (T)(1.0 - a->beta2);                                      \
@@ -90,7 +90,7 @@ GEN_ADAM(f32, float, sqrtf)
 GEN_ADAM(f64, double, sqrt)
 
 static int sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
-                    const ct_sgd_step_args *a, ct_stream *s) {
+                    const cti_sgd_step_args *a, ct_stream *s) {
   (void)s;
   switch (dt) {
   case CT_F32: sgd_f32(n, param, grad, buf, a); return CT_OK;
@@ -102,7 +102,7 @@ static int sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void 
 }
 
 static int adam_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
-                     void *exp_avg_sq, void *max_exp_avg_sq, const ct_adam_step_args *a,
+                     void *exp_avg_sq, void *max_exp_avg_sq, const cti_adam_step_args *a,
                      ct_stream *s) {
   (void)s;
   switch (dt) {
@@ -190,7 +190,7 @@ static int scale_by(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stre
   }
 }
 
-const ct_optim_kernels ct_cpu_optim_kernels = {
+const cti_optim_kernels cti_cpu_optim_kernels = {
     .sgd_step = sgd_step,
     .adam_step = adam_step,
     .sum_squares_workspace = sum_squares_workspace,

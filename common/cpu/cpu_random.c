@@ -23,11 +23,11 @@
 // the numbers do not depend on how the counters are shared among threads.
 // Values are stored as float32 (exact for uniforms), float64, or rounded to
 // float16/bfloat16 through float32.
-int ct_cpu_random(bool normal, ct_dtype dt, int64_t n, void *out, uint64_t seed,
+int cti_cpu_random(bool normal, ct_dtype dt, int64_t n, void *out, uint64_t seed,
                   uint64_t offset, ct_stream *s) {
   (void)s;
   const char *op = normal ? "randn" : "rand";
-  if (!ct_cpu_is_float(dt))
+  if (!cti_cpu_is_float(dt))
     return ct_fail(CT_ERR_DTYPE, "ct_%s: the CPU backend makes random float16, bfloat16, "
                    "float32 and float64 tensors, got %s",
                    op, (unsigned)dt < (unsigned)CT_NUM_DTYPES ? ct_dtype_name(dt) : "(invalid)");
@@ -56,8 +56,8 @@ int ct_cpu_random(bool normal, ct_dtype dt, int64_t n, void *out, uint64_t seed,
     const int m = n - i0 < 4 ? (int)(n - i0) : 4;
     for (int l = 0; l < m; ++l) {
       switch (dt) {
-      case CT_F16: ((uint16_t *)out)[i0 + l] = ct_cpu_f32_to_f16((float)v[l]); break;
-      case CT_BF16: ((uint16_t *)out)[i0 + l] = ct_cpu_f32_to_bf16((float)v[l]); break;
+      case CT_F16: ((uint16_t *)out)[i0 + l] = cti_cpu_f32_to_f16((float)v[l]); break;
+      case CT_BF16: ((uint16_t *)out)[i0 + l] = cti_cpu_f32_to_bf16((float)v[l]); break;
       case CT_F32: ((float *)out)[i0 + l] = (float)v[l]; break;
       default: ((double *)out)[i0 + l] = v[l]; break;
       }

@@ -159,8 +159,8 @@ static void store_double(void *out, ct_dtype dt, int64_t i, double v) {
   switch (dt) {
   case CT_F64: ((double *)out)[i] = v; break;
   case CT_F32: ((float *)out)[i] = (float)v; break;
-  case CT_F16: ((uint16_t *)out)[i] = ct_cpu_f32_to_f16((float)v); break;
-  case CT_BF16: ((uint16_t *)out)[i] = ct_cpu_f32_to_bf16((float)v); break;
+  case CT_F16: ((uint16_t *)out)[i] = cti_cpu_f32_to_f16((float)v); break;
+  case CT_BF16: ((uint16_t *)out)[i] = cti_cpu_f32_to_bf16((float)v); break;
   case CT_BOOL: ((uint8_t *)out)[i] = v != 0; break;
   default: {
     const int64_t x = v != v                        ? 0
@@ -186,8 +186,8 @@ static void store_int(void *out, ct_dtype dt, int64_t i, int64_t v) {
   case CT_BOOL: ((uint8_t *)out)[i] = v != 0; break;
   case CT_F64: ((double *)out)[i] = (double)v; break;
   case CT_F32: ((float *)out)[i] = (float)v; break;
-  case CT_F16: ((uint16_t *)out)[i] = ct_cpu_f32_to_f16((float)v); break;
-  default: ((uint16_t *)out)[i] = ct_cpu_f32_to_bf16((float)v); break;
+  case CT_F16: ((uint16_t *)out)[i] = cti_cpu_f32_to_f16((float)v); break;
+  default: ((uint16_t *)out)[i] = cti_cpu_f32_to_bf16((float)v); break;
   }
 }
 
@@ -212,7 +212,7 @@ static void unit_of(int64_t uix, int64_t nib, int64_t nrb, int64_t r, int64_t in
 
 static int reduce_sum(bool mean, ct_dtype in_dt, ct_dtype out_dt, const void *in,
                       void *out, int64_t outer, int64_t r, int64_t inner) {
-  const bool fl = ct_cpu_is_float(in_dt);
+  const bool fl = cti_cpu_is_float(in_dt);
   const int64_t nrb = (r + RB_SIZE - 1) / RB_SIZE, nib = (inner + IB_SIZE - 1) / IB_SIZE;
   const int64_t nunits = outer * nib * nrb;
   const bool par = outer * r * inner >= CT_CPU_PAR_MIN;
@@ -300,7 +300,7 @@ static int reduce_max(ct_reduce_op op, ct_dtype in_dt, const void *in, void *out
     free(part);
   }
   if (op == CT_OP_MAX) { // copy the winners' bits
-    const size_t es = ct_cpu_elsize(in_dt);
+    const size_t es = cti_cpu_elsize(in_dt);
     const char *src = (const char *)in;
     char *dst = (char *)out;
 #pragma omp parallel for if (nout >= CT_CPU_PAR_MIN) schedule(static)
@@ -316,13 +316,13 @@ static int reduce_max(ct_reduce_op op, ct_dtype in_dt, const void *in, void *out
 // Scans blocks of 16 Ki elements; once a block finds a non-finite value the
 // remaining blocks are skipped.
 #define NONFINITE_BLOCK 16384
-int ct_cpu_any_nonfinite(ct_dtype dt, int64_t n, const void *in, bool *out,
+int cti_cpu_any_nonfinite(ct_dtype dt, int64_t n, const void *in, bool *out,
                              ct_stream *s) {
   (void)s;
   if ((unsigned)dt >= (unsigned)CT_NUM_DTYPES)
     return ct_fail(CT_ERR_DTYPE, "ct_any_nonfinite: invalid dtype %d", (int)dt);
   *out = false;
-  if (!ct_cpu_is_float(dt) || n <= 0) return CT_OK;
+  if (!cti_cpu_is_float(dt) || n <= 0) return CT_OK;
   const int64_t nb = (n + NONFINITE_BLOCK - 1) / NONFINITE_BLOCK;
   int found = 0;
 #pragma omp parallel for if (n >= CT_CPU_PAR_MIN) schedule(dynamic, 4)
@@ -358,14 +358,14 @@ int ct_cpu_any_nonfinite(ct_dtype dt, int64_t n, const void *in, bool *out,
 }
 
 // The CPU runs work when issued, so the flag is set before this returns.
-int ct_cpu_found_nonfinite(ct_dtype dt, int64_t n, const void *in, float *found, ct_stream *s) {
+int cti_cpu_found_nonfinite(ct_dtype dt, int64_t n, const void *in, float *found, ct_stream *s) {
   bool any = false;
-  int rc = ct_cpu_any_nonfinite(dt, n, in, &any, s);
+  int rc = cti_cpu_any_nonfinite(dt, n, in, &any, s);
   if (rc == CT_OK && any) *found = 1.0f;
   return rc;
 }
 
-int ct_cpu_reduce(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt, const void *in,
+int cti_cpu_reduce(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt, const void *in,
                   void *out, int64_t *idx, int64_t outer, int64_t r, int64_t inner,
                   ct_stream *s) {
   (void)s;

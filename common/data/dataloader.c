@@ -203,9 +203,9 @@ static int gather(const ct_dataloader *dl, int64_t k, ct_tensor **x, ct_tensor *
   int64_t start = k * dl->o.batch_size;
   int64_t n = dl->len - start < dl->o.batch_size ? dl->len - start : dl->o.batch_size;
   const ct_dataset *ds = dl->ds;
-  *x = ct_tensor_new(batch_shape(n, ct_dataset_x_shape(ds)), ct_dataset_x_dtype(ds),
+  *x = cti_tensor_new(batch_shape(n, ct_dataset_x_shape(ds)), ct_dataset_x_dtype(ds),
                      ct_device_cpu(), dl->pinned);
-  *y = *x ? ct_tensor_new(batch_shape(n, ct_dataset_y_shape(ds)), ct_dataset_y_dtype(ds),
+  *y = *x ? cti_tensor_new(batch_shape(n, ct_dataset_y_shape(ds)), ct_dataset_y_dtype(ds),
                           ct_device_cpu(), dl->pinned)
           : NULL;
   int rc;

@@ -267,7 +267,7 @@ ct_tensor *ct_idx_read(const char *path) {
     goto done;
   }
 
-  t = ct_tensor_new(shape, dt, ct_device_cpu(), false);
+  t = cti_tensor_new(shape, dt, ct_device_cpu(), false);
   if (!t) goto done;
   n = src_read(&s, ct_data_ptr(t), (size_t)payload);
   if (n < 0) goto fail;

@@ -13,7 +13,7 @@
 #include "error.h"
 #include <cuda_runtime.h>
 
-static ct_async_record *ct_async_records[CT_MAX_CUDA_DEVICES];
+static cti_async_record *ct_async_records[CT_MAX_CUDA_DEVICES];
 // Each device's own non-blocking stream for reading the record: a copy there
 // waits for no other work, so the check costs only itself and sees what any
 // finished kernel wrote, whichever stream ran it.
@@ -22,7 +22,7 @@ static pthread_mutex_t ct_async_mu = PTHREAD_MUTEX_INITIALIZER;
 
 // Enters with the lock held and no record for `device`; leaves with a zeroed
 // record in *out or an error. The calling thread's device is kept.
-static int ct_async_make(int device, ct_async_record **out) {
+static int ct_async_make(int device, cti_async_record **out) {
   int prev = 0;
   CT_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != device) CT_CUDA_CHECK(cudaSetDevice(device));
@@ -32,14 +32,14 @@ static int ct_async_make(int device, ct_async_record **out) {
   const char *call = "cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking)";
   if (e == cudaSuccess) {
     ct_async_streams[device] = cs;
-    e = cudaMalloc(&p, sizeof(ct_async_record));
-    call = "cudaMalloc(&p, sizeof(ct_async_record))";
+    e = cudaMalloc(&p, sizeof(cti_async_record));
+    call = "cudaMalloc(&p, sizeof(cti_async_record))";
   }
   if (e == cudaSuccess) {
     // Zeroed before any kernel can see it: kernels on non-blocking streams
     // do not wait for the legacy stream, so wait here (once per device).
-    e = cudaMemset(p, 0, sizeof(ct_async_record));
-    call = "cudaMemset(p, 0, sizeof(ct_async_record))";
+    e = cudaMemset(p, 0, sizeof(cti_async_record));
+    call = "cudaMemset(p, 0, sizeof(cti_async_record))";
     if (e == cudaSuccess) {
       e = cudaDeviceSynchronize();
       call = "cudaDeviceSynchronize()";
@@ -50,16 +50,16 @@ static int ct_async_make(int device, ct_async_record **out) {
   }
   if (prev != device) (void)cudaSetDevice(prev);
   if (e != cudaSuccess) return ct_cuda_fail((int)e, call, __FILE__, __LINE__);
-  *out = static_cast<ct_async_record *>(p);
+  *out = static_cast<cti_async_record *>(p);
   return CT_OK;
 }
 
-extern "C" ct_async_record *ct_cuda_async_record(int device) {
+extern "C" cti_async_record *cti_cuda_async_record(int device) {
   if (device < 0 || device >= CT_MAX_CUDA_DEVICES) {
-    ct_fail(CT_ERR_DEVICE, "ct_cuda_async_record: invalid CUDA device index %d", device);
+    ct_fail(CT_ERR_DEVICE, "cti_cuda_async_record: invalid CUDA device index %d", device);
     return NULL;
   }
-  ct_async_record *r = __atomic_load_n(&ct_async_records[device], __ATOMIC_ACQUIRE);
+  cti_async_record *r = __atomic_load_n(&ct_async_records[device], __ATOMIC_ACQUIRE);
   if (r) return r;
   pthread_mutex_lock(&ct_async_mu);
   r = ct_async_records[device];
@@ -68,12 +68,12 @@ extern "C" ct_async_record *ct_cuda_async_record(int device) {
   return r;
 }
 
-extern "C" int ct_cuda_async_check(int device, const char *op) {
+extern "C" int cti_cuda_async_check(int device, const char *op) {
   if (device < 0 || device >= CT_MAX_CUDA_DEVICES) return CT_OK;
-  ct_async_record *r = __atomic_load_n(&ct_async_records[device], __ATOMIC_ACQUIRE);
+  cti_async_record *r = __atomic_load_n(&ct_async_records[device], __ATOMIC_ACQUIRE);
   if (!r) return CT_OK; // no kernel on this device has ever been given the record
   cudaStream_t s = ct_async_streams[device]; // set before the record was published
-  ct_async_record h;
+  cti_async_record h;
   memset(&h, 0, sizeof h);
   CT_CUDA_CHECK(cudaMemcpyAsync(&h, r, sizeof h, cudaMemcpyDeviceToHost, s));
   CT_CUDA_CHECK(cudaStreamSynchronize(s));

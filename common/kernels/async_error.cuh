@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 //
 // async_error.cuh: the device side of async_error.h. A kernel that finds bad
-// input calls ct_async_report; the first report on the device wins.
+// input calls cti_async_report; the first report on the device wins.
 #ifndef CT_ASYNC_ERROR_CUH
 #define CT_ASYNC_ERROR_CUH
 
@@ -9,7 +9,7 @@
 
 // Claims the record (first caller only), writes the values, then the code
 // after a fence, so a host that sees the code sees the values too.
-__device__ inline void ct_async_report(ct_async_record *r, long long code, long long a, long long b,
+__device__ inline void cti_async_report(cti_async_record *r, long long code, long long a, long long b,
                                        long long c) {
   if (!r || atomicCAS(&r->claimed, 0ull, 1ull) != 0ull) return;
   r->a = a;

@@ -16,13 +16,13 @@
 template <ct_dtype D, ct_binary_op OP>
 struct BinaryFn {
   using T = ct_T<D>;
-  using OutT = typename std::conditional<ct_is_comparison(OP), uint8_t, T>::type;
+  using OutT = typename std::conditional<cti_is_comparison(OP), uint8_t, T>::type;
   OutT *out;
   const T *a, *b;
   __host__ __device__ void operator()(const int64_t *off) const {
-    const auto r = ct_binary_apply<OP>(ct_load<D>(a[off[1]]), ct_load<D>(b[off[2]]));
-    if constexpr (ct_is_comparison(OP)) out[off[0]] = (uint8_t)r;
-    else out[off[0]] = ct_convert<D>(r);
+    const auto r = cti_binary_apply<OP>(cti_load<D>(a[off[1]]), cti_load<D>(b[off[2]]));
+    if constexpr (cti_is_comparison(OP)) out[off[0]] = (uint8_t)r;
+    else out[off[0]] = cti_convert<D>(r);
   }
 };
 
@@ -30,14 +30,14 @@ struct BinaryFn {
 template <ct_dtype D, ct_binary_op OP>
 struct BinaryScalarFn {
   using T = ct_T<D>;
-  using OutT = typename std::conditional<ct_is_comparison(OP), uint8_t, T>::type;
+  using OutT = typename std::conditional<cti_is_comparison(OP), uint8_t, T>::type;
   OutT *out;
   const T *a;
   ct_C<D> s;
   __host__ __device__ void operator()(const int64_t *off) const {
-    const auto r = ct_binary_apply<OP>(ct_load<D>(a[off[1]]), s);
-    if constexpr (ct_is_comparison(OP)) out[off[0]] = (uint8_t)r;
-    else out[off[0]] = ct_convert<D>(r);
+    const auto r = cti_binary_apply<OP>(cti_load<D>(a[off[1]]), s);
+    if constexpr (cti_is_comparison(OP)) out[off[0]] = (uint8_t)r;
+    else out[off[0]] = cti_convert<D>(r);
   }
 };
 
@@ -48,7 +48,7 @@ struct BinaryScalarFn {
 
 struct BinaryLaunch {
   ct_binary_op op;
-  const ct_iter *it;
+  const cti_iter *it;
   void *out;
   const void *a, *b;
   cudaStream_t stream;
@@ -57,7 +57,7 @@ struct BinaryLaunch {
     using F = BinaryFn<D, OP>;
     F f{static_cast<typename F::OutT *>(out), static_cast<const ct_T<D> *>(a),
         static_cast<const ct_T<D> *>(b)};
-    return ct_launch_elementwise<3>(it, f, stream);
+    return cti_launch_elementwise<3>(it, f, stream);
   }
   template <ct_dtype D> int operator()() const {
     switch (op) {
@@ -65,19 +65,19 @@ struct BinaryLaunch {
       CT_BINARY_CASES(CT_CASE)
 #undef CT_CASE
     case CT_OP_DIV:
-      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_DIV>();
+      if constexpr (cti_dt<D>::floating) return go<D, CT_OP_DIV>();
       break;
     case CT_OP_POW: return go<D, CT_OP_POW>();
     default: break;
     }
     return ct_fail(CT_ERR_DTYPE, "ct_%s: not supported for %s on cuda", ct_binary_op_name(op),
-                   ct_dt_name(D));
+                   cti_dt_name(D));
   }
 };
 
 struct BinaryScalarLaunch {
   ct_binary_op op;
-  const ct_iter *it;
+  const cti_iter *it;
   void *out;
   const void *a;
   double scalar;
@@ -85,9 +85,9 @@ struct BinaryScalarLaunch {
 
   template <ct_dtype D, ct_binary_op OP> int go() const {
     using F = BinaryScalarFn<D, OP>;
-    const ct_C<D> s = ct_scalar_operand<D>(scalar);
+    const ct_C<D> s = cti_scalar_operand<D>(scalar);
     F f{static_cast<typename F::OutT *>(out), static_cast<const ct_T<D> *>(a), s};
-    return ct_launch_elementwise<2>(it, f, stream);
+    return cti_launch_elementwise<2>(it, f, stream);
   }
   template <ct_dtype D> int operator()() const {
     switch (op) {
@@ -95,35 +95,35 @@ struct BinaryScalarLaunch {
       CT_BINARY_CASES(CT_CASE)
 #undef CT_CASE
     case CT_OP_DIV:
-      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_DIV>();
+      if constexpr (cti_dt<D>::floating) return go<D, CT_OP_DIV>();
       break;
     case CT_OP_POW: return go<D, CT_OP_POW>();
     default: break;
     }
     return ct_fail(CT_ERR_DTYPE, "ct_%s: not supported for %s on cuda", ct_binary_op_name(op),
-                   ct_dt_name(D));
+                   cti_dt_name(D));
   }
 };
 
 // ---- the backend's entries ---------------------------------------------------------------------
-extern "C" int ct_cuda_binary(ct_binary_op op, ct_dtype dt, const ct_iter *it, void *out,
+extern "C" int cti_cuda_binary(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
                               const void *a, const void *b, ct_stream *s) {
   if ((unsigned)op >= CT_NUM_BINARY_OPS) return ct_fail(CT_ERR_VALUE, "ct_binary: invalid op %d", (int)op);
-  if (!ct_dtype_valid(dt)) return ct_bad_dtype("ct_binary", dt);
+  if (!ct_dtype_valid(dt)) return cti_bad_dtype("ct_binary", dt);
   if (it->numel <= 0) return CT_OK;
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_dispatch_dtype(dt, BinaryLaunch{op, it, out, a, b, scope.stream()});
+  return cti_dispatch_dtype(dt, BinaryLaunch{op, it, out, a, b, scope.stream()});
 }
 
-extern "C" int ct_cuda_binary_scalar(ct_binary_op op, ct_dtype dt, const ct_iter *it, void *out,
+extern "C" int cti_cuda_binary_scalar(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
                                      const void *a, double scalar, ct_stream *s) {
   if ((unsigned)op >= CT_NUM_BINARY_OPS)
     return ct_fail(CT_ERR_VALUE, "ct_binary_scalar: invalid op %d", (int)op);
-  if (!ct_dtype_valid(dt)) return ct_bad_dtype("ct_binary_scalar", dt);
+  if (!ct_dtype_valid(dt)) return cti_bad_dtype("ct_binary_scalar", dt);
   if (it->numel <= 0) return CT_OK;
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_dispatch_dtype(dt, BinaryScalarLaunch{op, it, out, a, scalar, scope.stream()});
+  return cti_dispatch_dtype(dt, BinaryScalarLaunch{op, it, out, a, scalar, scope.stream()});
 }
 

@@ -118,37 +118,37 @@ __global__ void bn_backward_kernel(const T *__restrict__ x, const T *__restrict_
 } // namespace
 
 // ---- entries ----------------------------------------------------------------------------------------
-static int ct_cuda_im2col(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols, ct_stream *s) {
+static int ct_cuda_im2col(ct_dtype dt, const cti_conv_geom *g, const void *x, void *cols, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_im2col_run(ct_device_exec{scope.stream()}, dt, g, x, cols);
+  return cti_im2col_run(cti_device_exec{scope.stream()}, dt, g, x, cols);
 }
 
-static int ct_cuda_col2im(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx, ct_stream *s) {
+static int ct_cuda_col2im(ct_dtype dt, const cti_conv_geom *g, const void *cols, void *dx, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_col2im_run(ct_device_exec{scope.stream()}, dt, g, cols, dx);
+  return cti_col2im_run(cti_device_exec{scope.stream()}, dt, g, cols, dx);
 }
 
 static int ct_cuda_cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
                                   void *dst, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_cnhw_run(ct_device_exec{scope.stream()}, dt, n, c, p, src, dst);
+  return cti_cnhw_run(cti_device_exec{scope.stream()}, dt, n, c, p, src, dst);
 }
 
-static int ct_cuda_maxpool_forward(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y,
+static int ct_cuda_maxpool_forward(ct_dtype dt, const cti_pool_geom *g, const void *x, void *y,
                                    int32_t *idx, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_maxpool_forward_run(ct_device_exec{scope.stream()}, dt, g, x, y, idx);
+  return cti_maxpool_forward_run(cti_device_exec{scope.stream()}, dt, g, x, y, idx);
 }
 
-static int ct_cuda_maxpool_backward(ct_dtype dt, const ct_pool_geom *g, const void *dy,
+static int ct_cuda_maxpool_backward(ct_dtype dt, const cti_pool_geom *g, const void *dy,
                                     const int32_t *idx, void *dx, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_maxpool_backward_run(ct_device_exec{scope.stream()}, dt, g, dy, idx, dx);
+  return cti_maxpool_backward_run(cti_device_exec{scope.stream()}, dt, g, dy, idx, dx);
 }
 
 static int ct_cuda_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
@@ -159,7 +159,7 @@ static int ct_cuda_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const 
     return ct_fail(CT_ERR_VALUE, "BatchNorm2d: %lld channels exceed a CUDA grid", (long long)c);
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_dispatch_float(dt, "BatchNorm2d", [&](auto tag) -> int {
+  return cti_dispatch_float(dt, "BatchNorm2d", [&](auto tag) -> int {
     using T = decltype(tag);
     bn_stats_kernel<T><<<(unsigned)c, dim3(kBnX, kBnY), 0, scope.stream()>>>(
         static_cast<const T *>(x), n, c, p, eps, static_cast<T *>(mean), static_cast<T *>(invstd),
@@ -174,7 +174,7 @@ static int bn_affine(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x
                      const void *beta, void *y, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_bn_affine_run(ct_device_exec{scope.stream()}, dt, n, c, p, x, shift, scale,
+  return cti_bn_affine_run(cti_device_exec{scope.stream()}, dt, n, c, p, x, shift, scale,
                           scale_is_var, eps, gamma, beta, y);
 }
 
@@ -199,7 +199,7 @@ static int ct_cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, con
     return ct_fail(CT_ERR_VALUE, "BatchNorm2d: %lld channels exceed a CUDA grid", (long long)c);
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_dispatch_float(dt, "BatchNorm2d", [&](auto tag) -> int {
+  return cti_dispatch_float(dt, "BatchNorm2d", [&](auto tag) -> int {
     using T = decltype(tag);
     bn_backward_kernel<T><<<(unsigned)c, dim3(kBnX, kBnY), 0, scope.stream()>>>(
         static_cast<const T *>(x), static_cast<const T *>(dy), static_cast<const T *>(mean),
@@ -211,7 +211,7 @@ static int ct_cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, con
 }
 
 // ---- the family's table ------------------------------------------------------------------------
-extern "C" const ct_conv_kernels ct_cuda_conv_kernels = {
+extern "C" const cti_conv_kernels cti_cuda_conv_kernels = {
     /* im2col           */ ct_cuda_im2col,
     /* col2im           */ ct_cuda_col2im,
     /* cnhw_from_nchw   */ ct_cuda_cnhw_from_nchw,

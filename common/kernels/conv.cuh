@@ -22,12 +22,12 @@
 
 constexpr int64_t kCtConvSmall = (int64_t)1 << 30; // int32 indexing below this many elements
 
-inline bool ct_conv_fits32(int64_t n) { return n < kCtConvSmall; }
+inline bool cti_conv_fits32(int64_t n) { return n < kCtConvSmall; }
 
 // ---- im2col / col2im ------------------------------------------------------------------------------
 // Element i = (c, n, p) of the output (C, N, Ho*Wo) writes its k*k column
 // entries cols[(c*k + a)*k + b][n*P + p] (consecutive i: consecutive addresses).
-template <class T, class I> struct ct_im2col_op {
+template <class T, class I> struct cti_im2col_op {
   const T *x; // (N, C, H, W)
   T *cols;    // (C*k*k, N*Ho*Wo)
   I C, N, H, W, k, s, pad, Ho, Wo;
@@ -52,7 +52,7 @@ template <class T, class I> struct ct_im2col_op {
 
 // Element i = (n, c, h, w) of dx sums the column entries that read it, (a, b)
 // in ascending order, as the CPU does.
-template <class T, class I> struct ct_col2im_op {
+template <class T, class I> struct cti_col2im_op {
   const T *cols; // (C*k*k, N*Ho*Wo)
   T *dx;         // (N, C, H, W)
   I C, N, H, W, k, s, pad, Ho, Wo;
@@ -78,37 +78,37 @@ template <class T, class I> struct ct_col2im_op {
 };
 
 template <template <class, class> class Op, class T, class I>
-inline Op<T, I> ct_conv_op(const ct_conv_geom *g, const void *in, void *out) {
+inline Op<T, I> cti_conv_op(const cti_conv_geom *g, const void *in, void *out) {
   return Op<T, I>{static_cast<const T *>(in), static_cast<T *>(out), (I)g->c, (I)g->n, (I)g->h,
                   (I)g->w, (I)g->k, (I)g->stride, (I)g->pad, (I)g->ho, (I)g->wo};
 }
 
 template <class X>
-int ct_im2col_run(const X &x, ct_dtype dt, const ct_conv_geom *g, const void *src, void *cols) {
+int cti_im2col_run(const X &x, ct_dtype dt, const cti_conv_geom *g, const void *src, void *cols) {
   const int64_t work = g->c * g->n * g->ho * g->wo;
   if (work <= 0) return CT_OK;
-  return ct_dispatch_float(dt, "Conv2d (im2col)", [&](auto tag) -> int {
+  return cti_dispatch_float(dt, "Conv2d (im2col)", [&](auto tag) -> int {
     using T = decltype(tag);
-    if (ct_conv_fits32(work * g->k * g->k) && ct_conv_fits32(g->n * g->c * g->h * g->w))
-      return x.run((int32_t)work, ct_conv_op<ct_im2col_op, T, int32_t>(g, src, cols));
-    return x.run(work, ct_conv_op<ct_im2col_op, T, int64_t>(g, src, cols));
+    if (cti_conv_fits32(work * g->k * g->k) && cti_conv_fits32(g->n * g->c * g->h * g->w))
+      return x.run((int32_t)work, cti_conv_op<cti_im2col_op, T, int32_t>(g, src, cols));
+    return x.run(work, cti_conv_op<cti_im2col_op, T, int64_t>(g, src, cols));
   });
 }
 
 template <class X>
-int ct_col2im_run(const X &x, ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx) {
+int cti_col2im_run(const X &x, ct_dtype dt, const cti_conv_geom *g, const void *cols, void *dx) {
   const int64_t work = g->n * g->c * g->h * g->w;
   if (work <= 0) return CT_OK;
-  return ct_dispatch_float(dt, "Conv2d (col2im)", [&](auto tag) -> int {
+  return cti_dispatch_float(dt, "Conv2d (col2im)", [&](auto tag) -> int {
     using T = decltype(tag);
-    if (ct_conv_fits32(work) && ct_conv_fits32(g->c * g->k * g->k * g->n * g->ho * g->wo))
-      return x.run((int32_t)work, ct_conv_op<ct_col2im_op, T, int32_t>(g, cols, dx));
-    return x.run(work, ct_conv_op<ct_col2im_op, T, int64_t>(g, cols, dx));
+    if (cti_conv_fits32(work) && cti_conv_fits32(g->c * g->k * g->k * g->n * g->ho * g->wo))
+      return x.run((int32_t)work, cti_conv_op<cti_col2im_op, T, int32_t>(g, cols, dx));
+    return x.run(work, cti_conv_op<cti_col2im_op, T, int64_t>(g, cols, dx));
   });
 }
 
 // ---- (N, C, P) -> (C, N, P) -----------------------------------------------------------------------
-template <class T, class I> struct ct_cnhw_op {
+template <class T, class I> struct cti_cnhw_op {
   const T *src; // (N, C, P)
   T *dst;       // (C, N, P)
   I N, C, P;
@@ -119,24 +119,24 @@ template <class T, class I> struct ct_cnhw_op {
 };
 
 template <class X>
-int ct_cnhw_run(const X &x, ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
+int cti_cnhw_run(const X &x, ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
                 void *dst) {
   const int64_t work = n * c * p;
   if (work <= 0) return CT_OK;
-  return ct_dispatch_float(dt, "Conv2d", [&](auto tag) -> int {
+  return cti_dispatch_float(dt, "Conv2d", [&](auto tag) -> int {
     using T = decltype(tag);
     const T *s = static_cast<const T *>(src);
     T *d = static_cast<T *>(dst);
-    if (ct_conv_fits32(work))
-      return x.run((int32_t)work, ct_cnhw_op<T, int32_t>{s, d, (int32_t)n, (int32_t)c, (int32_t)p});
-    return x.run(work, ct_cnhw_op<T, int64_t>{s, d, n, c, p});
+    if (cti_conv_fits32(work))
+      return x.run((int32_t)work, cti_cnhw_op<T, int32_t>{s, d, (int32_t)n, (int32_t)c, (int32_t)p});
+    return x.run(work, cti_cnhw_op<T, int64_t>{s, d, n, c, p});
   });
 }
 
 // ---- max pooling ----------------------------------------------------------------------------------
 // Output i = (q, oh, ow) scans its window: a value replaces the best when
 // greater or NaN (torch's CPU rule), so the first of equal maxima wins.
-template <class T, class I> struct ct_maxpool_fwd_op {
+template <class T, class I> struct cti_maxpool_fwd_op {
   const T *x;   // (planes, H, W)
   T *y;         // (planes, Ho, Wo)
   int32_t *idx; // (planes, Ho, Wo) or NULL
@@ -164,7 +164,7 @@ template <class T, class I> struct ct_maxpool_fwd_op {
 // Input element i = (q, h, w) visits the windows that cover it (one when
 // s >= k) and sums dy where the saved argmax is this element, in the CPU's
 // order (oh, then ow, ascending).
-template <class T, class I> struct ct_maxpool_bwd_op {
+template <class T, class I> struct cti_maxpool_bwd_op {
   const T *dy;        // (planes, Ho, Wo)
   const int32_t *idx; // (planes, Ho, Wo)
   T *dx;              // (planes, H, W)
@@ -186,37 +186,37 @@ template <class T, class I> struct ct_maxpool_bwd_op {
 };
 
 template <class X>
-int ct_maxpool_forward_run(const X &x, ct_dtype dt, const ct_pool_geom *g, const void *src,
+int cti_maxpool_forward_run(const X &x, ct_dtype dt, const cti_pool_geom *g, const void *src,
                            void *y, int32_t *idx) {
   const int64_t work = g->planes * g->ho * g->wo;
   if (work <= 0) return CT_OK;
-  return ct_dispatch_float(dt, "MaxPool2d", [&](auto tag) -> int {
+  return cti_dispatch_float(dt, "MaxPool2d", [&](auto tag) -> int {
     using T = decltype(tag);
     const T *s = static_cast<const T *>(src);
     T *d = static_cast<T *>(y);
-    if (ct_conv_fits32(g->planes * g->h * g->w))
-      return x.run((int32_t)work, ct_maxpool_fwd_op<T, int32_t>{
+    if (cti_conv_fits32(g->planes * g->h * g->w))
+      return x.run((int32_t)work, cti_maxpool_fwd_op<T, int32_t>{
                                       s, d, idx, (int32_t)g->h, (int32_t)g->w, (int32_t)g->k,
                                       (int32_t)g->stride, (int32_t)g->ho, (int32_t)g->wo});
-    return x.run(work, ct_maxpool_fwd_op<T, int64_t>{s, d, idx, g->h, g->w, g->k, g->stride, g->ho,
+    return x.run(work, cti_maxpool_fwd_op<T, int64_t>{s, d, idx, g->h, g->w, g->k, g->stride, g->ho,
                                                      g->wo});
   });
 }
 
 template <class X>
-int ct_maxpool_backward_run(const X &x, ct_dtype dt, const ct_pool_geom *g, const void *dy,
+int cti_maxpool_backward_run(const X &x, ct_dtype dt, const cti_pool_geom *g, const void *dy,
                             const int32_t *idx, void *dx) {
   const int64_t work = g->planes * g->h * g->w;
   if (work <= 0) return CT_OK;
-  return ct_dispatch_float(dt, "MaxPool2d", [&](auto tag) -> int {
+  return cti_dispatch_float(dt, "MaxPool2d", [&](auto tag) -> int {
     using T = decltype(tag);
     const T *s = static_cast<const T *>(dy);
     T *d = static_cast<T *>(dx);
-    if (ct_conv_fits32(work))
-      return x.run((int32_t)work, ct_maxpool_bwd_op<T, int32_t>{
+    if (cti_conv_fits32(work))
+      return x.run((int32_t)work, cti_maxpool_bwd_op<T, int32_t>{
                                       s, idx, d, (int32_t)g->h, (int32_t)g->w, (int32_t)g->k,
                                       (int32_t)g->stride, (int32_t)g->ho, (int32_t)g->wo});
-    return x.run(work, ct_maxpool_bwd_op<T, int64_t>{s, idx, d, g->h, g->w, g->k, g->stride, g->ho,
+    return x.run(work, cti_maxpool_bwd_op<T, int64_t>{s, idx, d, g->h, g->w, g->k, g->stride, g->ho,
                                                      g->wo});
   });
 }
@@ -225,7 +225,7 @@ int ct_maxpool_backward_run(const X &x, ct_dtype dt, const ct_pool_geom *g, cons
 // y = (x - shift[c]) * a + bias[c], a = gamma[c] * invstd[c] (train) or
 // gamma[c] / sqrt(var[c] + eps) (eval); in double, the product rounded before
 // the sum, as cpu_conv.c.
-template <class T, class I> struct ct_bn_affine_op {
+template <class T, class I> struct cti_bn_affine_op {
   const T *x, *shift, *scale, *gamma, *beta; // x (N, C, P); the others (C,)
   T *y;                                      // (N, C, P)
   bool scale_is_var;
@@ -235,7 +235,7 @@ template <class T, class I> struct ct_bn_affine_op {
     const I c = (i / P) % C;
     const double sc = scale_is_var ? 1.0 / sqrt((double)scale[c] + eps) : (double)scale[c];
     const double a = sc * (double)gamma[c];
-    y[i] = (T)ct_rn<double>::add(ct_rn<double>::mul((double)x[i] - (double)shift[c], a),
+    y[i] = (T)cti_rn<double>::add(cti_rn<double>::mul((double)x[i] - (double)shift[c], a),
                                  (double)beta[c]);
   }
 };
@@ -243,21 +243,21 @@ template <class T, class I> struct ct_bn_affine_op {
 // train: shift = mean, scale = invstd; eval: shift = running_mean, scale =
 // running_var with scale_is_var.
 template <class X>
-int ct_bn_affine_run(const X &x, ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
+int cti_bn_affine_run(const X &x, ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
                      const void *shift, const void *scale, bool scale_is_var, double eps,
                      const void *gamma, const void *beta, void *y) {
   const int64_t work = n * c * p;
   if (work <= 0) return CT_OK;
-  return ct_dispatch_float(dt, "BatchNorm2d", [&](auto tag) -> int {
+  return cti_dispatch_float(dt, "BatchNorm2d", [&](auto tag) -> int {
     using T = decltype(tag);
     const T *xs = static_cast<const T *>(src), *sh = static_cast<const T *>(shift),
             *sc = static_cast<const T *>(scale), *ga = static_cast<const T *>(gamma),
             *be = static_cast<const T *>(beta);
     T *yd = static_cast<T *>(y);
-    if (ct_conv_fits32(work))
-      return x.run((int32_t)work, ct_bn_affine_op<T, int32_t>{xs, sh, sc, ga, be, yd, scale_is_var,
+    if (cti_conv_fits32(work))
+      return x.run((int32_t)work, cti_bn_affine_op<T, int32_t>{xs, sh, sc, ga, be, yd, scale_is_var,
                                                               eps, (int32_t)c, (int32_t)p});
-    return x.run(work, ct_bn_affine_op<T, int64_t>{xs, sh, sc, ga, be, yd, scale_is_var, eps, c, p});
+    return x.run(work, cti_bn_affine_op<T, int64_t>{xs, sh, sc, ga, be, yd, scale_is_var, eps, c, p});
   });
 }
 

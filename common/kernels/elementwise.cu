@@ -3,7 +3,7 @@
 // elementwise: unary ops, copy/cast, fill and arange on CUDA.
 //
 // Invariant: as elementwise.cuh says, one element at a time, converted
-// between dtypes only through kernel_util.cuh's ct_convert, the CPU's rules:
+// between dtypes only through kernel_util.cuh's cti_convert, the CPU's rules:
 // float -> integer truncates toward zero and clamps (NaN -> 0), to bool is
 // x != 0, f16/bf16 round to nearest even.
 #include "cuda_backend.h"
@@ -18,9 +18,9 @@ struct UnaryFn {
   OutT *out;
   const T *a;
   __host__ __device__ void operator()(const int64_t *off) const {
-    const auto r = ct_unary_apply<OP>(ct_load<D>(a[off[1]]));
+    const auto r = cti_unary_apply<OP>(cti_load<D>(a[off[1]]));
     if constexpr (OP == CT_OP_ISFINITE) out[off[0]] = (uint8_t)r;
-    else out[off[0]] = ct_convert<D>(r);
+    else out[off[0]] = cti_convert<D>(r);
   }
 };
 
@@ -29,7 +29,7 @@ template <ct_dtype To, ct_dtype From>
 struct CopyFn {
   ct_T<To> *out;
   const ct_T<From> *in;
-  __host__ __device__ void operator()(const int64_t *off) const { out[off[0]] = ct_cast<To, From>(in[off[1]]); }
+  __host__ __device__ void operator()(const int64_t *off) const { out[off[0]] = cti_cast<To, From>(in[off[1]]); }
 };
 
 // out [W] = in [W]: a same-dtype copy moves the bits (NaN payloads and all),
@@ -57,7 +57,7 @@ struct FillFn {
 
 struct UnaryLaunch {
   ct_unary_op op;
-  const ct_iter *it;
+  const cti_iter *it;
   void *out;
   const void *a;
   cudaStream_t stream;
@@ -65,7 +65,7 @@ struct UnaryLaunch {
   template <ct_dtype D, ct_unary_op OP> int go() const {
     using F = UnaryFn<D, OP>;
     F f{static_cast<typename F::OutT *>(out), static_cast<const ct_T<D> *>(a)};
-    return ct_launch_elementwise<2>(it, f, stream);
+    return cti_launch_elementwise<2>(it, f, stream);
   }
   template <ct_dtype D> int operator()() const {
     switch (op) {
@@ -74,30 +74,30 @@ struct UnaryLaunch {
     case CT_OP_RELU: return go<D, CT_OP_RELU>();
     case CT_OP_ISFINITE: return go<D, CT_OP_ISFINITE>();
     case CT_OP_EXP:
-      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_EXP>();
+      if constexpr (cti_dt<D>::floating) return go<D, CT_OP_EXP>();
       break;
     case CT_OP_LOG:
-      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_LOG>();
+      if constexpr (cti_dt<D>::floating) return go<D, CT_OP_LOG>();
       break;
     case CT_OP_SQRT:
-      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_SQRT>();
+      if constexpr (cti_dt<D>::floating) return go<D, CT_OP_SQRT>();
       break;
     case CT_OP_SIGMOID:
-      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_SIGMOID>();
+      if constexpr (cti_dt<D>::floating) return go<D, CT_OP_SIGMOID>();
       break;
     case CT_OP_TANH:
-      if constexpr (ct_dt<D>::floating) return go<D, CT_OP_TANH>();
+      if constexpr (cti_dt<D>::floating) return go<D, CT_OP_TANH>();
       break;
     default: break;
     }
     return ct_fail(CT_ERR_DTYPE, "ct_%s: not supported for %s on cuda", ct_unary_op_name(op),
-                   ct_dt_name(D));
+                   cti_dt_name(D));
   }
 };
 
 template <ct_dtype To>
 struct CopyFromLaunch {
-  const ct_iter *it;
+  const cti_iter *it;
   void *out;
   const void *in;
   cudaStream_t stream;
@@ -105,44 +105,44 @@ struct CopyFromLaunch {
     if constexpr (To == From) { // same dtype, strided: move the bits
       using W = typename ct_uint_of_size<sizeof(ct_T<To>)>::type;
       MoveFn<W> f{static_cast<W *>(out), static_cast<const W *>(in)};
-      return ct_launch_elementwise<2>(it, f, stream);
+      return cti_launch_elementwise<2>(it, f, stream);
     } else {
       CopyFn<To, From> f{static_cast<ct_T<To> *>(out), static_cast<const ct_T<From> *>(in)};
-      return ct_launch_elementwise<2>(it, f, stream);
+      return cti_launch_elementwise<2>(it, f, stream);
     }
   }
 };
 
 struct CopyLaunch {
   ct_dtype in_dt;
-  const ct_iter *it;
+  const cti_iter *it;
   void *out;
   const void *in;
   cudaStream_t stream;
   template <ct_dtype To> int operator()() const {
-    return ct_dispatch_dtype(in_dt, CopyFromLaunch<To>{it, out, in, stream});
+    return cti_dispatch_dtype(in_dt, CopyFromLaunch<To>{it, out, in, stream});
   }
 };
 
 struct FillLaunch {
-  const ct_iter *it;
+  const cti_iter *it;
   void *out;
   double v;
   cudaStream_t stream;
   template <ct_dtype D> int operator()() const {
-    FillFn<D> f{static_cast<ct_T<D> *>(out), ct_convert<D>(v)}; // converted once, on the host
-    return ct_launch_elementwise<1>(it, f, stream);
+    FillFn<D> f{static_cast<ct_T<D> *>(out), cti_convert<D>(v)}; // converted once, on the host
+    return cti_launch_elementwise<1>(it, f, stream);
   }
 };
 
 // out[i] (n, contiguous) = start + i * step, in double, then converted. The
-// product and the sum are rounded separately (ct_rn): nvcc would otherwise
+// product and the sum are rounded separately (cti_rn): nvcc would otherwise
 // fuse them into one fma, and the CPU does not.
 template <ct_dtype D> struct ArangeFn {
   ct_T<D> *out;
   double start, step;
   __host__ __device__ void operator()(int64_t i) const {
-    out[i] = ct_convert<D>(ct_rn<double>::add(start, ct_rn<double>::mul((double)i, step)));
+    out[i] = cti_convert<D>(cti_rn<double>::add(start, cti_rn<double>::mul((double)i, step)));
   }
 };
 
@@ -152,25 +152,25 @@ struct ArangeLaunch {
   double start, step;
   cudaStream_t stream;
   template <ct_dtype D> int operator()() const {
-    return ct_device_exec{stream}.run(n, ArangeFn<D>{static_cast<ct_T<D> *>(out), start, step});
+    return cti_device_exec{stream}.run(n, ArangeFn<D>{static_cast<ct_T<D> *>(out), start, step});
   }
 };
 
 // ---- the backend's entries ---------------------------------------------------------------------
-extern "C" int ct_cuda_unary(ct_unary_op op, ct_dtype dt, const ct_iter *it, void *out,
+extern "C" int cti_cuda_unary(ct_unary_op op, ct_dtype dt, const cti_iter *it, void *out,
                              const void *a, ct_stream *s) {
   if ((unsigned)op >= CT_NUM_UNARY_OPS) return ct_fail(CT_ERR_VALUE, "ct_unary: invalid op %d", (int)op);
-  if (!ct_dtype_valid(dt)) return ct_bad_dtype("ct_unary", dt);
+  if (!ct_dtype_valid(dt)) return cti_bad_dtype("ct_unary", dt);
   if (it->numel <= 0) return CT_OK;
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_dispatch_dtype(dt, UnaryLaunch{op, it, out, a, scope.stream()});
+  return cti_dispatch_dtype(dt, UnaryLaunch{op, it, out, a, scope.stream()});
 }
 
-extern "C" int ct_cuda_copy(ct_dtype out_dt, ct_dtype in_dt, const ct_iter *it, void *out,
+extern "C" int cti_cuda_copy(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it, void *out,
                             const void *in, ct_stream *s) {
-  if (!ct_dtype_valid(out_dt)) return ct_bad_dtype("ct_copy", out_dt);
-  if (!ct_dtype_valid(in_dt)) return ct_bad_dtype("ct_copy", in_dt);
+  if (!ct_dtype_valid(out_dt)) return cti_bad_dtype("ct_copy", out_dt);
+  if (!ct_dtype_valid(in_dt)) return cti_bad_dtype("ct_copy", in_dt);
   if (it->numel <= 0) return CT_OK;
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
@@ -180,11 +180,11 @@ extern "C" int ct_cuda_copy(ct_dtype out_dt, ct_dtype in_dt, const ct_iter *it, 
                                     cudaMemcpyDeviceToDevice, scope.stream()));
     return CT_OK;
   }
-  return ct_dispatch_dtype(out_dt, CopyLaunch{in_dt, it, out, in, scope.stream()});
+  return cti_dispatch_dtype(out_dt, CopyLaunch{in_dt, it, out, in, scope.stream()});
 }
 
-extern "C" int ct_cuda_fill(ct_dtype dt, const ct_iter *it, void *out, double v, ct_stream *s) {
-  if (!ct_dtype_valid(dt)) return ct_bad_dtype("ct_fill_", dt);
+extern "C" int cti_cuda_fill(ct_dtype dt, const cti_iter *it, void *out, double v, ct_stream *s) {
+  if (!ct_dtype_valid(dt)) return cti_bad_dtype("ct_fill_", dt);
   if (it->numel <= 0) return CT_OK;
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
@@ -192,14 +192,14 @@ extern "C" int ct_cuda_fill(ct_dtype dt, const ct_iter *it, void *out, double v,
     CT_CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)it->numel * ct_dtype_size(dt), scope.stream()));
     return CT_OK;
   }
-  return ct_dispatch_dtype(dt, FillLaunch{it, out, v, scope.stream()});
+  return cti_dispatch_dtype(dt, FillLaunch{it, out, v, scope.stream()});
 }
 
-extern "C" int ct_cuda_arange(ct_dtype dt, int64_t n, void *out, double start, double step,
+extern "C" int cti_cuda_arange(ct_dtype dt, int64_t n, void *out, double start, double step,
                               ct_stream *s) {
-  if (!ct_dtype_valid(dt)) return ct_bad_dtype("ct_arange", dt);
+  if (!ct_dtype_valid(dt)) return cti_bad_dtype("ct_arange", dt);
   if (n <= 0) return CT_OK;
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_dispatch_dtype(dt, ArangeLaunch{n, out, start, step, scope.stream()});
+  return cti_dispatch_dtype(dt, ArangeLaunch{n, out, start, step, scope.stream()});
 }

@@ -3,7 +3,7 @@
 // elementwise.cuh: the one loop every elementwise op of the CUDA backend runs
 // (binary.cu, elementwise.cu), and the scalar math they share.
 //
-// ct_elementwise_kernel<N, F> walks the ct_iter's numel output elements with
+// cti_elementwise_kernel<N, F> walks the cti_iter's numel output elements with
 // a grid-stride loop (64-bit indices: a tensor may have more than 2^31
 // elements), turns the linear index into one element offset per operand, and
 // calls the functor F, which loads, computes and stores one element. An op is
@@ -27,7 +27,7 @@
 // ---- the loop ----------------------------------------------------------------------------
 // Element i's offset into each of the N operands: off[k] = sum over dims d of
 // (i's index along d) * it.stride[k][d], i read as a row-major index into
-// it.shape (ct_iter_offset's walk, backend.h). Three paths: all operands
+// it.shape (cti_iter_offset's walk, backend.h). Three paths: all operands
 // contiguous (offset = i), one merged dim with any strides (offset = i *
 // stride; covers a broadcast scalar operand), and the general N-d case.
 // __host__ too: the host test checks it against the CPU backend's loops.
@@ -37,7 +37,7 @@
 #define CT_UNROLL
 #endif
 template <int N>
-__host__ __device__ inline void ct_elementwise_offsets(const ct_iter &it, int64_t i, int64_t (&off)[N]) {
+__host__ __device__ inline void cti_elementwise_offsets(const cti_iter &it, int64_t i, int64_t (&off)[N]) {
   if (it.contiguous) {
 CT_UNROLL
     for (int k = 0; k < N; ++k) off[k] = i;
@@ -64,41 +64,41 @@ CT_UNROLL
 // describes; leaves with f applied once to every element (a grid-stride loop
 // over 64-bit indices: a tensor may have more than 2^31 elements).
 template <int N, class F>
-static __global__ void ct_elementwise_kernel(ct_iter it, F f) {
+static __global__ void cti_elementwise_kernel(cti_iter it, F f) {
   const int64_t n = it.numel;
   int64_t off[N];
-  for (int64_t i = ct_grid_start<int64_t>(); i < n; i += ct_grid_step<int64_t>()) {
-    ct_elementwise_offsets<N>(it, i, off);
+  for (int64_t i = cti_grid_start<int64_t>(); i < n; i += cti_grid_step<int64_t>()) {
+    cti_elementwise_offsets<N>(it, i, off);
     f(off);
   }
 }
 
 template <int N, class F>
-static int ct_launch_elementwise(const ct_iter *it, const F &f, cudaStream_t stream) {
+static int cti_launch_elementwise(const cti_iter *it, const F &f, cudaStream_t stream) {
   if (it->numel <= 0) return CT_OK;
-  ct_elementwise_kernel<N, F><<<ct_blocks_for(it->numel, CT_THREADS), CT_THREADS, 0, stream>>>(*it, f);
+  cti_elementwise_kernel<N, F><<<cti_blocks_for(it->numel, CT_THREADS), CT_THREADS, 0, stream>>>(*it, f);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }
 
 // ---- scalar math, in the compute type --------------------------------------------------
-__host__ __device__ inline float ct_m_pow(float a, float b) { return powf(a, b); }
-__host__ __device__ inline double ct_m_pow(double a, double b) { return pow(a, b); }
-__host__ __device__ inline float ct_m_exp(float x) { return expf(x); }
-__host__ __device__ inline double ct_m_exp(double x) { return exp(x); }
-__host__ __device__ inline float ct_m_log(float x) { return logf(x); }
-__host__ __device__ inline double ct_m_log(double x) { return log(x); }
-__host__ __device__ inline float ct_m_sqrt(float x) { return sqrtf(x); }
-__host__ __device__ inline double ct_m_sqrt(double x) { return sqrt(x); }
-__host__ __device__ inline float ct_m_tanh(float x) { return tanhf(x); }
-__host__ __device__ inline double ct_m_tanh(double x) { return tanh(x); }
-__host__ __device__ inline float ct_m_abs(float x) { return fabsf(x); }
-__host__ __device__ inline double ct_m_abs(double x) { return fabs(x); }
+__host__ __device__ inline float cti_m_pow(float a, float b) { return powf(a, b); }
+__host__ __device__ inline double cti_m_pow(double a, double b) { return pow(a, b); }
+__host__ __device__ inline float cti_m_exp(float x) { return expf(x); }
+__host__ __device__ inline double cti_m_exp(double x) { return exp(x); }
+__host__ __device__ inline float cti_m_log(float x) { return logf(x); }
+__host__ __device__ inline double cti_m_log(double x) { return log(x); }
+__host__ __device__ inline float cti_m_sqrt(float x) { return sqrtf(x); }
+__host__ __device__ inline double cti_m_sqrt(double x) { return sqrt(x); }
+__host__ __device__ inline float cti_m_tanh(float x) { return tanhf(x); }
+__host__ __device__ inline double cti_m_tanh(double x) { return tanh(x); }
+__host__ __device__ inline float cti_m_abs(float x) { return fabsf(x); }
+__host__ __device__ inline double cti_m_abs(double x) { return fabs(x); }
 
-// Integer power with wrap-around, as the CPU backend's ct_ipow (and
+// Integer power with wrap-around, as the CPU backend's cti_ipow (and
 // PyTorch's integer pow): a negative exponent gives 1 for base 1, +-1 for
 // base -1, else 0.
-__host__ __device__ inline int64_t ct_ipow(int64_t base, int64_t e) {
+__host__ __device__ inline int64_t cti_ipow(int64_t base, int64_t e) {
   if (e < 0) {
     if (base == 1) return 1;
     if (base == -1) return (e % 2) ? -1 : 1;
@@ -117,7 +117,7 @@ __host__ __device__ inline int64_t ct_ipow(int64_t base, int64_t e) {
 // Integer add/sub/mul/neg go through uint64 so that overflow wraps (defined)
 // instead of being undefined behaviour.
 template <ct_binary_op OP, class C>
-__host__ __device__ inline auto ct_binary_apply(C a, C b) {
+__host__ __device__ inline auto cti_binary_apply(C a, C b) {
   constexpr bool is_int = std::is_same<C, int64_t>::value;
   if constexpr (OP == CT_OP_ADD) {
     if constexpr (is_int) return (int64_t)((uint64_t)a + (uint64_t)b);
@@ -137,8 +137,8 @@ __host__ __device__ inline auto ct_binary_apply(C a, C b) {
   } else if constexpr (OP == CT_OP_MINIMUM) {
     return (a != a || a <= b) ? a : b;
   } else if constexpr (OP == CT_OP_POW) {
-    if constexpr (is_int) return ct_ipow(a, b); // the dispatcher sends float64; kept for parity
-    else return ct_m_pow(a, b);
+    if constexpr (is_int) return cti_ipow(a, b); // the dispatcher sends float64; kept for parity
+    else return cti_m_pow(a, b);
   } else if constexpr (OP == CT_OP_EQ) {
     return a == b;
   } else if constexpr (OP == CT_OP_NE) {
@@ -157,14 +157,14 @@ __host__ __device__ inline auto ct_binary_apply(C a, C b) {
 
 // OP(x) in compute type C. ISFINITE gives bool.
 template <ct_unary_op OP, class C>
-__host__ __device__ inline auto ct_unary_apply(C x) {
+__host__ __device__ inline auto cti_unary_apply(C x) {
   constexpr bool is_int = std::is_same<C, int64_t>::value;
   if constexpr (OP == CT_OP_NEG) {
     if constexpr (is_int) return (int64_t)((uint64_t)0 - (uint64_t)x);
     else return -x;
   } else if constexpr (OP == CT_OP_ABS) {
     if constexpr (is_int) return x < 0 ? (int64_t)((uint64_t)0 - (uint64_t)x) : x;
-    else return ct_m_abs(x);
+    else return cti_m_abs(x);
   } else if constexpr (OP == CT_OP_RELU) { // NaN stays NaN
     if constexpr (is_int) return x > 0 ? x : (int64_t)0;
     else return x != x ? x : (x > C(0) ? x : C(0));
@@ -173,13 +173,13 @@ __host__ __device__ inline auto ct_unary_apply(C x) {
     else return ct_isfinite(x);
   } else {
     static_assert(!is_int, "exp, log, sqrt, sigmoid and tanh take floating dtypes only");
-    if constexpr (OP == CT_OP_EXP) return ct_m_exp(x);
-    else if constexpr (OP == CT_OP_LOG) return ct_m_log(x);
-    else if constexpr (OP == CT_OP_SQRT) return ct_m_sqrt(x);
-    else if constexpr (OP == CT_OP_SIGMOID) return C(1) / (C(1) + ct_m_exp(-x));
+    if constexpr (OP == CT_OP_EXP) return cti_m_exp(x);
+    else if constexpr (OP == CT_OP_LOG) return cti_m_log(x);
+    else if constexpr (OP == CT_OP_SQRT) return cti_m_sqrt(x);
+    else if constexpr (OP == CT_OP_SIGMOID) return C(1) / (C(1) + cti_m_exp(-x));
     else {
       static_assert(OP == CT_OP_TANH, "unknown unary op");
-      return ct_m_tanh(x);
+      return cti_m_tanh(x);
     }
   }
 }
@@ -190,15 +190,15 @@ __host__ __device__ inline auto ct_unary_apply(C x) {
 // CUDA kernels would use float(0.1)). An integer dtype takes the (integral)
 // scalar modulo its range, as PyTorch does, so uint8 + (-3) subtracts 3: the
 // scalar goes to int64 first (truncating, saturating), then wraps to D.
-template <ct_dtype D> __host__ __device__ inline ct_C<D> ct_scalar_operand(double scalar) {
-  if constexpr (!ct_dt<D>::floating && D != CT_BOOL) return ct_load<D>(ct_convert<D>(ct_convert<CT_I64>(scalar)));
-  else return ct_load<D>(ct_convert<D>(scalar));
+template <ct_dtype D> __host__ __device__ inline ct_C<D> cti_scalar_operand(double scalar) {
+  if constexpr (!cti_dt<D>::floating && D != CT_BOOL) return cti_load<D>(cti_convert<D>(cti_convert<CT_I64>(scalar)));
+  else return cti_load<D>(cti_convert<D>(scalar));
 }
 
-constexpr bool ct_is_comparison(ct_binary_op op) { return op >= CT_OP_EQ && op <= CT_OP_GE; }
+constexpr bool cti_is_comparison(ct_binary_op op) { return op >= CT_OP_EQ && op <= CT_OP_GE; }
 
-inline int ct_bad_dtype(const char *op, ct_dtype dt) {
-  return ct_fail(CT_ERR_DTYPE, "%s: dtype %s not supported on cuda", op, ct_dt_name(dt));
+inline int cti_bad_dtype(const char *op, ct_dtype dt) {
+  return ct_fail(CT_ERR_DTYPE, "%s: dtype %s not supported on cuda", op, cti_dt_name(dt));
 }
 
 #endif

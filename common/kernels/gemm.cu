@@ -88,7 +88,7 @@ static int ct_cublas_handle(int device, cublasHandle_t *out) {
     CT_CUBLAS_CHECK(cublasCreate(&h));
     // f16/bf16 accumulate in f32 (backend.h, cpu_gemm.c): by default cuBLAS
     // may do split-K reductions in the output type; forbid that. TF32 stays
-    // off (CUBLAS_DEFAULT_MATH; ct_cuda_gemm asks for it per call).
+    // off (CUBLAS_DEFAULT_MATH; cti_cuda_gemm asks for it per call).
     const cublasStatus_t st =
         cublasSetMathMode(h, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
     if (st != CUBLAS_STATUS_SUCCESS) {
@@ -133,13 +133,13 @@ static int64_t ct_fix_ld(int64_t ld, int64_t rows, int64_t cols) {
   return cols <= 1 && ld < need ? need : ld;
 }
 
-extern "C" int ct_cuda_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+extern "C" int cti_cuda_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                             double alpha, const void *A, int64_t lda, int64_t strideA,
                             const void *B, int64_t ldb, int64_t strideB, double beta, void *C,
                             int64_t ldc, int64_t strideC, int64_t batch, ct_stream *s) {
   if (dt != CT_F32 && dt != CT_F64 && dt != CT_F16 && dt != CT_BF16)
     return ct_fail(CT_ERR_DTYPE, "ct_gemm: not supported for %s on cuda (float32, float64, float16, "
-                   "bfloat16 only)", ct_dt_name(dt));
+                   "bfloat16 only)", cti_dt_name(dt));
   if (m < 0 || n < 0 || k < 0 || batch < 0)
     return ct_fail(CT_ERR_VALUE, "ct_gemm: bad sizes m %lld, n %lld, k %lld, batch %lld", (long long)m,
                    (long long)n, (long long)k, (long long)batch);
@@ -189,7 +189,7 @@ extern "C" int ct_cuda_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
   return CT_OK;
 }
 
-extern "C" int ct_cublas_get_version(int *version) {
+extern "C" int cti_cublas_get_version(int *version) {
   *version = 0;
   int major = 0, minor = 0, patch = 0;
   CT_CUBLAS_CHECK(cublasGetProperty(MAJOR_VERSION, &major));

@@ -44,14 +44,14 @@ static int ct_cuda_relu_backward(ct_dtype dt, int64_t n, const void *y, const vo
                                  ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_relu_backward_run(ct_device_exec{scope.stream()}, dt, n, y, g, out);
+  return cti_relu_backward_run(cti_device_exec{scope.stream()}, dt, n, y, g, out);
 }
 
 static int ct_cuda_dropout(ct_dtype dt, int64_t n, const void *x, const float *u, double p,
                            double scale, void *y, void *mask, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_dropout_run(ct_device_exec{scope.stream()}, dt, n, x, u, p, scale, y, mask);
+  return cti_dropout_run(cti_device_exec{scope.stream()}, dt, n, x, u, p, scale, y, mask);
 }
 
 // ---- cross-entropy ----------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ constexpr int CT_CE_ROWS_PER_BLOCK = CT_CE_THREADS / 32;
 template <ct_dtype D>
 static __global__ void ct_cross_entropy_kernel(const ct_T<D> *x, const int64_t *target, ct_T<D> *loss,
                                                ct_T<D> *grad, int64_t n, int64_t c, ct_C<D> inv_n,
-                                               ct_async_record *rec) {
+                                               cti_async_record *rec) {
   using A = ct_C<D>;
   const int lane = threadIdx.x & 31;
   const int64_t warps = (int64_t)gridDim.x * CT_CE_ROWS_PER_BLOCK;
@@ -72,23 +72,23 @@ static __global__ void ct_cross_entropy_kernel(const ct_T<D> *x, const int64_t *
     const int64_t t = target[i]; // the same for the whole warp, so the branch is uniform
     if (t < 0 || t >= c) {
       if (lane == 0) {
-        ct_async_report(rec, CT_ASYNC_TARGET_OUT_OF_BOUNDS, i, t, c);
-        loss[i] = ct_convert<D>(A(NAN));
+        cti_async_report(rec, CT_ASYNC_TARGET_OUT_OF_BOUNDS, i, t, c);
+        loss[i] = cti_convert<D>(A(NAN));
       }
       if (grad)
-        for (int64_t j = lane; j < c; j += 32) grad[i * c + j] = ct_convert<D>(A(NAN));
+        for (int64_t j = lane; j < c; j += 32) grad[i * c + j] = cti_convert<D>(A(NAN));
       continue;
     }
     const ct_T<D> *xi = x + i * c;
     A m = -INFINITY;
-    for (int64_t j = lane; j < c; j += 32) m = ct_nn_max(m, ct_load<D>(xi[j]));
+    for (int64_t j = lane; j < c; j += 32) m = ct_nn_max(m, cti_load<D>(xi[j]));
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) m = ct_nn_max(m, ct_nn_shfl_xor(m, off));
     // All -inf (or a +inf): shift by 0 so that exp sees the real values (NaN
     // results, as PyTorch gives). A NaN logit makes the sum NaN below.
     const A shift = ct_nn_isfinite(m) ? m : A(0);
     A s = 0;
-    for (int64_t j = lane; j < c; j += 32) s += ct_nn_exp(ct_load<D>(xi[j]) - shift);
+    for (int64_t j = lane; j < c; j += 32) s += ct_nn_exp(cti_load<D>(xi[j]) - shift);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) s += ct_nn_shfl_xor(s, off);
     // log_softmax_j = (x_j - shift) - log(s): x_j - shift is exact for the
@@ -96,20 +96,20 @@ static __global__ void ct_cross_entropy_kernel(const ct_T<D> *x, const int64_t *
     // shift back first (lse = shift + log(s)) would round away digits of
     // log(s) when the logits are large.
     const A ls = ct_nn_log(s);
-    if (lane == 0) loss[i] = ct_convert<D>(ls - (ct_load<D>(xi[t]) - shift));
+    if (lane == 0) loss[i] = cti_convert<D>(ls - (cti_load<D>(xi[t]) - shift));
     if (grad) {
       ct_T<D> *gi = grad + i * c;
       for (int64_t j = lane; j < c; j += 32)
-        gi[j] = ct_convert<D>((ct_nn_exp((ct_load<D>(xi[j]) - shift) - ls) - (j == t ? A(1) : A(0))) * inv_n);
+        gi[j] = cti_convert<D>((ct_nn_exp((cti_load<D>(xi[j]) - shift) - ls) - (j == t ? A(1) : A(0))) * inv_n);
     }
   }
 }
 
 template <ct_dtype D>
 static int ct_cross_entropy_launch(int64_t n, int64_t c, const void *logits, const int64_t *target,
-                                   void *loss, void *grad, double inv_n, ct_async_record *rec,
+                                   void *loss, void *grad, double inv_n, cti_async_record *rec,
                                    cudaStream_t stream) {
-  const unsigned blocks = ct_blocks_for(ct_ceil_div(n, CT_CE_ROWS_PER_BLOCK), 1);
+  const unsigned blocks = cti_blocks_for(cti_ceil_div(n, CT_CE_ROWS_PER_BLOCK), 1);
   ct_cross_entropy_kernel<D><<<blocks, CT_CE_THREADS, 0, stream>>>(
       static_cast<const ct_T<D> *>(logits), target, static_cast<ct_T<D> *>(loss),
       static_cast<ct_T<D> *>(grad), n, c, (ct_C<D>)inv_n, rec);
@@ -125,18 +125,18 @@ static int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *
   *bad_row = -1;
   if (dt != CT_F32 && dt != CT_F64)
     return ct_fail(CT_ERR_DTYPE, "ct_cross_entropy_loss: not implemented for %s on cuda "
-                   "(float32 and float64 only)", ct_dt_name(dt));
+                   "(float32 and float64 only)", cti_dt_name(dt));
   if (n <= 0) return CT_OK;
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  ct_async_record *rec = ct_cuda_async_record(scope.device());
+  cti_async_record *rec = cti_cuda_async_record(scope.device());
   if (!rec) return ct_last_status();
   return dt == CT_F32 ? ct_cross_entropy_launch<CT_F32>(n, c, logits, target, loss, grad, inv_n, rec, scope.stream())
                       : ct_cross_entropy_launch<CT_F64>(n, c, logits, target, loss, grad, inv_n, rec, scope.stream());
 }
 
 // ---- the family's table ------------------------------------------------------------------------
-extern "C" const ct_nn_kernels ct_cuda_nn_kernels = {
+extern "C" const cti_nn_kernels cti_cuda_nn_kernels = {
     /* relu_backward */ ct_cuda_relu_backward,
     /* dropout       */ ct_cuda_dropout,
     /* cross_entropy */ ct_cuda_cross_entropy,

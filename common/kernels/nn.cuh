@@ -17,42 +17,42 @@
 
 // ---- ReLU backward ----------------------------------------------------------------------------
 // out[i] = y[i] <= 0 ? 0 : g[i] (y, g, out: n elements, contiguous).
-template <ct_dtype D> struct ct_relu_backward_op {
+template <ct_dtype D> struct cti_relu_backward_op {
   const ct_T<D> *y, *g;
   ct_T<D> *out;
   __host__ __device__ void operator()(int64_t i) const {
-    out[i] = ct_load<D>(y[i]) <= 0 ? ct_convert<D>(0.0f) : g[i];
+    out[i] = cti_load<D>(y[i]) <= 0 ? cti_convert<D>(0.0f) : g[i];
   }
 };
 
-template <class X> struct ct_relu_backward_launch {
+template <class X> struct cti_relu_backward_launch {
   X x;
   int64_t n;
   const void *y, *g;
   void *out;
   template <ct_dtype D> int operator()() const {
-    if constexpr (!ct_dt<D>::floating) {
-      return ct_fail(CT_ERR_DTYPE, "ct_relu_backward: not supported for %s on cuda (floating dtypes only)",
-                     ct_dt_name(D));
+    if constexpr (!cti_dt<D>::floating) {
+      return ct_fail(CT_ERR_DTYPE, "cti_relu_backward: not supported for %s on cuda (floating dtypes only)",
+                     cti_dt_name(D));
     } else {
-      return x.run(n, ct_relu_backward_op<D>{static_cast<const ct_T<D> *>(y),
+      return x.run(n, cti_relu_backward_op<D>{static_cast<const ct_T<D> *>(y),
                                              static_cast<const ct_T<D> *>(g), static_cast<ct_T<D> *>(out)});
     }
   }
 };
 
 template <class X>
-int ct_relu_backward_run(const X &x, ct_dtype dt, int64_t n, const void *y, const void *g, void *out) {
+int cti_relu_backward_run(const X &x, ct_dtype dt, int64_t n, const void *y, const void *g, void *out) {
   if (!ct_dtype_valid(dt))
-    return ct_fail(CT_ERR_DTYPE, "ct_relu_backward: dtype %s not supported on cuda", ct_dt_name(dt));
+    return ct_fail(CT_ERR_DTYPE, "cti_relu_backward: dtype %s not supported on cuda", cti_dt_name(dt));
   if (n <= 0) return CT_OK;
-  return ct_dispatch_dtype(dt, ct_relu_backward_launch<X>{x, n, y, g, out});
+  return cti_dispatch_dtype(dt, cti_relu_backward_launch<X>{x, n, y, g, out});
 }
 
 // ---- dropout ----------------------------------------------------------------------------------
 // mask[i] = u[i] >= p ? keep : 0, y[i] = x[i] * mask[i] in the compute type,
 // rounded once (n elements, contiguous; u float32; keep = scale in dtype D).
-template <ct_dtype D> struct ct_dropout_op {
+template <ct_dtype D> struct cti_dropout_op {
   const ct_T<D> *x;
   const float *u;
   double p;
@@ -61,12 +61,12 @@ template <ct_dtype D> struct ct_dropout_op {
   __host__ __device__ void operator()(int64_t i) const {
     using C = ct_C<D>;
     const bool k = (double)u[i] >= p;
-    mask[i] = k ? keep : ct_convert<D>(0.0f);
-    y[i] = ct_convert<D>(ct_load<D>(x[i]) * (k ? ct_load<D>(keep) : C(0)));
+    mask[i] = k ? keep : cti_convert<D>(0.0f);
+    y[i] = cti_convert<D>(cti_load<D>(x[i]) * (k ? cti_load<D>(keep) : C(0)));
   }
 };
 
-template <class X> struct ct_dropout_launch {
+template <class X> struct cti_dropout_launch {
   X x;
   int64_t n;
   const void *src;
@@ -74,24 +74,24 @@ template <class X> struct ct_dropout_launch {
   double p, scale;
   void *y, *mask;
   template <ct_dtype D> int operator()() const {
-    if constexpr (!ct_dt<D>::floating) {
-      return ct_fail(CT_ERR_DTYPE, "ct_dropout: not supported for %s on cuda (floating dtypes only)",
-                     ct_dt_name(D));
+    if constexpr (!cti_dt<D>::floating) {
+      return ct_fail(CT_ERR_DTYPE, "cti_dropout: not supported for %s on cuda (floating dtypes only)",
+                     cti_dt_name(D));
     } else {
-      const ct_T<D> keep = ct_convert<D>((ct_C<D>)scale);
-      return x.run(n, ct_dropout_op<D>{static_cast<const ct_T<D> *>(src), u, p, keep,
+      const ct_T<D> keep = cti_convert<D>((ct_C<D>)scale);
+      return x.run(n, cti_dropout_op<D>{static_cast<const ct_T<D> *>(src), u, p, keep,
                                        static_cast<ct_T<D> *>(y), static_cast<ct_T<D> *>(mask)});
     }
   }
 };
 
 template <class X>
-int ct_dropout_run(const X &x, ct_dtype dt, int64_t n, const void *src, const float *u, double p,
+int cti_dropout_run(const X &x, ct_dtype dt, int64_t n, const void *src, const float *u, double p,
                    double scale, void *y, void *mask) {
   if (!ct_dtype_valid(dt))
-    return ct_fail(CT_ERR_DTYPE, "ct_dropout: dtype %s not supported on cuda", ct_dt_name(dt));
+    return ct_fail(CT_ERR_DTYPE, "cti_dropout: dtype %s not supported on cuda", cti_dt_name(dt));
   if (n <= 0) return CT_OK;
-  return ct_dispatch_dtype(dt, ct_dropout_launch<X>{x, n, src, u, p, scale, y, mask});
+  return cti_dispatch_dtype(dt, cti_dropout_launch<X>{x, n, src, u, p, scale, y, mask});
 }
 
 #endif

@@ -11,7 +11,7 @@
 //
 // Invariant: the arithmetic is the CPU's (cpu_optim.c), operation for
 // operation in the parameter's dtype. nvcc would contract a * b + c into an
-// FMA (one rounding instead of two); ct_rn (kernel_util.cuh: the __fmul_rn
+// FMA (one rounding instead of two); cti_rn (kernel_util.cuh: the __fmul_rn
 // / __fadd_rn family on the device) is never contracted, so every product is rounded before the sum as on the
 // CPU, and division and square root are the correctly rounded ones. The CPU
 // and this backend therefore give the same bits for the same step. The
@@ -31,18 +31,18 @@
 
 // ---- SGD, Adam, AdamW: per-element bodies in optim.cuh ----------------------------------------
 static int ct_cuda_sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
-                            const ct_sgd_step_args *a, ct_stream *s) {
+                            const cti_sgd_step_args *a, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_sgd_step_run(ct_device_exec{scope.stream()}, dt, n, param, grad, buf, a);
+  return cti_sgd_step_run(cti_device_exec{scope.stream()}, dt, n, param, grad, buf, a);
 }
 
 static int ct_cuda_adam_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
-                             void *exp_avg_sq, void *max_exp_avg_sq, const ct_adam_step_args *a,
+                             void *exp_avg_sq, void *max_exp_avg_sq, const cti_adam_step_args *a,
                              ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_adam_step_run(ct_device_exec{scope.stream()}, dt, n, param, grad, exp_avg, exp_avg_sq,
+  return cti_adam_step_run(cti_device_exec{scope.stream()}, dt, n, param, grad, exp_avg, exp_avg_sq,
                           max_exp_avg_sq, a);
 }
 
@@ -68,7 +68,7 @@ template <class T>
 static __global__ void sumsq_partial_kernel(int64_t n, const T *__restrict__ x,
                                             double *__restrict__ partial) {
   double s = 0.0;
-  for (int64_t i = ct_grid_start<int64_t>(); i < n; i += ct_grid_step<int64_t>()) {
+  for (int64_t i = cti_grid_start<int64_t>(); i < n; i += cti_grid_step<int64_t>()) {
     double v = (double)x[i];
     s += v * v;
   }
@@ -91,11 +91,11 @@ static int ct_cuda_sum_squares(ct_dtype dt, int64_t n, const void *x, double *ou
                                    double *workspace, ct_stream *s) {
   if (dt != CT_F32 && dt != CT_F64)
     return ct_fail(CT_ERR_DTYPE, "ct_clip_grad_norm_: not supported for %s grads on cuda",
-                   ct_dt_name(dt));
+                   cti_dt_name(dt));
   CtCudaScope scope;
   int rc = scope.enter(s);
   if (rc != CT_OK) return rc;
-  int64_t want = ct_ceil_div(n > 0 ? n : 1, SUMSQ_THREADS);
+  int64_t want = cti_ceil_div(n > 0 ? n : 1, SUMSQ_THREADS);
   int blocks = (int)(want < SUMSQ_MAX_BLOCKS ? want : SUMSQ_MAX_BLOCKS);
   if (dt == CT_F32)
     sumsq_partial_kernel<float><<<blocks, SUMSQ_THREADS, 0, scope.stream()>>>(
@@ -134,11 +134,11 @@ static int ct_cuda_clip_coef(int64_t n, const double *sumsq, double max_norm, do
 static int ct_cuda_scale_by(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_scale_by_run(ct_device_exec{scope.stream()}, dt, n, x, coef);
+  return cti_scale_by_run(cti_device_exec{scope.stream()}, dt, n, x, coef);
 }
 
 // ---- the family's table ------------------------------------------------------------------------
-extern "C" const ct_optim_kernels ct_cuda_optim_kernels = {
+extern "C" const cti_optim_kernels cti_cuda_optim_kernels = {
     /* sgd_step              */ ct_cuda_sgd_step,
     /* adam_step             */ ct_cuda_adam_step,
     /* sum_squares_workspace */ ct_cuda_sum_squares_workspace,

@@ -6,7 +6,7 @@
 // test (tests/crossdev/test_kernels_host.cu) runs the same code on the CPU.
 //
 // Invariant: the arithmetic is cpu_optim.c's, operation for operation in the
-// parameter's dtype T, every product rounded before its sum (ct_rn), the
+// parameter's dtype T, every product rounded before its sum (cti_rn), the
 // scalar hyperparameters rounded to T on the host first, as PyTorch does. The
 // CPU and CUDA therefore give the same bits for the same step.
 #ifndef CT_OPTIM_CUH
@@ -18,14 +18,14 @@
 #include "optim_kernels.h"
 
 // ---- SGD ---------------------------------------------------------------------------------------
-template <class T> struct ct_sgd_op {
+template <class T> struct cti_sgd_op {
   T *param;      // n elements
   const T *grad; // n
   T *buf;        // n, unused without momentum
   T wd, mom, damp1, neg_lr;
   bool has_wd, has_mom, nesterov, maximize, init;
   __host__ __device__ void operator()(int64_t i) const {
-    using R = ct_rn<T>;
+    using R = cti_rn<T>;
     T p = param[i];
     T d = maximize ? -grad[i] : grad[i];
     if (has_wd) d = R::add(d, R::mul(wd, p));
@@ -39,12 +39,12 @@ template <class T> struct ct_sgd_op {
 };
 
 template <class X>
-int ct_sgd_step_run(const X &x, ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
-                    const ct_sgd_step_args *a) {
+int cti_sgd_step_run(const X &x, ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
+                    const cti_sgd_step_args *a) {
   if (n <= 0 && (dt == CT_F32 || dt == CT_F64)) return CT_OK;
-  return ct_dispatch_float(dt, "ct_optimizer_step (SGD)", [&](auto tag) -> int {
+  return cti_dispatch_float(dt, "ct_optimizer_step (SGD)", [&](auto tag) -> int {
     using T = decltype(tag);
-    ct_sgd_op<T> k;
+    cti_sgd_op<T> k;
     k.param = static_cast<T *>(param);
     k.grad = static_cast<const T *>(grad);
     k.buf = static_cast<T *>(buf);
@@ -62,14 +62,14 @@ int ct_sgd_step_run(const X &x, ct_dtype dt, int64_t n, void *param, const void 
 }
 
 // ---- Adam / AdamW ------------------------------------------------------------------------------
-template <class T> struct ct_adam_op {
+template <class T> struct cti_adam_op {
   T *param;                      // n elements
   const T *grad;                 // n
   T *exp_avg, *exp_avg_sq, *vmax; // n each; vmax only with amsgrad
   T wd, decay, b1, omb1, b2, omb2, bc2_sqrt, eps, neg_step;
   bool has_wd, decoupled, amsgrad, maximize;
   __host__ __device__ void operator()(int64_t i) const {
-    using R = ct_rn<T>;
+    using R = cti_rn<T>;
     T p = param[i];
     T g = maximize ? -grad[i] : grad[i];
     if (decoupled) p = R::mul(p, decay);
@@ -91,12 +91,12 @@ template <class T> struct ct_adam_op {
 };
 
 template <class X>
-int ct_adam_step_run(const X &x, ct_dtype dt, int64_t n, void *param, const void *grad,
-                     void *exp_avg, void *exp_avg_sq, void *vmax, const ct_adam_step_args *a) {
+int cti_adam_step_run(const X &x, ct_dtype dt, int64_t n, void *param, const void *grad,
+                     void *exp_avg, void *exp_avg_sq, void *vmax, const cti_adam_step_args *a) {
   if (n <= 0 && (dt == CT_F32 || dt == CT_F64)) return CT_OK;
-  return ct_dispatch_float(dt, "ct_optimizer_step (Adam)", [&](auto tag) -> int {
+  return cti_dispatch_float(dt, "ct_optimizer_step (Adam)", [&](auto tag) -> int {
     using T = decltype(tag);
-    ct_adam_op<T> k;
+    cti_adam_op<T> k;
     k.param = static_cast<T *>(param);
     k.grad = static_cast<const T *>(grad);
     k.exp_avg = static_cast<T *>(exp_avg);
@@ -122,22 +122,22 @@ int ct_adam_step_run(const X &x, ct_dtype dt, int64_t n, void *param, const void
 // ---- clip_grad_norm_'s scaling -----------------------------------------------------------------
 // x[i] *= (T) *coef, unless *coef >= 1 (then nothing is written). coef is
 // read where the loop runs (device memory on CUDA), so nothing waits.
-template <class T> struct ct_scale_op {
+template <class T> struct cti_scale_op {
   T *x;
   const double *coef;
   __host__ __device__ void operator()(int64_t i) const {
     const double c = *coef;
     if (c >= 1.0) return;
-    x[i] = ct_rn<T>::mul(x[i], (T)c);
+    x[i] = cti_rn<T>::mul(x[i], (T)c);
   }
 };
 
 template <class X>
-int ct_scale_by_run(const X &x, ct_dtype dt, int64_t n, void *data, const double *coef) {
+int cti_scale_by_run(const X &x, ct_dtype dt, int64_t n, void *data, const double *coef) {
   if (n <= 0 && (dt == CT_F32 || dt == CT_F64)) return CT_OK;
-  return ct_dispatch_float(dt, "ct_clip_grad_norm_", [&](auto tag) -> int {
+  return cti_dispatch_float(dt, "ct_clip_grad_norm_", [&](auto tag) -> int {
     using T = decltype(tag);
-    return x.run(n, ct_scale_op<T>{static_cast<T *>(data), coef});
+    return x.run(n, cti_scale_op<T>{static_cast<T *>(data), coef});
   });
 }
 

@@ -40,7 +40,7 @@
 template <ct_dtype D, class R>
 struct ElemSrc { // the input itself
   const ct_T<D> *in;
-  __device__ typename R::State get(int64_t pos, int64_t k) const { return R::make(ct_load<D>(in[pos]), k); }
+  __device__ typename R::State get(int64_t pos, int64_t k) const { return R::make(cti_load<D>(in[pos]), k); }
 };
 
 template <class R>
@@ -62,13 +62,13 @@ struct ReduceOut {
     A v = s.v;
     if constexpr (!std::is_same<A, int64_t>::value) // MEAN takes floating input only
       if (op == CT_OP_MEAN) v = v / (A)r;
-    ct_store_dyn(out_dt, out, pos, v);
+    cti_store_dyn(out_dt, out, pos, v);
   }
   template <class V> __device__ void write(int64_t pos, MaxState<V> s) const {
     if (op == CT_OP_ARGMAX) {
       static_cast<int64_t *>(out)[pos] = s.i;
     } else {
-      ct_store_dyn(out_dt, out, pos, s.v); // exact: v came from out_dt == in_dt
+      cti_store_dyn(out_dt, out, pos, s.v); // exact: v came from out_dt == in_dt
       if (idx) idx[pos] = s.i;
     }
   }
@@ -108,7 +108,7 @@ static __global__ void ct_reduce_rows_kernel(Src src, int64_t outer, int64_t r, 
   __shared__ State smem[32];
   const int64_t chunks = gridDim.y, c = blockIdx.y;
   int64_t k0, k1;
-  ct_chunk_range(c, chunk_len, r, &k0, &k1);
+  cti_chunk_range(c, chunk_len, r, &k0, &k1);
   for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) { // uniform across the block
     State acc = R::identity();
     for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) acc = R::combine(acc, src.get(o * r + k, k));
@@ -132,8 +132,8 @@ static __global__ void ct_reduce_cols_kernel(Src src, int64_t outer, int64_t r, 
   __shared__ State tile[CT_COLS_Y][CT_COLS_X];
   const int64_t chunks = gridDim.y, c = blockIdx.y;
   int64_t k0, k1;
-  ct_chunk_range(c, chunk_len, r, &k0, &k1);
-  const int64_t jtiles = ct_ceil_div(inner, CT_COLS_X);
+  cti_chunk_range(c, chunk_len, r, &k0, &k1);
+  const int64_t jtiles = cti_ceil_div(inner, CT_COLS_X);
   const int64_t ntiles = outer * jtiles;
   for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) { // uniform across the block
     const int64_t o = t / jtiles;
@@ -189,7 +189,7 @@ static int ct_reduce_run(const CtCudaScope &scope, ct_stream *s, const void *in,
   CtWorkspace ws;
   if (inner == 1) {
     const int64_t gx = outer < CT_MAX_GRID_X ? outer : CT_MAX_GRID_X;
-    ct_reduce_plan(outer, r, inner, &chunks, &chunk_len);
+    cti_reduce_plan(outer, r, inner, &chunks, &chunk_len);
     if (chunks == 1) {
       ct_reduce_rows_kernel<R><<<dim3((unsigned)gx, 1), CT_ROWS_THREADS, 0, stream>>>(
           src, outer, r, chunk_len, nullptr, res);
@@ -206,10 +206,10 @@ static int ct_reduce_run(const CtCudaScope &scope, ct_stream *s, const void *in,
     CT_CUDA_CHECK(cudaGetLastError());
     return CT_OK;
   }
-  const int64_t ntiles = outer * ct_ceil_div(inner, CT_COLS_X);
+  const int64_t ntiles = outer * cti_ceil_div(inner, CT_COLS_X);
   const int64_t gx = ntiles < CT_MAX_GRID_X ? ntiles : CT_MAX_GRID_X;
   const dim3 block(CT_COLS_X, CT_COLS_Y);
-  ct_reduce_plan(outer, r, inner, &chunks, &chunk_len);
+  cti_reduce_plan(outer, r, inner, &chunks, &chunk_len);
   if (chunks == 1) {
     ct_reduce_cols_kernel<R><<<dim3((unsigned)gx, 1), block, 0, stream>>>(
         src, outer, r, inner, chunk_len, nullptr, res);
@@ -251,22 +251,22 @@ static const char *ct_reduce_name(ct_reduce_op op) {
   }
 }
 
-extern "C" int ct_cuda_reduce(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt, const void *in,
+extern "C" int cti_cuda_reduce(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt, const void *in,
                               void *out, int64_t *idx, int64_t outer, int64_t r, int64_t inner,
                               ct_stream *s) {
   const char *name = ct_reduce_name(op);
   if ((unsigned)op >= CT_NUM_REDUCE_OPS) return ct_fail(CT_ERR_VALUE, "ct_reduce: invalid op %d", (int)op);
   if (!ct_dtype_valid(in_dt) || !ct_dtype_valid(out_dt))
-    return ct_fail(CT_ERR_DTYPE, "%s: dtypes %s -> %s not supported on cuda", name, ct_dt_name(in_dt),
-                   ct_dt_name(out_dt));
+    return ct_fail(CT_ERR_DTYPE, "%s: dtypes %s -> %s not supported on cuda", name, cti_dt_name(in_dt),
+                   cti_dt_name(out_dt));
   if (op == CT_OP_MEAN && !ct_dtype_is_floating(in_dt))
     return ct_fail(CT_ERR_DTYPE, "%s: not supported for %s on cuda (floating dtypes only)", name,
-                   ct_dt_name(in_dt));
+                   cti_dt_name(in_dt));
   if (op == CT_OP_MAX && out_dt != in_dt)
-    return ct_fail(CT_ERR_DTYPE, "%s: result dtype %s differs from input dtype %s", name, ct_dt_name(out_dt),
-                   ct_dt_name(in_dt));
+    return ct_fail(CT_ERR_DTYPE, "%s: result dtype %s differs from input dtype %s", name, cti_dt_name(out_dt),
+                   cti_dt_name(in_dt));
   if (op == CT_OP_ARGMAX && out_dt != CT_I64)
-    return ct_fail(CT_ERR_DTYPE, "%s: output dtype %s, expected int64", name, ct_dt_name(out_dt));
+    return ct_fail(CT_ERR_DTYPE, "%s: output dtype %s, expected int64", name, cti_dt_name(out_dt));
   if (outer < 0 || r < 0 || inner < 0)
     return ct_fail(CT_ERR_VALUE, "%s: bad shape (outer %lld, r %lld, inner %lld)", name, (long long)outer,
                    (long long)r, (long long)inner);
@@ -276,7 +276,7 @@ extern "C" int ct_cuda_reduce(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt, 
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
   const ReduceOut res{op, out_dt, out, idx, r};
-  return ct_dispatch_dtype(in_dt, ReduceLaunch{scope, s, in, res, outer, r, inner});
+  return cti_dispatch_dtype(in_dt, ReduceLaunch{scope, s, in, res, outer, r, inner});
 }
 
 // ---- any_nonfinite ---------------------------------------------------------------------------
@@ -286,7 +286,7 @@ static __global__ void ct_nonfinite_kernel(const ct_T<D> *in, int64_t n, float *
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   bool bad = false;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    bad |= !ct_isfinite(ct_load<D>(in[i]));
+    bad |= !ct_isfinite(cti_load<D>(in[i]));
   }
   if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1.0f;
 }
@@ -297,8 +297,8 @@ struct NonfiniteLaunch {
   float *flag;
   cudaStream_t stream;
   template <ct_dtype D> int operator()() const {
-    if constexpr (ct_dt<D>::floating) {
-      ct_nonfinite_kernel<D><<<ct_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(
+    if constexpr (cti_dt<D>::floating) {
+      ct_nonfinite_kernel<D><<<cti_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(
           static_cast<const ct_T<D> *>(in), n, flag);
       CT_CUDA_CHECK(cudaGetLastError());
     }
@@ -308,20 +308,20 @@ struct NonfiniteLaunch {
 
 // The device-side check: queued on s, the host does not wait (GradScaler,
 // graph capture).
-extern "C" int ct_cuda_found_nonfinite(ct_dtype dt, int64_t n, const void *in, float *found,
+extern "C" int cti_cuda_found_nonfinite(ct_dtype dt, int64_t n, const void *in, float *found,
                                        ct_stream *s) {
   if (!ct_dtype_valid(dt))
     return ct_fail(CT_ERR_DTYPE, "ct_amp_non_finite_check_: dtype %s not supported on cuda",
-                   ct_dt_name(dt));
+                   cti_dt_name(dt));
   if (n <= 0 || !ct_dtype_is_floating(dt)) return CT_OK; // integers are always finite
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  return ct_dispatch_dtype(dt, NonfiniteLaunch{n, in, found, scope.stream()});
+  return cti_dispatch_dtype(dt, NonfiniteLaunch{n, in, found, scope.stream()});
 }
 
-extern "C" int ct_cuda_any_nonfinite(ct_dtype dt, int64_t n, const void *in, bool *out, ct_stream *s) {
+extern "C" int cti_cuda_any_nonfinite(ct_dtype dt, int64_t n, const void *in, bool *out, ct_stream *s) {
   if (!ct_dtype_valid(dt))
-    return ct_fail(CT_ERR_DTYPE, "ct_any_nonfinite: dtype %s not supported on cuda", ct_dt_name(dt));
+    return ct_fail(CT_ERR_DTYPE, "ct_any_nonfinite: dtype %s not supported on cuda", cti_dt_name(dt));
   *out = false;
   if (n <= 0 || !ct_dtype_is_floating(dt)) return CT_OK; // integers are always finite
   CtCudaScope scope;
@@ -330,7 +330,7 @@ extern "C" int ct_cuda_any_nonfinite(ct_dtype dt, int64_t n, const void *in, boo
   if (int rc = ws.alloc(scope, s, sizeof(float))) return rc;
   float *flag = static_cast<float *>(ws.ptr()); // (1,) on the device
   CT_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(float), scope.stream()));
-  if (int rc = ct_dispatch_dtype(dt, NonfiniteLaunch{n, in, flag, scope.stream()})) return rc;
+  if (int rc = cti_dispatch_dtype(dt, NonfiniteLaunch{n, in, flag, scope.stream()})) return rc;
   float host_flag = 0.0f;
   CT_CUDA_CHECK(cudaMemcpyAsync(&host_flag, flag, sizeof(float), cudaMemcpyDeviceToHost, scope.stream()));
   CT_CUDA_CHECK(cudaStreamSynchronize(scope.stream()));

@@ -27,9 +27,9 @@
 template <class A> struct SumState { A v; };
 template <class V> struct MaxState { V v; int64_t i; };
 
-__device__ inline float ct_shfl_down(float v, int off) { return __shfl_down_sync(0xffffffffu, v, off); }
-__device__ inline double ct_shfl_down(double v, int off) { return __shfl_down_sync(0xffffffffu, v, off); }
-__device__ inline int64_t ct_shfl_down(int64_t v, int off) {
+__device__ inline float cti_shfl_down(float v, int off) { return __shfl_down_sync(0xffffffffu, v, off); }
+__device__ inline double cti_shfl_down(double v, int off) { return __shfl_down_sync(0xffffffffu, v, off); }
+__device__ inline int64_t cti_shfl_down(int64_t v, int off) {
   return (int64_t)__shfl_down_sync(0xffffffffu, (long long)v, off);
 }
 
@@ -42,7 +42,7 @@ struct SumReducer {
     if constexpr (std::is_same<A, int64_t>::value) return State{(int64_t)((uint64_t)a.v + (uint64_t)b.v)};
     else return State{a.v + b.v};
   }
-  __device__ static State shfl_down(State s, int off) { return State{ct_shfl_down(s.v, off)}; }
+  __device__ static State shfl_down(State s, int off) { return State{cti_shfl_down(s.v, off)}; }
 };
 
 template <class V>
@@ -63,7 +63,7 @@ struct MaxReducer {
     return a.i <= b.i ? a : b; // equal (including -0 == +0): the first index
   }
   __device__ static State shfl_down(State s, int off) {
-    return State{ct_shfl_down(s.v, off), ct_shfl_down(s.i, off)};
+    return State{cti_shfl_down(s.v, off), cti_shfl_down(s.i, off)};
   }
 };
 
@@ -81,32 +81,32 @@ constexpr int64_t CT_MAX_GRID_X = 1 << 20;
 // How many chunks to cut r into when `nblocks` (>= 1) blocks already cover
 // the outputs and a chunk should hold at least `min_chunk` elements; and the
 // chunk length. Leaves with chunks * chunk_len >= r and no empty chunk.
-__host__ __device__ inline void ct_plan_chunks(int64_t nblocks, int64_t r, int64_t min_chunk, int64_t *chunks,
+__host__ __device__ inline void cti_plan_chunks(int64_t nblocks, int64_t r, int64_t min_chunk, int64_t *chunks,
                                                int64_t *chunk_len) {
   int64_t c = 1;
   if (nblocks < CT_REDUCE_TARGET_BLOCKS) {
-    c = ct_ceil_div(CT_REDUCE_TARGET_BLOCKS, nblocks);
+    c = cti_ceil_div(CT_REDUCE_TARGET_BLOCKS, nblocks);
     const int64_t most = r / min_chunk; // every chunk at least min_chunk long
     if (c > most) c = most;
     if (c > CT_REDUCE_MAX_CHUNKS) c = CT_REDUCE_MAX_CHUNKS;
     if (c < 1) c = 1;
   }
-  int64_t len = ct_ceil_div(r, c);
+  int64_t len = cti_ceil_div(r, c);
   if (len < 1) len = 1;
   *chunk_len = len;
-  *chunks = ct_ceil_div(r, len) > 0 ? ct_ceil_div(r, len) : 1;
+  *chunks = cti_ceil_div(r, len) > 0 ? cti_ceil_div(r, len) : 1;
 }
 
 // The plan of a reduction of (outer >= 1, r, inner >= 1): blocks and the
 // shortest worthwhile chunk are those of its layout.
-__host__ __device__ inline void ct_reduce_plan(int64_t outer, int64_t r, int64_t inner, int64_t *chunks,
+__host__ __device__ inline void cti_reduce_plan(int64_t outer, int64_t r, int64_t inner, int64_t *chunks,
                                                int64_t *chunk_len) {
-  if (inner == 1) ct_plan_chunks(outer, r, 8 * CT_ROWS_THREADS, chunks, chunk_len);
-  else ct_plan_chunks(outer * ct_ceil_div(inner, CT_COLS_X), r, 16 * CT_COLS_Y, chunks, chunk_len);
+  if (inner == 1) cti_plan_chunks(outer, r, 8 * CT_ROWS_THREADS, chunks, chunk_len);
+  else cti_plan_chunks(outer * cti_ceil_div(inner, CT_COLS_X), r, 16 * CT_COLS_Y, chunks, chunk_len);
 }
 
 // Chunk c's positions along r: [*k0, *k1).
-__host__ __device__ inline void ct_chunk_range(int64_t c, int64_t chunk_len, int64_t r, int64_t *k0, int64_t *k1) {
+__host__ __device__ inline void cti_chunk_range(int64_t c, int64_t chunk_len, int64_t r, int64_t *k0, int64_t *k1) {
   *k0 = c * chunk_len;
   *k1 = *k0 + chunk_len < r ? *k0 + chunk_len : r;
 }

@@ -6,7 +6,7 @@
 // The modules (nn_conv.c, nn_pool.c, nn_batchnorm.c) check shapes, dtypes
 // and devices, make the operands contiguous, allocate the results, run the
 // GEMMs through the device's backend (OpenBLAS or cuBLAS) and call the entry
-// of the tensors' backend (ct_backend_for(op, dev)->conv); an entry only runs
+// of the tensors' backend (cti_backend_for(op, dev)->conv); an entry only runs
 // its loop. Every pointer is
 // element 0 of a contiguous buffer on the entry's device. dt is float32 or float64 (anything else is
 // CT_ERR_DTYPE); CUDA entries issue their work on stream `s` and return once
@@ -62,30 +62,30 @@
 extern "C" {
 #endif
 
-typedef struct ct_conv_geom {
+typedef struct cti_conv_geom {
   int64_t n, c, h, w; // input (N, C, H, W)
   int64_t k, stride, pad;
   int64_t ho, wo;     // output spatial size
-} ct_conv_geom;
+} cti_conv_geom;
 
-typedef struct ct_pool_geom {
+typedef struct cti_pool_geom {
   int64_t planes, h, w; // N*C planes of H x W
   int64_t k, stride;
   int64_t ho, wo;
-} ct_pool_geom;
+} cti_pool_geom;
 
 // The family's table: one signature on both devices. The CPU entries run at
 // once and ignore `s`; the CUDA entries queue on `s`. A backend reaches it as
-// ct_backend_for(op, dev)->conv.
-typedef struct ct_conv_kernels {
-  int (*im2col)(ct_dtype dt, const ct_conv_geom *g, const void *x, void *cols, ct_stream *s);
-  int (*col2im)(ct_dtype dt, const ct_conv_geom *g, const void *cols, void *dx, ct_stream *s);
+// cti_backend_for(op, dev)->conv.
+typedef struct cti_conv_kernels {
+  int (*im2col)(ct_dtype dt, const cti_conv_geom *g, const void *x, void *cols, ct_stream *s);
+  int (*col2im)(ct_dtype dt, const cti_conv_geom *g, const void *cols, void *dx, ct_stream *s);
   // dst (C, N, P) = src (N, C, P).
   int (*cnhw_from_nchw)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src, void *dst,
                         ct_stream *s);
-  int (*maxpool_forward)(ct_dtype dt, const ct_pool_geom *g, const void *x, void *y, int32_t *idx,
+  int (*maxpool_forward)(ct_dtype dt, const cti_pool_geom *g, const void *x, void *y, int32_t *idx,
                          ct_stream *s);
-  int (*maxpool_backward)(ct_dtype dt, const ct_pool_geom *g, const void *dy, const int32_t *idx,
+  int (*maxpool_backward)(ct_dtype dt, const cti_pool_geom *g, const void *dy, const int32_t *idx,
                           void *dx, ct_stream *s);
   int (*bn_stats)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
                   void *mean, void *invstd, void *running_mean, void *running_var,
@@ -98,10 +98,10 @@ typedef struct ct_conv_kernels {
   int (*bn_backward)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, const void *dy,
                      const void *mean, const void *invstd, const void *gamma, void *dx,
                      void *dgamma, void *dbeta, ct_stream *s);
-} ct_conv_kernels;
+} cti_conv_kernels;
 
-extern const ct_conv_kernels ct_cpu_conv_kernels;  // cpu_conv.c
-extern const ct_conv_kernels ct_cuda_conv_kernels; // kernels/conv.cu (CUDA builds only)
+extern const cti_conv_kernels cti_cpu_conv_kernels;  // cpu_conv.c
+extern const cti_conv_kernels cti_cuda_conv_kernels; // kernels/conv.cu (CUDA builds only)
 
 #ifdef __cplusplus
 }

@@ -22,7 +22,7 @@
 // ct_param structs themselves, so they always see the current tensors
 // (replaced by ct_module_to).
 //
-// Ownership: ct_module_register takes the caller's reference to `value`,
+// Ownership: cti_module_register takes the caller's reference to `value`,
 // also when it fails (the tensor is then freed), so a kind's constructor can
 // hand over a tensor and only check the result.
 #include "nn.h"
@@ -69,14 +69,14 @@ static int set_paths(ct_module *m, const char *prefix) {
 }
 
 // ---- creation and registration --------------------------------------------------------------
-ct_module *ct_module_new(const ct_module_ops *ops, void *state) {
+ct_module *cti_module_new(const cti_module_ops *ops, void *state) {
   if (!ops || !ops->kind || !ops->forward || !ops->backward) {
-    ct_fail(CT_ERR_VALUE, "ct_module_new: ops must have a kind, forward and backward");
+    ct_fail(CT_ERR_VALUE, "cti_module_new: ops must have a kind, forward and backward");
     return NULL;
   }
   ct_module *m = calloc(1, sizeof *m);
   if (!m) {
-    ct_fail(CT_ERR_OOM, "ct_module_new: out of host memory");
+    ct_fail(CT_ERR_OOM, "cti_module_new: out of host memory");
     return NULL;
   }
   m->ops = ops;
@@ -86,16 +86,16 @@ ct_module *ct_module_new(const ct_module_ops *ops, void *state) {
   return m;
 }
 
-ct_param *ct_module_register(ct_module *m, const char *name, ct_tensor *value, bool is_buffer) {
+ct_param *cti_module_register(ct_module *m, const char *name, ct_tensor *value, bool is_buffer) {
   const char *why = NULL;
   if (!m || !name || !value) why = "NULL module, name or tensor";
   else if (!*name || strchr(name, '.')) why = "a name must be non-empty and without dots";
   else if (strlen(name) >= sizeof m->own[0].name) why = "name too long";
   else if (m->n_own >= CT_MODULE_MAX_TENSORS) why = "too many tensors in one module";
-  else if (ct_module_find(m, name)) why = "a tensor of that name is already registered";
+  else if (cti_module_find(m, name)) why = "a tensor of that name is already registered";
   else if (!ct_device_eq(ct_device_of(value), m->device)) why = "the tensor is not on the module's device";
   if (why) {
-    ct_fail(CT_ERR_VALUE, "ct_module_register: cannot register \"%s\" in %s: %s", name ? name : "(null)",
+    ct_fail(CT_ERR_VALUE, "cti_module_register: cannot register \"%s\" in %s: %s", name ? name : "(null)",
             m ? m->ops->kind : "(null)", why);
     ct_free(value);
     return NULL;
@@ -108,25 +108,25 @@ ct_param *ct_module_register(ct_module *m, const char *name, ct_tensor *value, b
   return p;
 }
 
-ct_param *ct_module_find(ct_module *m, const char *name) {
+ct_param *cti_module_find(ct_module *m, const char *name) {
   if (!m || !name) return NULL;
   for (int i = 0; i < m->n_own; ++i)
     if (!strcmp(local_name(m->own[i].name), name)) return &m->own[i];
   return NULL;
 }
 
-int ct_param_accumulate_grad(ct_param *p, const ct_tensor *g) {
-  if (!p || !g || !p->value) return ct_fail(CT_ERR_VALUE, "ct_param_accumulate_grad: NULL parameter or gradient");
+int cti_param_accumulate_grad(ct_param *p, const ct_tensor *g) {
+  if (!p || !g || !p->value) return ct_fail(CT_ERR_VALUE, "cti_param_accumulate_grad: NULL parameter or gradient");
   ct_shape ps = ct_shape_of(p->value), gs = ct_shape_of(g);
   if (!ct_shape_eq(ps, gs)) {
     char a[96], b[96];
-    return ct_fail(CT_ERR_SHAPE, "ct_param_accumulate_grad: gradient of shape %s for %s of shape %s",
+    return ct_fail(CT_ERR_SHAPE, "cti_param_accumulate_grad: gradient of shape %s for %s of shape %s",
                    ct_shape_str(gs, a, sizeof a), p->name, ct_shape_str(ps, b, sizeof b));
   }
   ct_device dev = ct_device_of(p->value);
   if (!ct_device_eq(ct_device_of(g), dev)) {
     char a[CT_DEVICE_STR_MAX], b[CT_DEVICE_STR_MAX];
-    return ct_fail(CT_ERR_DEVICE, "ct_param_accumulate_grad: gradient on %s for %s on %s",
+    return ct_fail(CT_ERR_DEVICE, "cti_param_accumulate_grad: gradient on %s for %s on %s",
                    ct_device_str(ct_device_of(g), a), p->name, ct_device_str(dev, b));
   }
   ct_dtype dt = ct_dtype_of(p->value);
@@ -144,12 +144,12 @@ int ct_param_accumulate_grad(ct_param *p, const ct_tensor *g) {
   return rc;
 }
 
-int ct_nn_init_uniform(ct_tensor *t, double bound) {
-  if (!t) return ct_fail(CT_ERR_VALUE, "ct_nn_init_uniform: NULL tensor");
+int cti_nn_init_uniform(ct_tensor *t, double bound) {
+  if (!t) return ct_fail(CT_ERR_VALUE, "cti_nn_init_uniform: NULL tensor");
   if (!(bound >= 0) || isinf(bound))
-    return ct_fail(CT_ERR_VALUE, "ct_nn_init_uniform: bound must be finite and >= 0, got %g", bound);
+    return ct_fail(CT_ERR_VALUE, "cti_nn_init_uniform: bound must be finite and >= 0, got %g", bound);
   if (!ct_dtype_is_floating(ct_dtype_of(t)))
-    return ct_fail(CT_ERR_DTYPE, "ct_nn_init_uniform: expected a floating tensor, got %s",
+    return ct_fail(CT_ERR_DTYPE, "cti_nn_init_uniform: expected a floating tensor, got %s",
                    ct_dtype_name(ct_dtype_of(t)));
   // w = (2u - 1) * bound with u uniform [0, 1) from the CPU generator, in
   // float64 (2u - 1 is exact), rounded once into t's dtype.
@@ -198,7 +198,7 @@ static int seq_backward_params(ct_module *m, const ct_tensor *g) {
   return rc;
 }
 
-static const ct_module_ops sequential_ops = {.kind = "Sequential",
+static const cti_module_ops sequential_ops = {.kind = "Sequential",
                                              .forward = seq_forward,
                                              .backward = seq_backward,
                                              .backward_params = seq_backward_params};
@@ -209,7 +209,7 @@ ct_module *ct_nn_sequential(int n, ct_module **modules) {
   for (int i = 0; i < n && !why; ++i)
     if (!modules[i]) why = "a NULL module (did its constructor fail?)";
     else if (!ct_device_eq(modules[i]->device, modules[0]->device)) why = "modules on different devices";
-  ct_module *m = why ? NULL : ct_module_new(&sequential_ops, NULL);
+  ct_module *m = why ? NULL : cti_module_new(&sequential_ops, NULL);
   if (m && n > 0 && !(m->children = calloc((size_t)n, sizeof *m->children))) {
     free(m);
     m = NULL;
@@ -294,7 +294,7 @@ static int move_tensor(ct_tensor **t, ct_device device) {
 
 int ct_module_to(ct_module *m, ct_device device) {
   if (!m) return ct_fail(CT_ERR_VALUE, "ct_module_to: NULL module");
-  if (!ct_backend_for("ct_module_to", device)) return ct_last_status();
+  if (!cti_backend_for("ct_module_to", device)) return ct_last_status();
   for (int i = 0; i < m->n_own; ++i) {
     int rc = move_tensor(&m->own[i].value, device);
     if (!rc) rc = move_tensor(&m->own[i].grad, device);

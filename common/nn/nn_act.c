@@ -64,7 +64,7 @@ static ct_tensor *relu_backward(ct_module *m, const ct_tensor *g) {
   if (!st->y) return no_forward("ReLU"), NULL;
   if (check_grad("ReLU", g, ct_shape_of(st->y), ct_dtype_of(st->y))) return NULL;
   ct_device dev = ct_device_of(g);
-  const ct_backend *be = ct_backend_for("ReLU backward", dev);
+  const cti_backend *be = cti_backend_for("ReLU backward", dev);
   if (!be) return NULL;
   ct_tensor *gc = ct_contiguous(g), *yc = ct_contiguous(st->y);
   ct_tensor *dx = gc && yc ? ct_empty_like(g, ct_dtype_of(g), dev) : NULL;
@@ -99,7 +99,7 @@ static void relu_state_free(ct_module *m) {
   m->state = NULL;
 }
 
-static const ct_module_ops relu_ops = {
+static const cti_module_ops relu_ops = {
     .kind = "ReLU",
     .forward = relu_forward,
     .backward = relu_backward,
@@ -113,7 +113,7 @@ ct_module *ct_nn_relu(void) {
     ct_fail(CT_ERR_OOM, "ct_nn_relu: out of host memory");
     return NULL;
   }
-  ct_module *m = ct_module_new(&relu_ops, st);
+  ct_module *m = cti_module_new(&relu_ops, st);
   if (!m) free(st);
   return m;
 }
@@ -155,7 +155,7 @@ static void flatten_describe(const ct_module *m, char *buf, size_t len) {
   snprintf(buf, len, "start_dim=1, end_dim=-1");
 }
 
-static const ct_module_ops flatten_ops = {
+static const cti_module_ops flatten_ops = {
     .kind = "Flatten",
     .forward = flatten_forward,
     .backward = flatten_backward,
@@ -168,7 +168,7 @@ ct_module *ct_nn_flatten(void) {
     ct_fail(CT_ERR_OOM, "ct_nn_flatten: out of host memory");
     return NULL;
   }
-  ct_module *m = ct_module_new(&flatten_ops, st);
+  ct_module *m = cti_module_new(&flatten_ops, st);
   if (!m) free(st);
   return m;
 }
@@ -204,7 +204,7 @@ static ct_tensor *dropout_forward(ct_module *m, const ct_tensor *x) {
     st->mask = mask;
     return y;
   }
-  const ct_backend *be = ct_backend_for("Dropout", dev);
+  const cti_backend *be = cti_backend_for("Dropout", dev);
   if (!be) return NULL;
   ct_tensor *xc = ct_contiguous(x);
   ct_tensor *u = xc ? ct_rand(ct_shape_of(x), CT_F32, dev) : NULL; // uniform [0, 1), 24-bit
@@ -272,7 +272,7 @@ static void dropout_state_free(ct_module *m) {
   m->state = NULL;
 }
 
-static const ct_module_ops dropout_ops = {
+static const cti_module_ops dropout_ops = {
     .kind = "Dropout",
     .forward = dropout_forward,
     .backward = dropout_backward,
@@ -292,7 +292,7 @@ ct_module *ct_nn_dropout(double p) {
     return NULL;
   }
   st->p = p;
-  ct_module *m = ct_module_new(&dropout_ops, st);
+  ct_module *m = cti_module_new(&dropout_ops, st);
   if (!m) free(st);
   return m;
 }

@@ -91,7 +91,7 @@ static ct_tensor *bn_forward(ct_module *m, const ct_tensor *x_in) {
   drop_saved(st);
   if (check_tensors(m, x_in, "input")) return NULL;
   const ct_device dev = ct_device_of(x_in);
-  const ct_backend *be = ct_backend_for("BatchNorm2d", dev);
+  const cti_backend *be = cti_backend_for("BatchNorm2d", dev);
   if (!be) return NULL;
   ct_stream *cs = ct_current_stream(dev);
   const ct_dtype dt = ct_dtype_of(x_in);
@@ -156,7 +156,7 @@ static ct_tensor *bn_backward(ct_module *m, const ct_tensor *gy_in) {
     return NULL;
   }
   if (check_tensors(m, st->x, "saved input")) return NULL;
-  const ct_backend *be = ct_backend_for("BatchNorm2d", dev);
+  const cti_backend *be = cti_backend_for("BatchNorm2d", dev);
   if (!be) return NULL;
   const int64_t N = ct_size(st->x, 0), C = st->c, P = ct_size(st->x, 2) * ct_size(st->x, 3);
   ct_tensor *gy = ct_contiguous(gy_in);
@@ -169,8 +169,8 @@ static ct_tensor *bn_backward(ct_module *m, const ct_tensor *gy_in) {
                                ct_data_ptr(st->mean), ct_data_ptr(st->invstd),
                                ct_data_ptr(m->own[BN_WEIGHT].value), ct_data_ptr(dx),
                                ct_data_ptr(dw), ct_data_ptr(db), ct_current_stream(dev));
-  if (rc == CT_OK) rc = ct_param_accumulate_grad(&m->own[BN_WEIGHT], dw);
-  if (rc == CT_OK) rc = ct_param_accumulate_grad(&m->own[BN_BIAS], db);
+  if (rc == CT_OK) rc = cti_param_accumulate_grad(&m->own[BN_WEIGHT], dw);
+  if (rc == CT_OK) rc = cti_param_accumulate_grad(&m->own[BN_BIAS], db);
   ct_free(gy), ct_free(dw), ct_free(db);
   if (rc != CT_OK) {
     ct_free(dx);
@@ -201,7 +201,7 @@ static void bn_state_free(ct_module *m) {
   m->state = NULL;
 }
 
-static const ct_module_ops bn_ops = {
+static const cti_module_ops bn_ops = {
     .kind = "BatchNorm2d",
     .forward = bn_forward,
     .backward = bn_backward,
@@ -223,7 +223,7 @@ ct_module *ct_nn_batchnorm2d(int64_t num_features, double eps, double momentum) 
     return NULL;
   }
   *st = (bn_state){.c = num_features, .eps = eps, .momentum = momentum};
-  ct_module *m = ct_module_new(&bn_ops, st);
+  ct_module *m = cti_module_new(&bn_ops, st);
   if (!m) {
     free(st);
     return NULL;
@@ -235,7 +235,7 @@ ct_module *ct_nn_batchnorm2d(int64_t num_features, double eps, double momentum) 
     ct_tensor *t = i == BN_NBT ? ct_zeros(CT_SCALAR_SHAPE, CT_I64, cpu)
                    : i == BN_WEIGHT || i == BN_RVAR ? ct_ones(CT_SHAPE(num_features), CT_F32, cpu)
                                                     : ct_zeros(CT_SHAPE(num_features), CT_F32, cpu);
-    if (!t || !ct_module_register(m, names[i], t, i >= BN_RMEAN)) { // takes t even on failure
+    if (!t || !cti_module_register(m, names[i], t, i >= BN_RMEAN)) { // takes t even on failure
       ct_module_free(m);
       return NULL;
     }

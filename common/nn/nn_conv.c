@@ -42,7 +42,7 @@ typedef struct conv_state {
   int k, stride, pad;
   bool bias;
   ct_tensor *x;   // the input of the last training forward (contiguous), or NULL
-  ct_conv_geom g; // its geometry
+  cti_conv_geom g; // its geometry
 } conv_state;
 
 // Bytes of column matrix per CPU chunk. Measured on a 2-core EPYC (1 MiB L2
@@ -61,7 +61,7 @@ static void drop_saved(conv_state *st) {
 #define CT_CONV_CHUNK_BYTES_CUDA ((int64_t)512 << 20)
 
 // Images per chunk (see the top of the file).
-static int64_t chunk_images(ct_device dev, const ct_conv_geom *g, size_t es) {
+static int64_t chunk_images(ct_device dev, const cti_conv_geom *g, size_t es) {
   const int64_t per = g->c * g->k * g->k * g->ho * g->wo * (int64_t)es;
   const int64_t limit = dev.type == CT_CPU ? CT_CONV_CHUNK_BYTES : CT_CONV_CHUNK_BYTES_CUDA;
   int64_t nb = per > 0 ? limit / per : g->n;
@@ -103,9 +103,9 @@ static ct_tensor *conv_forward(ct_module *m, const ct_tensor *x_in) {
             ct_dtype_name(dt));
     return NULL;
   }
-  const ct_backend *be = ct_backend_for("Conv2d", dev);
+  const cti_backend *be = cti_backend_for("Conv2d", dev);
   if (!be) return NULL;
-  ct_conv_geom g = {.n = ct_size(x_in, 0), .c = st->cin, .h = ct_size(x_in, 2),
+  cti_conv_geom g = {.n = ct_size(x_in, 0), .c = st->cin, .h = ct_size(x_in, 2),
                     .w = ct_size(x_in, 3), .k = st->k, .stride = st->stride, .pad = st->pad};
   if (g.h + 2 * g.pad < g.k || g.w + 2 * g.pad < g.k) {
     ct_fail(CT_ERR_SHAPE,
@@ -129,7 +129,7 @@ static ct_tensor *conv_forward(ct_module *m, const ct_tensor *x_in) {
   int rc = cols && (!b || b3) ? CT_OK : (int)ct_last_status();
   ct_stream *s = ct_current_stream(dev);
   for (int64_t n0 = 0; rc == CT_OK && n0 < g.n; n0 += nb) {
-    ct_conv_geom gk = g;
+    cti_conv_geom gk = g;
     gk.n = g.n - n0 < nb ? g.n - n0 : nb;
     const int64_t cn = gk.n * P; // columns of this chunk
     rc = be->conv->im2col(dt, &gk, elem(x, n0 * chw), ct_data_ptr(cols), s);
@@ -165,7 +165,7 @@ static int conv_grads(ct_module *m, const ct_tensor *gy_in, ct_tensor **dx_out) 
   conv_state *st = m->state;
   if (dx_out) *dx_out = NULL;
   if (!st->x) return ct_fail(CT_ERR_VALUE, "Conv2d: backward needs a forward in training mode first");
-  const ct_conv_geom g = st->g;
+  const cti_conv_geom g = st->g;
   const int64_t P = g.ho * g.wo, kk = g.c * g.k * g.k, chw = g.c * g.h * g.w;
   ct_tensor *w = m->own[0].value;
   const ct_device dev = ct_device_of(w);
@@ -178,7 +178,7 @@ static int conv_grads(ct_module *m, const ct_tensor *gy_in, ct_tensor **dx_out) 
                    ct_dtype_name(dt), ct_shape_str(want, sa, sizeof sa),
                    ct_dtype_name(ct_dtype_of(gy_in)), ct_shape_str(ct_shape_of(gy_in), sb, sizeof sb));
   }
-  const ct_backend *be = ct_backend_for("Conv2d", dev);
+  const cti_backend *be = cti_backend_for("Conv2d", dev);
   if (!be) return ct_last_status();
   const int64_t nb = chunk_images(dev, &g, ct_dtype_size(dt));
   ct_tensor *gy = ct_contiguous(gy_in);
@@ -194,7 +194,7 @@ static int conv_grads(ct_module *m, const ct_tensor *gy_in, ct_tensor **dx_out) 
   int rc = dw && (!dx_out || dx) ? CT_OK : (int)ct_last_status();
   ct_stream *s = ct_current_stream(dev);
   for (int64_t n0 = 0; rc == CT_OK && n0 < g.n; n0 += nb) {
-    ct_conv_geom gk = g;
+    cti_conv_geom gk = g;
     gk.n = g.n - n0 < nb ? g.n - n0 : nb;
     const int64_t cn = gk.n * P;
     rc = be->conv->cnhw_from_nchw(dt, gk.n, st->cout, P, elem(gy, n0 * st->cout * P),
@@ -210,12 +210,12 @@ static int conv_grads(ct_module *m, const ct_tensor *gy_in, ct_tensor **dx_out) 
                     ct_data_ptr(gt), cn, 0, 0.0, ct_data_ptr(dcols), cn, 0, 1, s);
     if (rc == CT_OK && dx) rc = be->conv->col2im(dt, &gk, ct_data_ptr(dcols), elem(dx, n0 * chw), s);
   }
-  if (rc == CT_OK) rc = ct_param_accumulate_grad(&m->own[0], dw);
+  if (rc == CT_OK) rc = cti_param_accumulate_grad(&m->own[0], dw);
   if (rc == CT_OK && st->bias) { // db = sum over N, Ho, Wo: (N, C_out, P) -> (N, C_out) -> (C_out)
     ct_tensor *g3 = ct_reshape(gy, CT_SHAPE(g.n, st->cout, P));
     ct_tensor *per = g3 ? ct_sum_dim(g3, 2, false) : NULL;
     db = per ? ct_sum_dim(per, 0, false) : NULL;
-    rc = db ? ct_param_accumulate_grad(&m->own[1], db) : (int)ct_last_status();
+    rc = db ? cti_param_accumulate_grad(&m->own[1], db) : (int)ct_last_status();
     ct_free(g3), ct_free(per);
   }
   ct_free(gy), ct_free(wc), ct_free(gt), ct_free(cols), ct_free(dcols), ct_free(dw), ct_free(db);
@@ -257,7 +257,7 @@ static void conv_state_free(ct_module *m) {
   m->state = NULL;
 }
 
-static const ct_module_ops conv_ops = {
+static const cti_module_ops conv_ops = {
     .kind = "Conv2d",
     .forward = conv_forward,
     .backward = conv_backward,
@@ -283,7 +283,7 @@ ct_module *ct_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel_si
   }
   *st = (conv_state){.cin = in_channels, .cout = out_channels, .k = kernel_size,
                      .stride = stride, .pad = padding, .bias = bias};
-  ct_module *m = ct_module_new(&conv_ops, st);
+  ct_module *m = cti_module_new(&conv_ops, st);
   if (!m) {
     free(st);
     return NULL;
@@ -292,15 +292,15 @@ ct_module *ct_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel_si
   const ct_device cpu = ct_device_cpu();
   // weight first, then bias, as reset_parameters draws them
   ct_tensor *w = ct_empty(CT_SHAPE(out_channels, in_channels, kernel_size, kernel_size), CT_F32, cpu);
-  if (w && ct_nn_init_uniform(w, bound) != CT_OK) ct_free(w), w = NULL;
-  if (!w || !ct_module_register(m, "weight", w, false)) { // register takes w even when it fails
+  if (w && cti_nn_init_uniform(w, bound) != CT_OK) ct_free(w), w = NULL;
+  if (!w || !cti_module_register(m, "weight", w, false)) { // register takes w even when it fails
     ct_module_free(m);
     return NULL;
   }
   if (bias) {
     ct_tensor *b = ct_empty(CT_SHAPE(out_channels), CT_F32, cpu);
-    if (b && ct_nn_init_uniform(b, bound) != CT_OK) ct_free(b), b = NULL;
-    if (!b || !ct_module_register(m, "bias", b, false)) {
+    if (b && cti_nn_init_uniform(b, bound) != CT_OK) ct_free(b), b = NULL;
+    if (!b || !cti_module_register(m, "bias", b, false)) {
       ct_module_free(m);
       return NULL;
     }

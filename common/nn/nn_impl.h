@@ -2,7 +2,7 @@
 //
 // nn_impl: how a module kind plugs into nn.c (internal to the runtime).
 //
-// A module is a kind (ct_module_ops: forward, backward, ...) plus its own
+// A module is a kind (cti_module_ops: forward, backward, ...) plus its own
 // named tensors (parameters and buffers, in registration order) plus children
 // (Sequential). nn.c owns the generic parts: the tree, dotted names,
 // parameters()/state_dict order, .to(device), train/eval, zero_grad, loading
@@ -17,13 +17,13 @@
 
 #define CT_MODULE_MAX_TENSORS 8
 
-typedef struct ct_module_ops {
+typedef struct cti_module_ops {
   const char *kind; // "Linear", as print(model) shows it
   // Enters with x on the module's device; in training mode saves what
   // backward needs in m->state (replacing the last forward's).
   ct_tensor *(*forward)(ct_module *m, const ct_tensor *x);
   // Enters with dL/dy of the last training forward; accumulates parameter
-  // grads with ct_param_accumulate_grad; returns dL/dx.
+  // grads with cti_param_accumulate_grad; returns dL/dx.
   ct_tensor *(*backward)(ct_module *m, const ct_tensor *grad_output);
   // Optional: backward for a module whose input needs no gradient (the first
   // layer of a model): accumulates the parameter grads and skips dL/dx. When
@@ -38,10 +38,10 @@ typedef struct ct_module_ops {
   // be dropped instead.
   int (*state_to)(ct_module *m, ct_device device);
   void (*state_free)(ct_module *m); // frees m->state's contents and m->state
-} ct_module_ops;
+} cti_module_ops;
 
 struct ct_module {
-  const ct_module_ops *ops;
+  const cti_module_ops *ops;
   char name[32];        // the name in its parent ("0"); "" at the root
   ct_device device;
   bool training;
@@ -56,16 +56,16 @@ struct ct_module {
 };
 
 // A new module of `ops` on the CPU, in training mode, owning `state`.
-ct_module *ct_module_new(const ct_module_ops *ops, void *state);
+ct_module *cti_module_new(const cti_module_ops *ops, void *state);
 // Registers a named tensor (takes the reference `value`); returns it or NULL.
-ct_param *ct_module_register(ct_module *m, const char *name, ct_tensor *value, bool is_buffer);
-ct_param *ct_module_find(ct_module *m, const char *name); // own tensors only
+ct_param *cti_module_register(ct_module *m, const char *name, ct_tensor *value, bool is_buffer);
+ct_param *cti_module_find(ct_module *m, const char *name); // own tensors only
 // p->grad += g, creating p->grad (a copy of g) when NULL, as autograd
 // accumulates into .grad.
-int ct_param_accumulate_grad(ct_param *p, const ct_tensor *g);
+int cti_param_accumulate_grad(ct_param *p, const ct_tensor *g);
 // Fills t (CPU) with U(-bound, bound) from the CPU generator: torch.nn's
 // kaiming_uniform_(a=sqrt(5)) for weights and the bias rule both reduce to
 // bound = 1/sqrt(fan_in).
-int ct_nn_init_uniform(ct_tensor *t, double bound);
+int cti_nn_init_uniform(ct_tensor *t, double bound);
 
 #endif

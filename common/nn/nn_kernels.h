@@ -5,7 +5,7 @@
 //
 // The public functions (nn_act.c, nn_loss.c) check shapes, dtypes and
 // devices, make the operands contiguous, allocate the results and call the
-// entry of the tensors' backend (ct_backend_for(op, dev)->nn); an entry only
+// entry of the tensors' backend (cti_backend_for(op, dev)->nn); an entry only
 // runs the loop. Every pointer is
 // element 0 of a contiguous buffer on the entry's device; CUDA entries issue
 // their work on stream `s` and return once it is queued (except the
@@ -41,8 +41,8 @@ extern "C" {
 
 // The family's table: one signature on both devices. The CPU entries run at
 // once and ignore `s`; the CUDA entries queue on `s`. A backend reaches it as
-// ct_backend_for(op, dev)->nn.
-typedef struct ct_nn_kernels {
+// cti_backend_for(op, dev)->nn.
+typedef struct cti_nn_kernels {
   int (*relu_backward)(ct_dtype dt, int64_t n, const void *y, const void *g, void *out,
                        ct_stream *s);
   int (*dropout)(ct_dtype dt, int64_t n, const void *x, const float *u, double p, double scale,
@@ -50,10 +50,10 @@ typedef struct ct_nn_kernels {
   int (*cross_entropy)(ct_dtype dt, int64_t n, int64_t c, const void *logits,
                        const int64_t *target, void *loss, void *grad, double inv_n,
                        int64_t *bad_row, ct_stream *s);
-} ct_nn_kernels;
+} cti_nn_kernels;
 
-extern const ct_nn_kernels ct_cpu_nn_kernels;  // cpu_nn.c
-extern const ct_nn_kernels ct_cuda_nn_kernels; // kernels/nn.cu (CUDA builds only)
+extern const cti_nn_kernels cti_cpu_nn_kernels;  // cpu_nn.c
+extern const cti_nn_kernels cti_cuda_nn_kernels; // kernels/nn.cu (CUDA builds only)
 
 #ifdef __cplusplus
 }

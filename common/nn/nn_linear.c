@@ -27,8 +27,8 @@ typedef struct linear_state {
   ct_shape x_shape;  // its shape as given, for dx
 } linear_state;
 
-static ct_param *weight_of(ct_module *m) { return ct_module_find(m, "weight"); }
-static ct_param *bias_of(ct_module *m) { return ct_module_find(m, "bias"); }
+static ct_param *weight_of(ct_module *m) { return cti_module_find(m, "weight"); }
+static ct_param *bias_of(ct_module *m) { return cti_module_find(m, "bias"); }
 
 static ct_tensor *linear_forward(ct_module *m, const ct_tensor *x) {
   linear_state *st = m->state;
@@ -106,12 +106,12 @@ static int linear_grads(ct_module *m, const ct_tensor *g, ct_tensor **dx_out) {
     rc = ct_addmm_(pw->grad, gt, st->x, 1.0, 1.0);
   } else {
     ct_tensor *dw = ct_mm(gt, st->x);
-    rc = dw ? ct_param_accumulate_grad(pw, dw) : (int)ct_last_status();
+    rc = dw ? cti_param_accumulate_grad(pw, dw) : (int)ct_last_status();
     ct_free(dw);
   }
   if (!rc && pb) {
     ct_tensor *db = ct_sum_dim(g2, 0, false); // (out)
-    rc = db ? ct_param_accumulate_grad(pb, db) : (int)ct_last_status();
+    rc = db ? cti_param_accumulate_grad(pb, db) : (int)ct_last_status();
     ct_free(db);
   }
   ct_tensor *dx = NULL;
@@ -162,7 +162,7 @@ static void linear_state_free(ct_module *m) {
   m->state = NULL;
 }
 
-static const ct_module_ops linear_ops = {
+static const cti_module_ops linear_ops = {
     .kind = "Linear",
     .forward = linear_forward,
     .backward = linear_backward,
@@ -186,7 +186,7 @@ ct_module *ct_nn_linear(int64_t in_features, int64_t out_features, bool bias) {
   st->in = in_features;
   st->out = out_features;
   st->bias = bias;
-  ct_module *m = ct_module_new(&linear_ops, st);
+  ct_module *m = cti_module_new(&linear_ops, st);
   if (!m) {
     free(st);
     return NULL;
@@ -195,15 +195,15 @@ ct_module *ct_nn_linear(int64_t in_features, int64_t out_features, bool bias) {
   // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) on b, both bound 1/sqrt(in); W first.
   double bound = in_features > 0 ? 1.0 / sqrt((double)in_features) : 0.0;
   ct_tensor *w = ct_empty(CT_SHAPE(out_features, in_features), CT_F32, ct_device_cpu());
-  if (w && ct_nn_init_uniform(w, bound) != CT_OK) ct_free(w), w = NULL;
-  if (!w || !ct_module_register(m, "weight", w, false)) { // register takes w even when it fails
+  if (w && cti_nn_init_uniform(w, bound) != CT_OK) ct_free(w), w = NULL;
+  if (!w || !cti_module_register(m, "weight", w, false)) { // register takes w even when it fails
     ct_module_free(m);
     return NULL;
   }
   if (bias) {
     ct_tensor *b = ct_empty(CT_SHAPE(out_features), CT_F32, ct_device_cpu());
-    if (b && ct_nn_init_uniform(b, bound) != CT_OK) ct_free(b), b = NULL;
-    if (!b || !ct_module_register(m, "bias", b, false)) {
+    if (b && cti_nn_init_uniform(b, bound) != CT_OK) ct_free(b), b = NULL;
+    if (!b || !cti_module_register(m, "bias", b, false)) {
       ct_module_free(m);
       return NULL;
     }

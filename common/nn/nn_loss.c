@@ -95,7 +95,7 @@ ct_tensor *ct_cross_entropy_loss(const ct_tensor *logits, const ct_tensor *targe
     return NULL;
   }
   ct_device dev = ct_device_of(logits);
-  const ct_backend *be = ct_backend_for(op, dev);
+  const cti_backend *be = cti_backend_for(op, dev);
   if (!be) return NULL;
   int64_t n = ct_size(logits, 0), c = ct_size(logits, 1);
   ct_tensor *x = ct_contiguous(logits), *t = ct_contiguous(target);

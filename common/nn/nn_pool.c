@@ -24,7 +24,7 @@ typedef struct pool_state {
   int k, stride;
   ct_tensor *idx;     // (planes, Ho, Wo) int32 of the last training forward, or NULL
   ct_shape in_shape;  // its input's shape
-  ct_pool_geom g;
+  cti_pool_geom g;
 } pool_state;
 
 static void drop_saved(pool_state *st) {
@@ -49,10 +49,10 @@ static ct_tensor *pool_forward(ct_module *m, const ct_tensor *x_in) {
     return NULL;
   }
   const ct_device dev = ct_device_of(x_in);
-  const ct_backend *be = ct_backend_for("MaxPool2d", dev);
+  const cti_backend *be = cti_backend_for("MaxPool2d", dev);
   if (!be) return NULL;
   ct_shape s = ct_shape_of(x_in);
-  ct_pool_geom g = {.h = s.d[nd - 2], .w = s.d[nd - 1], .k = st->k, .stride = st->stride};
+  cti_pool_geom g = {.h = s.d[nd - 2], .w = s.d[nd - 1], .k = st->k, .stride = st->stride};
   g.planes = nd == 4 ? s.d[0] * s.d[1] : s.d[0];
   if (g.h < g.k || g.w < g.k) {
     ct_fail(CT_ERR_SHAPE,
@@ -102,7 +102,7 @@ static ct_tensor *pool_backward(ct_module *m, const ct_tensor *gy_in) {
     ct_fail(CT_ERR_DEVICE, "MaxPool2d: backward got a gradient on another device than its forward");
     return NULL;
   }
-  const ct_backend *be = ct_backend_for("MaxPool2d", dev);
+  const cti_backend *be = cti_backend_for("MaxPool2d", dev);
   if (!be) return NULL;
   ct_tensor *gy = ct_contiguous(gy_in);
   ct_tensor *dx = gy ? ct_empty(st->in_shape, dt, dev) : NULL;
@@ -137,7 +137,7 @@ static void pool_state_free(ct_module *m) {
   m->state = NULL;
 }
 
-static const ct_module_ops pool_ops = {
+static const cti_module_ops pool_ops = {
     .kind = "MaxPool2d",
     .forward = pool_forward,
     .backward = pool_backward,
@@ -160,7 +160,7 @@ ct_module *ct_nn_maxpool2d(int kernel_size, int stride) {
   }
   st->k = kernel_size;
   st->stride = stride == 0 ? kernel_size : stride;
-  ct_module *m = ct_module_new(&pool_ops, st);
+  ct_module *m = cti_module_new(&pool_ops, st);
   if (!m) free(st);
   return m;
 }

@@ -241,7 +241,7 @@ static int check_param(const ct_optimizer *opt, int i) {
                      ct_shape_str(ct_shape_of(s), sa, sizeof sa), ct_dtype_name(ct_dtype_of(s)),
                      ct_shape_str(ps, sb, sizeof sb), ct_dtype_name(dt));
   }
-  return ct_backend_for("ct_optimizer_step", pd) ? CT_OK : (int)ct_last_status();
+  return cti_backend_for("ct_optimizer_step", pd) ? CT_OK : (int)ct_last_status();
 }
 
 // Allocates what parameter i's state lacks (zeros, as torch.zeros_like; the
@@ -274,11 +274,11 @@ static int update(ct_optimizer *opt, int i) {
   int64_t n = ct_numel(p->value);
   void *pv = ct_data_ptr(p->value);
   const void *gv = ct_data_ptr(g);
-  const ct_backend *be = ct_backend_for("ct_optimizer_step", d); // sets the CUDA device
+  const cti_backend *be = cti_backend_for("ct_optimizer_step", d); // sets the CUDA device
   int rc = be ? CT_OK : (int)ct_last_status();
   if (rc == CT_OK && opt->kind == KIND_SGD) {
     const ct_sgd_options *o = &opt->sgd;
-    ct_sgd_step_args a = {.lr = o->lr, .momentum = o->momentum, .dampening = o->dampening,
+    cti_sgd_step_args a = {.lr = o->lr, .momentum = o->momentum, .dampening = o->dampening,
                           .weight_decay = o->weight_decay, .nesterov = o->nesterov,
                           .maximize = o->maximize, .init_buf = st->step == 0};
     void *bv = ptr_or_null(st->buf);
@@ -288,7 +288,7 @@ static int update(ct_optimizer *opt, int i) {
     // torch: step_t += 1; bias_correction = 1 - beta ** step (Python floats).
     double step = (double)(st->step + 1);
     double bc1 = 1.0 - pow(o->beta1, step), bc2 = 1.0 - pow(o->beta2, step);
-    ct_adam_step_args a = {.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+    cti_adam_step_args a = {.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
                            .weight_decay = o->weight_decay, .amsgrad = o->amsgrad,
                            .maximize = o->maximize, .decoupled = opt->kind == KIND_ADAMW,
                            .step_size = o->lr / bc1, .bias_correction2_sqrt = sqrt(bc2)};
@@ -337,7 +337,7 @@ int ct_optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
   return first;
 }
 
-ct_tensor *ct_optimizer_state_tensor(const ct_optimizer *opt, int i, const char *key) {
+ct_tensor *cti_optimizer_state_tensor(const ct_optimizer *opt, int i, const char *key) {
   if (!opt || i < 0 || i >= opt->n || !key) return NULL;
   const opt_slot *st = &opt->state[i];
   if (opt->kind == KIND_SGD) return strcmp(key, "momentum_buffer") ? NULL : st->buf;
@@ -347,7 +347,7 @@ ct_tensor *ct_optimizer_state_tensor(const ct_optimizer *opt, int i, const char 
   return NULL;
 }
 
-int64_t ct_optimizer_state_step(const ct_optimizer *opt, int i) {
+int64_t cti_optimizer_state_step(const ct_optimizer *opt, int i) {
   if (!opt || i < 0 || i >= opt->n) return 0;
   return opt->state[i].step;
 }
@@ -364,7 +364,7 @@ static int sumsq_to_host(const ct_tensor *g, double *out) {
   ct_tensor *c = ct_contiguous(g);
   if (!c) return ct_last_status();
   ct_device d = ct_device_of(c);
-  const ct_backend *be = ct_backend_for("ct_clip_grad_norm_", d);
+  const cti_backend *be = cti_backend_for("ct_clip_grad_norm_", d);
   // ws: [sum of squares (1) | the entry's workspace]
   ct_tensor *ws = be ? ct_empty(CT_SHAPE(be->optim->sum_squares_workspace() + 1), CT_F64, d) : NULL;
   int rc = ws ? CT_OK : (int)ct_last_status();
@@ -409,9 +409,9 @@ static int clip_host(ct_tensor **grads, int k, double max_norm, double *total_no
 // waits for the result.
 static int clip_one_device(ct_tensor **grads, int k, ct_device d, double max_norm,
                            double *total_norm) {
-  const ct_backend *be = ct_backend_for("ct_clip_grad_norm_", d);
+  const cti_backend *be = cti_backend_for("ct_clip_grad_norm_", d);
   if (!be) return ct_last_status();
-  const ct_optim_kernels *ok = be->optim;
+  const cti_optim_kernels *ok = be->optim;
   ct_stream *s = ct_current_stream(d);
   int64_t wn = ok->sum_squares_workspace();
   // ws: [sumsq of each grad (k) | total, coef (2) | partials (wn)]

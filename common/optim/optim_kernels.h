@@ -37,11 +37,11 @@ extern "C" {
 //     d = nesterov ? d + momentum * buf : buf
 //   p = p + (-lr) * d
 // buf may be NULL when momentum == 0.
-typedef struct ct_sgd_step_args {
+typedef struct cti_sgd_step_args {
   double lr, momentum, dampening, weight_decay;
   bool nesterov, maximize;
   bool init_buf; // this parameter's first step with momentum: buf := d (torch.clone(d_p))
-} ct_sgd_step_args;
+} cti_sgd_step_args;
 
 // torch.optim.Adam / AdamW's _single_tensor_adam(w), per element (step is
 // the parameter's step count after this step's increment; the scalars below
@@ -56,24 +56,24 @@ typedef struct ct_sgd_step_args {
 //   p = p + ((-step_size) * m) / denom
 // with step_size = lr / (1 - beta1^step), bias_correction2_sqrt =
 // sqrt(1 - beta2^step). max_exp_avg_sq may be NULL unless amsgrad.
-typedef struct ct_adam_step_args {
+typedef struct cti_adam_step_args {
   double lr, beta1, beta2, eps, weight_decay;
   bool amsgrad, maximize;
   bool decoupled; // AdamW's decoupled weight decay
   double step_size, bias_correction2_sqrt;
-} ct_adam_step_args;
+} cti_adam_step_args;
 
 // The family's table: one signature on both devices. The CPU entries run at
 // once and ignore `s`; the CUDA entries queue on `s` and never wait. A
-// backend reaches it as ct_backend_for(op, dev)->optim. Scalars the entries
+// backend reaches it as cti_backend_for(op, dev)->optim. Scalars the entries
 // exchange (sums of squares, the clip coefficient) live in memory of the
 // entry's device, so clip_grad_norm_ on one device never waits for it.
-typedef struct ct_optim_kernels {
+typedef struct cti_optim_kernels {
   // The same updates as one loop (one kernel) each.
   int (*sgd_step)(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
-                  const ct_sgd_step_args *a, ct_stream *s);
+                  const cti_sgd_step_args *a, ct_stream *s);
   int (*adam_step)(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
-                   void *exp_avg_sq, void *max_exp_avg_sq, const ct_adam_step_args *a,
+                   void *exp_avg_sq, void *max_exp_avg_sq, const cti_adam_step_args *a,
                    ct_stream *s);
   // Number of doubles of workspace sum_squares needs (0 on the CPU).
   int64_t (*sum_squares_workspace)(void);
@@ -89,19 +89,19 @@ typedef struct ct_optim_kernels {
   int (*clip_coef)(int64_t n, const double *sumsq, double max_norm, double *out, ct_stream *s);
   // x *= (dtype) *coef unless *coef >= 1 (coef read where the loop runs).
   int (*scale_by)(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stream *s);
-} ct_optim_kernels;
+} cti_optim_kernels;
 
-extern const ct_optim_kernels ct_cpu_optim_kernels;  // cpu_optim.c
-extern const ct_optim_kernels ct_cuda_optim_kernels; // kernels/optim.cu (CUDA builds only)
+extern const cti_optim_kernels cti_cpu_optim_kernels;  // cpu_optim.c
+extern const cti_optim_kernels cti_cuda_optim_kernels; // kernels/optim.cu (CUDA builds only)
 
 // ---- optimizer state, for tests and checkpoints (internal) ----------------------------
 // The state tensor `key` of parameter i as torch names it in
 // optimizer.state[p]: "momentum_buffer" (SGD), "exp_avg", "exp_avg_sq",
 // "max_exp_avg_sq" (Adam/AdamW); NULL while it does not exist yet (before the
 // parameter's first step) or for an unknown key. Borrowed: do not free.
-ct_tensor *ct_optimizer_state_tensor(const ct_optimizer *opt, int i, const char *key);
+ct_tensor *cti_optimizer_state_tensor(const ct_optimizer *opt, int i, const char *key);
 // state[p]["step"]: how many steps parameter i has taken (0 before its first).
-int64_t ct_optimizer_state_step(const ct_optimizer *opt, int i);
+int64_t cti_optimizer_state_step(const ct_optimizer *opt, int i);
 
 #ifdef __cplusplus
 }

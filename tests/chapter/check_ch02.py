@@ -16,8 +16,8 @@ What is checked against what (never against numbers pasted from a run):
   struct module): every one must be a float32, and come back unchanged; the
   printed tensors must show the same values; 0.1 narrowed to float32 and
   back must be numpy's float32(0.1);
-- the mixed-device error: on the GPU the exact message PyTorch's wording
-  gives for the device the chapter ran on; on the CPU, the absent device's
+- the mixed-device error: on the GPU ct's own message (shorter than
+  PyTorch's, which the chapter quotes beside it) for the device it ran on; on the CPU, the absent device's
   error with CUDA's reason;
 - the bandwidth table: the sizes are 4 KiB x 4^k up to the limit (computed
   here), every value positive and finite, the printed table equal to the
@@ -274,7 +274,7 @@ def cmd_gpu(ch02, metrics, have_cuda):
            "x.to(cuda) must be a new tensor on the GPU")
     expect(m.get("cuda_get_device") == index, f"x.cuda().get_device()={m.get('cuda_get_device')!r}")
 
-    # The mixed-device error, in PyTorch's words, for this device.
+    # The mixed-device error, ct's wording, for this device.
     st, msg = check_caught_line(r, "mixed_devices", m, "mixed_error")
     want = f"ct_add: expected all tensors to be on the same device, but found {dev} and cpu"
     expect(st == "CT_ERR_DEVICE" and msg == want, f"a + b across devices: {st}: {msg!r}, expected CT_ERR_DEVICE: {want!r}")

@@ -5,7 +5,7 @@
 //
 // Invariant checked: every grid-stride loop of the CUDA backend computes, for
 // each index, what the CPU backend computes. The bodies are the very
-// functors the kernels run (kernels/*.cuh); ct_host_exec calls them for i =
+// functors the kernels run (kernels/*.cuh); cti_host_exec calls them for i =
 // 0 .. n-1 on this thread instead of launching them, through the same
 // launchers (dtype dispatch, hyperparameters rounded to the dtype, int32 or
 // int64 indexing). Each result is compared with the CPU backend's
@@ -36,7 +36,7 @@ extern "C" { // testutil and cmocka are C
 #include "testutil.h"
 }
 
-static const ct_host_exec host{};
+static const cti_host_exec host{};
 
 // ---- buffers ----------------------------------------------------------------------------------
 // n values of float type T, uniform in [lo, hi), from the test's seeded generator.
@@ -77,8 +77,8 @@ static void assert_same(const T *cpu, const T *cuda, int64_t n, const char *what
 static void check_iter(int ndim, const int64_t *shape, const int64_t *so, const int64_t *sa,
                        const int64_t *sb, const char *what) {
   const int64_t *strides[3] = {so, sa, sb};
-  ct_iter it;
-  ct_iter_build(&it, ndim, shape, 3, strides);
+  cti_iter it;
+  cti_iter_build(&it, ndim, shape, 3, strides);
   int64_t span[3] = {1, 1, 1};
   for (int k = 0; k < 3; ++k)
     for (int d = 0; d < ndim; ++d) span[k] += (shape[d] - 1) * strides[k][d];
@@ -88,10 +88,10 @@ static void check_iter(int ndim, const int64_t *shape, const int64_t *so, const 
   for (int64_t j = 0; j < span[2]; ++j) b[j] = (double)j * 1048576.0;
   double *out_cpu = (double *)poisoned((size_t)span[0] * sizeof(double));
   double *out_cuda = (double *)poisoned((size_t)span[0] * sizeof(double));
-  TU_OK(ct_cpu_backend.binary(CT_OP_ADD, CT_F64, &it, out_cpu, a, b, NULL));
+  TU_OK(cti_cpu_backend.binary(CT_OP_ADD, CT_F64, &it, out_cpu, a, b, NULL));
   for (int64_t i = 0; i < it.numel; ++i) {
     int64_t off[3];
-    ct_elementwise_offsets<3>(it, i, off);
+    cti_elementwise_offsets<3>(it, i, off);
     out_cuda[off[0]] = a[off[1]] + b[off[2]];
   }
   assert_same(out_cpu, out_cuda, span[0], what);
@@ -120,38 +120,38 @@ static void test_elementwise_offsets(void **state) {
 }
 
 // ---- im2col / col2im / permute -----------------------------------------------------------------
-static ct_conv_geom conv_geom(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t s,
+static cti_conv_geom conv_geom(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t s,
                               int64_t p) {
-  ct_conv_geom g = {n, c, h, w, k, s, p, 0, 0};
+  cti_conv_geom g = {n, c, h, w, k, s, p, 0, 0};
   g.ho = (h + 2 * p - k) / s + 1;
   g.wo = (w + 2 * p - k) / s + 1;
   return g;
 }
 
-template <class T> static void check_conv(const ct_conv_geom &g, ct_dtype dt) {
+template <class T> static void check_conv(const cti_conv_geom &g, ct_dtype dt) {
   const int64_t nx = g.n * g.c * g.h * g.w, ncols = g.c * g.k * g.k * g.n * g.ho * g.wo;
   T *x = rand_buf<T>(nx, -2, 2), *dcols = rand_buf<T>(ncols, -2, 2);
   T *c_cpu = (T *)poisoned(ncols * sizeof(T)), *c_cuda = (T *)poisoned(ncols * sizeof(T));
   T *c_cuda64 = (T *)poisoned(ncols * sizeof(T));
-  TU_OK(ct_cpu_conv_kernels.im2col(dt, &g, x, c_cpu, NULL));
-  TU_OK(ct_im2col_run(host, dt, &g, x, c_cuda));
+  TU_OK(cti_cpu_conv_kernels.im2col(dt, &g, x, c_cpu, NULL));
+  TU_OK(cti_im2col_run(host, dt, &g, x, c_cuda));
   // the int64 path, taken by the kernels past 2^30 elements
-  TU_OK(host.run(g.c * g.n * g.ho * g.wo, ct_conv_op<ct_im2col_op, T, int64_t>(&g, x, c_cuda64)));
+  TU_OK(host.run(g.c * g.n * g.ho * g.wo, cti_conv_op<cti_im2col_op, T, int64_t>(&g, x, c_cuda64)));
   assert_same(c_cpu, c_cuda, ncols, "im2col");
   assert_same(c_cpu, c_cuda64, ncols, "im2col (int64 indices)");
 
   T *dx_cpu = (T *)poisoned(nx * sizeof(T)), *dx_cuda = (T *)poisoned(nx * sizeof(T));
   T *dx_cuda64 = (T *)poisoned(nx * sizeof(T));
-  TU_OK(ct_cpu_conv_kernels.col2im(dt, &g, dcols, dx_cpu, NULL));
-  TU_OK(ct_col2im_run(host, dt, &g, dcols, dx_cuda));
-  TU_OK(host.run(nx, ct_conv_op<ct_col2im_op, T, int64_t>(&g, dcols, dx_cuda64)));
+  TU_OK(cti_cpu_conv_kernels.col2im(dt, &g, dcols, dx_cpu, NULL));
+  TU_OK(cti_col2im_run(host, dt, &g, dcols, dx_cuda));
+  TU_OK(host.run(nx, cti_conv_op<cti_col2im_op, T, int64_t>(&g, dcols, dx_cuda64)));
   assert_same(dx_cpu, dx_cuda, nx, "col2im");
   assert_same(dx_cpu, dx_cuda64, nx, "col2im (int64 indices)");
 
   // (N, C, P) -> (C, N, P) of x viewed with P = H*W
   T *p_cpu = (T *)poisoned(nx * sizeof(T)), *p_cuda = (T *)poisoned(nx * sizeof(T));
-  TU_OK(ct_cpu_conv_kernels.cnhw_from_nchw(dt, g.n, g.c, g.h * g.w, x, p_cpu, NULL));
-  TU_OK(ct_cnhw_run(host, dt, g.n, g.c, g.h * g.w, x, p_cuda));
+  TU_OK(cti_cpu_conv_kernels.cnhw_from_nchw(dt, g.n, g.c, g.h * g.w, x, p_cpu, NULL));
+  TU_OK(cti_cnhw_run(host, dt, g.n, g.c, g.h * g.w, x, p_cuda));
   assert_same(p_cpu, p_cuda, nx, "cnhw_from_nchw");
   free(x), free(dcols), free(c_cpu), free(c_cuda), free(c_cuda64);
   free(dx_cpu), free(dx_cuda), free(dx_cuda64), free(p_cpu), free(p_cuda);
@@ -159,9 +159,9 @@ template <class T> static void check_conv(const ct_conv_geom &g, ct_dtype dt) {
 
 static void test_im2col_col2im(void **state) {
   (void)state;
-  const ct_conv_geom gs[] = {conv_geom(2, 3, 7, 6, 3, 2, 1), conv_geom(3, 2, 5, 5, 3, 1, 1),
+  const cti_conv_geom gs[] = {conv_geom(2, 3, 7, 6, 3, 2, 1), conv_geom(3, 2, 5, 5, 3, 1, 1),
                              conv_geom(2, 4, 8, 9, 2, 2, 0), conv_geom(1, 1, 4, 4, 4, 1, 2)};
-  for (const ct_conv_geom &g : gs) {
+  for (const cti_conv_geom &g : gs) {
     check_conv<float>(g, CT_F32);
     check_conv<double>(g, CT_F64);
   }
@@ -170,22 +170,22 @@ static void test_im2col_col2im(void **state) {
 // ---- max pooling -------------------------------------------------------------------------------
 template <class T> static void check_pool(int64_t planes, int64_t h, int64_t w, int64_t k, int64_t s,
                                           ct_dtype dt) {
-  ct_pool_geom g = {planes, h, w, k, s, (h - k) / s + 1, (w - k) / s + 1};
+  cti_pool_geom g = {planes, h, w, k, s, (h - k) / s + 1, (w - k) / s + 1};
   const int64_t nx = planes * h * w, ny = planes * g.ho * g.wo;
   T *x = rand_buf<T>(nx, -1, 1);
   for (int64_t i = 0; i < nx; i += 5) x[i] = x[i / 2]; // ties inside and across windows
   x[nx / 3] = (T)NAN;                                  // a NaN wins its windows
   T *y_cpu = (T *)poisoned(ny * sizeof(T)), *y_cuda = (T *)poisoned(ny * sizeof(T));
   int32_t *i_cpu = (int32_t *)poisoned(ny * 4), *i_cuda = (int32_t *)poisoned(ny * 4);
-  TU_OK(ct_cpu_conv_kernels.maxpool_forward(dt, &g, x, y_cpu, i_cpu, NULL));
-  TU_OK(ct_maxpool_forward_run(host, dt, &g, x, y_cuda, i_cuda));
+  TU_OK(cti_cpu_conv_kernels.maxpool_forward(dt, &g, x, y_cpu, i_cpu, NULL));
+  TU_OK(cti_maxpool_forward_run(host, dt, &g, x, y_cuda, i_cuda));
   assert_same(y_cpu, y_cuda, ny, "maxpool forward");
   assert_same(i_cpu, i_cuda, ny, "maxpool forward indices");
 
   T *dy = rand_buf<T>(ny, -1, 1);
   T *dx_cpu = (T *)poisoned(nx * sizeof(T)), *dx_cuda = (T *)poisoned(nx * sizeof(T));
-  TU_OK(ct_cpu_conv_kernels.maxpool_backward(dt, &g, dy, i_cpu, dx_cpu, NULL));
-  TU_OK(ct_maxpool_backward_run(host, dt, &g, dy, i_cpu, dx_cuda));
+  TU_OK(cti_cpu_conv_kernels.maxpool_backward(dt, &g, dy, i_cpu, dx_cpu, NULL));
+  TU_OK(cti_maxpool_backward_run(host, dt, &g, dy, i_cpu, dx_cuda));
   assert_same(dx_cpu, dx_cuda, nx, "maxpool backward");
   free(x), free(y_cpu), free(y_cuda), free(i_cpu), free(i_cuda), free(dy), free(dx_cpu), free(dx_cuda);
 }
@@ -204,11 +204,11 @@ template <class T> static void check_bn(int64_t n, int64_t c, int64_t p, ct_dtyp
   T *x = rand_buf<T>(nx, -3, 3), *mean = rand_buf<T>(c, -1, 1), *invstd = rand_buf<T>(c, 0.5, 2);
   T *var = rand_buf<T>(c, 0.1, 3), *gamma = rand_buf<T>(c, -2, 2), *beta = rand_buf<T>(c, -1, 1);
   T *y_cpu = (T *)poisoned(nx * sizeof(T)), *y_cuda = (T *)poisoned(nx * sizeof(T));
-  TU_OK(ct_cpu_conv_kernels.bn_apply(dt, n, c, p, x, mean, invstd, gamma, beta, y_cpu, NULL));
-  TU_OK(ct_bn_affine_run(host, dt, n, c, p, x, mean, invstd, false, 0.0, gamma, beta, y_cuda));
+  TU_OK(cti_cpu_conv_kernels.bn_apply(dt, n, c, p, x, mean, invstd, gamma, beta, y_cpu, NULL));
+  TU_OK(cti_bn_affine_run(host, dt, n, c, p, x, mean, invstd, false, 0.0, gamma, beta, y_cuda));
   assert_same(y_cpu, y_cuda, nx, "batch norm apply (train)");
-  TU_OK(ct_cpu_conv_kernels.bn_eval(dt, n, c, p, x, mean, var, 1e-5, gamma, beta, y_cpu, NULL));
-  TU_OK(ct_bn_affine_run(host, dt, n, c, p, x, mean, var, true, 1e-5, gamma, beta, y_cuda));
+  TU_OK(cti_cpu_conv_kernels.bn_eval(dt, n, c, p, x, mean, var, 1e-5, gamma, beta, y_cpu, NULL));
+  TU_OK(cti_bn_affine_run(host, dt, n, c, p, x, mean, var, true, 1e-5, gamma, beta, y_cuda));
   assert_same(y_cpu, y_cuda, nx, "batch norm eval");
   free(x), free(mean), free(invstd), free(var), free(gamma), free(beta), free(y_cpu), free(y_cuda);
 }
@@ -223,15 +223,15 @@ static void test_bn_affine(void **state) {
 // ---- optimizer updates -------------------------------------------------------------------------
 // Three steps of each configuration on both sides from the same state; the
 // parameter and every state buffer must stay bit-identical.
-template <class T> static void check_sgd(ct_dtype dt, ct_sgd_step_args a) {
+template <class T> static void check_sgd(ct_dtype dt, cti_sgd_step_args a) {
   const int64_t n = 301;
   T *p = rand_buf<T>(n, -1, 1), *buf = rand_buf<T>(n, -1, 1);
   T *p2 = (T *)dup_buf(p, n * sizeof(T)), *buf2 = (T *)dup_buf(buf, n * sizeof(T));
   for (int step = 0; step < 3; ++step) {
     T *g = rand_buf<T>(n, -1, 1);
     a.init_buf = step == 0;
-    TU_OK(ct_cpu_optim_kernels.sgd_step(dt, n, p, g, buf, &a, NULL));
-    TU_OK(ct_sgd_step_run(host, dt, n, p2, g, buf2, &a));
+    TU_OK(cti_cpu_optim_kernels.sgd_step(dt, n, p, g, buf, &a, NULL));
+    TU_OK(cti_sgd_step_run(host, dt, n, p2, g, buf2, &a));
     assert_same(p, p2, n, "SGD param");
     assert_same(buf, buf2, n, "SGD momentum_buffer");
     free(g);
@@ -239,7 +239,7 @@ template <class T> static void check_sgd(ct_dtype dt, ct_sgd_step_args a) {
   free(p), free(buf), free(p2), free(buf2);
 }
 
-template <class T> static void check_adam(ct_dtype dt, ct_adam_step_args a) {
+template <class T> static void check_adam(ct_dtype dt, cti_adam_step_args a) {
   const int64_t n = 257;
   T *p = rand_buf<T>(n, -1, 1), *m = rand_buf<T>(n, -0.1, 0.1), *v = rand_buf<T>(n, 0, 0.01);
   T *vm = rand_buf<T>(n, 0, 0.01);
@@ -249,8 +249,8 @@ template <class T> static void check_adam(ct_dtype dt, ct_adam_step_args a) {
     T *g = rand_buf<T>(n, -1, 1);
     a.step_size = a.lr / (1.0 - pow(a.beta1, step));
     a.bias_correction2_sqrt = sqrt(1.0 - pow(a.beta2, step));
-    TU_OK(ct_cpu_optim_kernels.adam_step(dt, n, p, g, m, v, vm, &a, NULL));
-    TU_OK(ct_adam_step_run(host, dt, n, p2, g, m2, v2, vm2, &a));
+    TU_OK(cti_cpu_optim_kernels.adam_step(dt, n, p, g, m, v, vm, &a, NULL));
+    TU_OK(cti_adam_step_run(host, dt, n, p2, g, m2, v2, vm2, &a));
     assert_same(p, p2, n, "Adam param");
     assert_same(m, m2, n, "Adam exp_avg");
     assert_same(v, v2, n, "Adam exp_avg_sq");
@@ -262,10 +262,10 @@ template <class T> static void check_adam(ct_dtype dt, ct_adam_step_args a) {
 
 static void test_sgd(void **state) {
   (void)state;
-  ct_sgd_step_args plain = {0.1, 0.0, 0.0, 0.0, false, false, false};
-  ct_sgd_step_args mom = {0.05, 0.9, 0.1, 1e-3, false, false, false};
-  ct_sgd_step_args nest = {0.03, 0.8, 0.0, 5e-4, true, true, false};
-  for (const ct_sgd_step_args &a : {plain, mom, nest}) {
+  cti_sgd_step_args plain = {0.1, 0.0, 0.0, 0.0, false, false, false};
+  cti_sgd_step_args mom = {0.05, 0.9, 0.1, 1e-3, false, false, false};
+  cti_sgd_step_args nest = {0.03, 0.8, 0.0, 5e-4, true, true, false};
+  for (const cti_sgd_step_args &a : {plain, mom, nest}) {
     check_sgd<float>(CT_F32, a);
     check_sgd<double>(CT_F64, a);
   }
@@ -274,11 +274,11 @@ static void test_sgd(void **state) {
 static void test_adam_adamw(void **state) {
   (void)state;
   //                       lr     beta1 beta2  eps   wd    amsgrad maximize decoupled
-  ct_adam_step_args adam = {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false, false, 0, 0};
-  ct_adam_step_args adam_wd = {3e-3, 0.85, 0.99, 1e-6, 1e-2, true, true, false, 0, 0};
-  ct_adam_step_args adamw = {1e-3, 0.9, 0.999, 1e-8, 1e-2, false, false, true, 0, 0};
-  ct_adam_step_args adamw_ams = {2e-3, 0.8, 0.95, 1e-7, 0.1, true, false, true, 0, 0};
-  for (const ct_adam_step_args &a : {adam, adam_wd, adamw, adamw_ams}) {
+  cti_adam_step_args adam = {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false, false, 0, 0};
+  cti_adam_step_args adam_wd = {3e-3, 0.85, 0.99, 1e-6, 1e-2, true, true, false, 0, 0};
+  cti_adam_step_args adamw = {1e-3, 0.9, 0.999, 1e-8, 1e-2, false, false, true, 0, 0};
+  cti_adam_step_args adamw_ams = {2e-3, 0.8, 0.95, 1e-7, 0.1, true, false, true, 0, 0};
+  for (const cti_adam_step_args &a : {adam, adam_wd, adamw, adamw_ams}) {
     check_adam<float>(CT_F32, a);
     check_adam<double>(CT_F64, a);
   }
@@ -287,8 +287,8 @@ static void test_adam_adamw(void **state) {
 template <class T> static void check_scale(ct_dtype dt, double coef) {
   const int64_t n = 123;
   T *x = rand_buf<T>(n, -5, 5), *x2 = (T *)dup_buf(x, n * sizeof(T));
-  TU_OK(ct_cpu_optim_kernels.scale_by(dt, n, x, &coef, NULL));
-  TU_OK(ct_scale_by_run(host, dt, n, x2, &coef));
+  TU_OK(cti_cpu_optim_kernels.scale_by(dt, n, x, &coef, NULL));
+  TU_OK(cti_scale_by_run(host, dt, n, x2, &coef));
   assert_same(x, x2, n, "clip_grad_norm_ scaling");
   free(x), free(x2);
 }
@@ -307,7 +307,7 @@ template <ct_dtype D> static ct_T<D> *rand_dt(int64_t n, double lo, double hi) {
   double *d = (double *)malloc((size_t)n * sizeof *d);
   tu_fill_uniform(d, n, lo, hi);
   ct_T<D> *t = (ct_T<D> *)malloc((size_t)n * sizeof(ct_T<D>));
-  for (int64_t i = 0; i < n; ++i) t[i] = ct_convert<D>(d[i]);
+  for (int64_t i = 0; i < n; ++i) t[i] = cti_convert<D>(d[i]);
   free(d);
   return t;
 }
@@ -316,18 +316,18 @@ template <ct_dtype D> static void check_nn(double p) {
   using T = ct_T<D>;
   const int64_t n = 517;
   T *x = rand_dt<D>(n, -3, 3), *g = rand_dt<D>(n, -1, 1);
-  x[7] = ct_convert<D>(0.0); // ReLU's boundary
+  x[7] = cti_convert<D>(0.0); // ReLU's boundary
   float *u = rand_buf<float>(n, 0, 1);
   u[3] = (float)p; // u == p keeps
   const double scale = 1.0 / (1.0 - p);
   T *y1 = (T *)poisoned(n * sizeof(T)), *y2 = (T *)poisoned(n * sizeof(T));
   T *m1 = (T *)poisoned(n * sizeof(T)), *m2 = (T *)poisoned(n * sizeof(T));
-  TU_OK(ct_cpu_nn_kernels.dropout(D, n, x, u, p, scale, y1, m1, NULL));
-  TU_OK(ct_dropout_run(host, D, n, x, u, p, scale, y2, m2));
+  TU_OK(cti_cpu_nn_kernels.dropout(D, n, x, u, p, scale, y1, m1, NULL));
+  TU_OK(cti_dropout_run(host, D, n, x, u, p, scale, y2, m2));
   if (memcmp(y1, y2, n * sizeof(T)) || memcmp(m1, m2, n * sizeof(T)))
     fail_msg("dropout (%s, p = %g): the CUDA body differs from the CPU", ct_dtype_name(D), p);
-  TU_OK(ct_cpu_nn_kernels.relu_backward(D, n, x, g, y1, NULL));
-  TU_OK(ct_relu_backward_run(host, D, n, x, g, y2));
+  TU_OK(cti_cpu_nn_kernels.relu_backward(D, n, x, g, y1, NULL));
+  TU_OK(cti_relu_backward_run(host, D, n, x, g, y2));
   if (memcmp(y1, y2, n * sizeof(T)))
     fail_msg("ReLU backward (%s): the CUDA body differs from the CPU", ct_dtype_name(D));
   free(x), free(g), free(u), free(y1), free(y2), free(m1), free(m2);

@@ -19,14 +19,14 @@
 //    to every dtype;
 //  - Philox (philox.cuh): Random123's published known answers, the CPU's
 //    ct_philox4x32_10 bit for bit, and the per-counter element writer
-//    ct_random_counter equal bit for bit to the CPU backend's rand/randn for
+//    cti_random_counter equal bit for bit to the CPU backend's rand/randn for
 //    several seeds, offsets (one crossing 2^32, one wrapping 2^64), lengths
 //    and all four floating dtypes;
 //  - reducers (reduce.cuh): combine is commutative and associative over
 //    every triple of a set of States with ties, -0/+0, infinities and NaNs;
 //    max keeps the first maximum and the first NaN, whatever the order (left
 //    fold, right fold, the kernels' chunked, strided and tree orders, random
-//    orders), as a plain scan and the CPU backend's ct_cpu_reduce do; the int64
+//    orders), as a plain scan and the CPU backend's cti_cpu_reduce do; the int64
 //    sum wraps;
 //  - chunk plans (reduce.cuh): for a grid of shapes, the chunks cover [0, r)
 //    exactly, in order, without overlap or an empty chunk, within the limits.
@@ -125,7 +125,7 @@ static void cpu_cast(const void *src, ct_dtype from, int64_t n, ct_dtype to, voi
   TU_CHECK(x);
   ct_tensor *y = ct_to_dtype(x, to);
   TU_CHECK(y);
-  memcpy(out, ct_data_ptr(y), (size_t)n * ct_cpu_elsize(to));
+  memcpy(out, ct_data_ptr(y), (size_t)n * cti_cpu_elsize(to));
   ct_free(y);
   ct_free(x);
 }
@@ -141,12 +141,12 @@ static bool is_nan_bits(ct_dtype dt, const void *p) {
   }
 }
 
-// Element i of `dev` (written by ct_cast / ct_convert) against the CPU's:
+// Element i of `dev` (written by cti_cast / cti_convert) against the CPU's:
 // the same bytes, or both NaN (a NaN's sign and payload are not promised:
 // the CPU keeps them, CUDA's conversions give the canonical NaN).
 static void assert_same_elem(ct_dtype to, const unsigned char *cpu, const unsigned char *dev, int64_t i,
                              const char *what, double in) {
-  const size_t es = ct_cpu_elsize(to);
+  const size_t es = cti_cpu_elsize(to);
   const unsigned char *a = cpu + (size_t)i * es, *b = dev + (size_t)i * es;
   if (is_nan_bits(to, a) && is_nan_bits(to, b)) return;
   if (memcmp(a, b, es) != 0)
@@ -154,13 +154,13 @@ static void assert_same_elem(ct_dtype to, const unsigned char *cpu, const unsign
              in, ct_load_f64(a, to), ct_load_f64(b, to));
 }
 
-// ct_cast<To, From> of every element of src (storage of From), into out.
+// cti_cast<To, From> of every element of src (storage of From), into out.
 template <ct_dtype From> struct CastAll {
   const ct_T<From> *src;
   int64_t n;
   void *out;
   template <ct_dtype To> int operator()() const {
-    for (int64_t i = 0; i < n; ++i) static_cast<ct_T<To> *>(out)[i] = ct_cast<To, From>(src[i]);
+    for (int64_t i = 0; i < n; ++i) static_cast<ct_T<To> *>(out)[i] = cti_cast<To, From>(src[i]);
     return 0;
   }
 };
@@ -171,9 +171,9 @@ template <ct_dtype From> static void check_casts_to_all(const ct_T<From> *src, i
   for (int to = 0; to < CT_NUM_DTYPES; ++to) {
     cpu_cast(src, From, n, (ct_dtype)to, cpu.data());
     memset(dev.data(), 0xa5, dev.size());
-    ct_dispatch_dtype((ct_dtype)to, CastAll<From>{src, n, dev.data()});
+    cti_dispatch_dtype((ct_dtype)to, CastAll<From>{src, n, dev.data()});
     for (int64_t i = 0; i < n; ++i)
-      assert_same_elem((ct_dtype)to, cpu.data(), dev.data(), i, what, (double)ct_load<From>(src[i]));
+      assert_same_elem((ct_dtype)to, cpu.data(), dev.data(), i, what, (double)cti_load<From>(src[i]));
   }
 }
 
@@ -185,10 +185,10 @@ static void test_f16_all_patterns(void **state) {
     const __half h = half_of((uint16_t)u);
     all[u] = h;
     const double v = spec_f16((uint16_t)u);
-    const float f = ct_load<CT_F16>(h);
+    const float f = cti_load<CT_F16>(h);
     assert_value(v, f, "float16 -> float32", u);
-    assert_value(v, ct_cpu_f16_to_f32((uint16_t)u), "cpu float16 -> float32", u);
-    const uint16_t back = bits_of(ct_convert<CT_F16>(f)); // and back
+    assert_value(v, cti_cpu_f16_to_f32((uint16_t)u), "cpu float16 -> float32", u);
+    const uint16_t back = bits_of(cti_convert<CT_F16>(f)); // and back
     if (v == v ? back != u : (back & 0x7c00) != 0x7c00 || !(back & 0x3ff))
       fail_msg("float16 0x%04x -> float32 -> float16 gives 0x%04x", u, back);
   }
@@ -202,10 +202,10 @@ static void test_bf16_all_patterns(void **state) {
     const __nv_bfloat16 h = bf16_of((uint16_t)u);
     all[u] = h;
     const double v = spec_bf16((uint16_t)u);
-    const float f = ct_load<CT_BF16>(h);
+    const float f = cti_load<CT_BF16>(h);
     assert_value(v, f, "bfloat16 -> float32", u);
-    assert_value(v, ct_cpu_bf16_to_f32((uint16_t)u), "cpu bfloat16 -> float32", u);
-    const uint16_t back = bits_of(ct_convert<CT_BF16>(f));
+    assert_value(v, cti_cpu_bf16_to_f32((uint16_t)u), "cpu bfloat16 -> float32", u);
+    const uint16_t back = bits_of(cti_convert<CT_BF16>(f));
     if (v == v ? back != u : (back & 0x7f80) != 0x7f80 || !(back & 0x7f))
       fail_msg("bfloat16 0x%04x -> float32 -> bfloat16 gives 0x%04x", u, back);
   }
@@ -216,13 +216,13 @@ static void test_bf16_all_patterns(void **state) {
 // x rounded by kernel_util.cuh and by the CPU, against the spelled-out rule.
 static void check_round_f16(float x, const char *what) {
   const double want = spec_round_f16(x);
-  const uint16_t dev = bits_of(ct_convert<CT_F16>(x)), cpu = ct_cpu_f32_to_f16(x);
+  const uint16_t dev = bits_of(cti_convert<CT_F16>(x)), cpu = cti_cpu_f32_to_f16(x);
   assert_value(want, (float)spec_f16(dev), what, fbits(x));
   assert_value(want, (float)spec_f16(cpu), what, fbits(x));
 }
 static void check_round_bf16(float x, const char *what) {
   const double want = spec_round_bf16(x);
-  const uint16_t dev = bits_of(ct_convert<CT_BF16>(x)), cpu = ct_cpu_f32_to_bf16(x);
+  const uint16_t dev = bits_of(cti_convert<CT_BF16>(x)), cpu = cti_cpu_f32_to_bf16(x);
   assert_value(want, (float)spec_bf16(dev), what, fbits(x));
   assert_value(want, (float)spec_bf16(cpu), what, fbits(x));
 }
@@ -240,9 +240,9 @@ static void test_narrowing_rounds_to_even(void **state) {
       const float m = sgn ? -mid : mid;
       const uint16_t s = sgn ? 0x8000 : 0;
       const uint16_t even = (uint16_t)(s | ((u & 1) ? u + 1 : u)); // 0x7c00 (inf) past the largest
-      if (bits_of(ct_convert<CT_F16>(m)) != even || ct_cpu_f32_to_f16(m) != even)
+      if (bits_of(cti_convert<CT_F16>(m)) != even || cti_cpu_f32_to_f16(m) != even)
         fail_msg("float16: the midpoint %.9g gives 0x%04x (cpu 0x%04x), expected 0x%04x", (double)m,
-                 bits_of(ct_convert<CT_F16>(m)), ct_cpu_f32_to_f16(m), even);
+                 bits_of(cti_convert<CT_F16>(m)), cti_cpu_f32_to_f16(m), even);
       check_round_f16(m, "float16 midpoint");
       check_round_f16(nextafterf(m, 0.0f), "float16 below a midpoint");
       check_round_f16(nextafterf(m, sgn ? -INFINITY : INFINITY), "float16 above a midpoint");
@@ -255,9 +255,9 @@ static void test_narrowing_rounds_to_even(void **state) {
     for (int sgn = 0; sgn < 2; ++sgn) {
       const float m = sgn ? -mid : mid;
       const uint16_t even = (uint16_t)((sgn ? 0x8000 : 0) | ((u & 1) ? u + 1 : u)); // 0x7f80 is inf
-      if (bits_of(ct_convert<CT_BF16>(m)) != even || ct_cpu_f32_to_bf16(m) != even)
+      if (bits_of(cti_convert<CT_BF16>(m)) != even || cti_cpu_f32_to_bf16(m) != even)
         fail_msg("bfloat16: the midpoint %.9g gives 0x%04x (cpu 0x%04x), expected 0x%04x", (double)m,
-                 bits_of(ct_convert<CT_BF16>(m)), ct_cpu_f32_to_bf16(m), even);
+                 bits_of(cti_convert<CT_BF16>(m)), cti_cpu_f32_to_bf16(m), even);
       check_round_bf16(m, "bfloat16 midpoint");
       check_round_bf16(nextafterf(m, 0.0f), "bfloat16 below a midpoint");
       check_round_bf16(nextafterf(m, sgn ? -INFINITY : INFINITY), "bfloat16 above a midpoint");
@@ -266,15 +266,15 @@ static void test_narrowing_rounds_to_even(void **state) {
   // Overflow, infinities and NaN.
   const float big[] = {65520.0f, 1e5f, 3.4028235e38f, INFINITY};
   for (float b : big) {
-    assert_int_equal(bits_of(ct_convert<CT_F16>(b)), 0x7c00);
-    assert_int_equal(bits_of(ct_convert<CT_F16>(-b)), 0xfc00);
+    assert_int_equal(bits_of(cti_convert<CT_F16>(b)), 0x7c00);
+    assert_int_equal(bits_of(cti_convert<CT_F16>(-b)), 0xfc00);
   }
-  assert_int_equal(bits_of(ct_convert<CT_F16>(65519.996f)), 0x7bff);
-  assert_int_equal(bits_of(ct_convert<CT_BF16>(INFINITY)), 0x7f80);
-  assert_int_equal(bits_of(ct_convert<CT_BF16>(3.4028235e38f)), 0x7f80); // FLT_MAX rounds up
+  assert_int_equal(bits_of(cti_convert<CT_F16>(65519.996f)), 0x7bff);
+  assert_int_equal(bits_of(cti_convert<CT_BF16>(INFINITY)), 0x7f80);
+  assert_int_equal(bits_of(cti_convert<CT_BF16>(3.4028235e38f)), 0x7f80); // FLT_MAX rounds up
   const float nans[] = {NAN, -NAN, from_fbits(0x7f800001u), from_fbits(0xffc00123u)};
   for (float n : nans) {
-    uint16_t h = bits_of(ct_convert<CT_F16>(n)), b = bits_of(ct_convert<CT_BF16>(n));
+    uint16_t h = bits_of(cti_convert<CT_F16>(n)), b = bits_of(cti_convert<CT_BF16>(n));
     if ((h & 0x7c00) != 0x7c00 || !(h & 0x3ff) || (b & 0x7f80) != 0x7f80 || !(b & 0x7f))
       fail_msg("NaN 0x%08x became float16 0x%04x, bfloat16 0x%04x", fbits(n), h, b);
   }
@@ -289,7 +289,7 @@ static void test_narrowing_rounds_to_even(void **state) {
   // above the midpoint between 1 and 1 + 2^-10, by less than float32 can
   // tell, it lands on the midpoint and goes to the even 1.0.
   const double d = 1.0 + 0x1p-11 + 0x1p-40;
-  assert_int_equal(bits_of(ct_convert<CT_F16>(d)), 0x3c00);
+  assert_int_equal(bits_of(cti_convert<CT_F16>(d)), 0x3c00);
   uint16_t cpu16;
   cpu_cast(&d, CT_F64, 1, CT_F16, &cpu16);
   assert_int_equal(cpu16, 0x3c00);
@@ -327,7 +327,7 @@ template <ct_dtype To> static void check_float_to_int(const char *name) {
   cpu_cast(f.data(), CT_F32, n, To, cpu_f);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t want_d = spec_to_int(kEdges[i], To), want_f = spec_to_int((double)f[i], To);
-    const int64_t got_d = as_i64<To>(ct_convert<To>(kEdges[i])), got_f = as_i64<To>(ct_convert<To>(f[i]));
+    const int64_t got_d = as_i64<To>(cti_convert<To>(kEdges[i])), got_f = as_i64<To>(cti_convert<To>(f[i]));
     if (got_d != want_d || as_i64<To>(cpu_d[i]) != want_d)
       fail_msg("double %.17g -> %s: cuda math %lld, cpu %lld, expected %lld", kEdges[i], name, (long long)got_d,
                (long long)as_i64<To>(cpu_d[i]), (long long)want_d);
@@ -344,12 +344,12 @@ static void test_float_to_int_saturates(void **state) {
   check_float_to_int<CT_I64>("int64");
   check_float_to_int<CT_BOOL>("bool");
   // The rule's own examples (kernels/README.md): NaN -> 0, saturation, truncation.
-  assert_int_equal(ct_convert<CT_I32>((double)NAN), 0);
-  assert_int_equal(ct_convert<CT_U8>(300.7), 255);
-  assert_int_equal(ct_convert<CT_U8>(-3.5), 0);
-  assert_int_equal(ct_convert<CT_I32>(-2.9), -2);
-  assert_true(ct_convert<CT_I64>(1e19) == INT64_MAX);
-  assert_true(ct_convert<CT_I64>(-(double)INFINITY) == INT64_MIN);
+  assert_int_equal(cti_convert<CT_I32>((double)NAN), 0);
+  assert_int_equal(cti_convert<CT_U8>(300.7), 255);
+  assert_int_equal(cti_convert<CT_U8>(-3.5), 0);
+  assert_int_equal(cti_convert<CT_I32>(-2.9), -2);
+  assert_true(cti_convert<CT_I64>(1e19) == INT64_MAX);
+  assert_true(cti_convert<CT_I64>(-(double)INFINITY) == INT64_MIN);
 }
 
 static void test_integer_wrap(void **state) {
@@ -364,22 +364,22 @@ static void test_integer_wrap(void **state) {
   for (int64_t x : v) { // and the rule: keep the low bits, two's complement
     const uint64_t u = (uint64_t)x;
     const int64_t want32 = (int64_t)(u & 0xffffffffu) - ((u & 0x80000000u) ? 0x100000000LL : 0);
-    if (ct_convert<CT_U8>(x) != (uint8_t)(u & 0xff) || (int64_t)ct_convert<CT_I32>(x) != want32)
-      fail_msg("int64 %lld: uint8 %d (expected %d), int32 %d (expected %lld)", (long long)x, ct_convert<CT_U8>(x),
-               (int)(u & 0xff), ct_convert<CT_I32>(x), (long long)want32);
+    if (cti_convert<CT_U8>(x) != (uint8_t)(u & 0xff) || (int64_t)cti_convert<CT_I32>(x) != want32)
+      fail_msg("int64 %lld: uint8 %d (expected %d), int32 %d (expected %lld)", (long long)x, cti_convert<CT_U8>(x),
+               (int)(u & 0xff), cti_convert<CT_I32>(x), (long long)want32);
   }
-  assert_int_equal(ct_convert<CT_U8>((int64_t)-1), 255);
-  assert_int_equal(ct_convert<CT_I32>((int64_t)2147483648LL), INT32_MIN);
+  assert_int_equal(cti_convert<CT_U8>((int64_t)-1), 255);
+  assert_int_equal(cti_convert<CT_I32>((int64_t)2147483648LL), INT32_MIN);
   // int64 -> float16 goes through float32, then rounds to even: 2049 -> 2048, 65520 -> inf.
-  assert_int_equal(bits_of(ct_convert<CT_F16>((int64_t)2049)), 0x6800);
-  assert_int_equal(bits_of(ct_convert<CT_F16>((int64_t)65520)), 0x7c00);
+  assert_int_equal(bits_of(cti_convert<CT_F16>((int64_t)2049)), 0x6800);
+  assert_int_equal(bits_of(cti_convert<CT_F16>((int64_t)65520)), 0x7c00);
   // The int64 sum wraps mod 2^64, as the CPU's does.
   using SR = SumReducer<int64_t>;
   const int64_t in[3] = {INT64_MAX, 1, INT64_MAX};
   SR::State acc = SR::identity();
   for (int k = 0; k < 3; ++k) acc = SR::combine(acc, SR::make(in[k], k));
   int64_t cpu = 0;
-  TU_OK(ct_cpu_reduce(CT_OP_SUM, CT_I64, CT_I64, in, &cpu, NULL, 1, 3, 1, NULL));
+  TU_OK(cti_cpu_reduce(CT_OP_SUM, CT_I64, CT_I64, in, &cpu, NULL, 1, 3, 1, NULL));
   assert_true(acc.v == (int64_t)((uint64_t)INT64_MAX * 2 + 1));
   assert_true(acc.v == cpu);
 }
@@ -397,7 +397,7 @@ static void test_philox(void **state) {
   };
   for (int v = 0; v < 3; ++v) {
     uint32_t out[4];
-    ct_philox4x32_10_dev(kat[v], kat[v][4], kat[v][5], out);
+    cti_philox4x32_10_dev(kat[v], kat[v][4], kat[v][5], out);
     for (int i = 0; i < 4; ++i)
       if (out[i] != kat[v][6 + i]) fail_msg("vector %d word %d: 0x%08x, expected 0x%08x", v, i, out[i], kat[v][6 + i]);
   }
@@ -407,26 +407,26 @@ static void test_philox(void **state) {
     uint32_t ctr[4], key[2], a[4], b[4];
     for (int i = 0; i < 4; ++i) ctr[i] = ((uint32_t)rand() << 16) ^ (uint32_t)rand();
     for (int i = 0; i < 2; ++i) key[i] = ((uint32_t)rand() << 16) ^ (uint32_t)rand();
-    ct_philox4x32_10_dev(ctr, key[0], key[1], a);
+    cti_philox4x32_10_dev(ctr, key[0], key[1], a);
     ct_philox4x32_10(ctr, key, b);
     if (memcmp(a, b, sizeof a)) fail_msg("philox differs from the CPU's at draw %d", t);
   }
 }
 
-// ct_random_counter for every counter of an n-element tensor, against
-// ct_cpu_random; both outputs poisoned, 4 spare elements past n.
+// cti_random_counter for every counter of an n-element tensor, against
+// cti_cpu_random; both outputs poisoned, 4 spare elements past n.
 template <ct_dtype D> static void check_random(uint64_t seed, uint64_t offset, int64_t n, bool normal) {
   using T = ct_T<D>;
   std::vector<T> dev((size_t)n + 4), cpu((size_t)n + 4);
   memset((void *)dev.data(), 0xa5, dev.size() * sizeof(T));
   memset((void *)cpu.data(), 0xa5, cpu.size() * sizeof(T));
-  for (int64_t q = 0; q < (n + 3) / 4; ++q) ct_random_counter<D>(dev.data(), n, seed, offset, q, normal);
-  TU_OK(ct_cpu_random(normal, D, n, cpu.data(), seed, offset, NULL));
+  for (int64_t q = 0; q < (n + 3) / 4; ++q) cti_random_counter<D>(dev.data(), n, seed, offset, q, normal);
+  TU_OK(cti_cpu_random(normal, D, n, cpu.data(), seed, offset, NULL));
   for (int64_t i = 0; i < n + 4; ++i)
     if (memcmp(&dev[(size_t)i], &cpu[(size_t)i], sizeof(T)))
       fail_msg("%s %s seed %llu offset %llu n %lld: element %lld differs (cuda math %.17g, cpu %.17g)",
                normal ? "randn" : "rand", ct_dtype_name(D), (unsigned long long)seed, (unsigned long long)offset,
-               (long long)n, (long long)i, (double)ct_load<D>(dev[(size_t)i]), (double)ct_load<D>(cpu[(size_t)i]));
+               (long long)n, (long long)i, (double)cti_load<D>(dev[(size_t)i]), (double)cti_load<D>(cpu[(size_t)i]));
 }
 
 static void test_random_counter(void **state) {
@@ -511,11 +511,11 @@ template <class R> static typename R::State host_block_reduce(std::vector<typena
 // the chunks' States.
 template <class R, class V> static typename R::State host_rows_kernel(const V *x, int64_t r) {
   int64_t chunks, chunk_len;
-  ct_reduce_plan(1, r, 1, &chunks, &chunk_len);
+  cti_reduce_plan(1, r, 1, &chunks, &chunk_len);
   std::vector<typename R::State> partial((size_t)chunks);
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t k0, k1;
-    ct_chunk_range(c, chunk_len, r, &k0, &k1);
+    cti_chunk_range(c, chunk_len, r, &k0, &k1);
     std::vector<typename R::State> th(CT_ROWS_THREADS, R::identity());
     for (int t = 0; t < CT_ROWS_THREADS; ++t)
       for (int64_t k = k0 + t; k < k1; k += CT_ROWS_THREADS) th[(size_t)t] = R::combine(th[(size_t)t], R::make(x[k], k));
@@ -560,7 +560,7 @@ static void test_max_orders(void **state) {
   srand((unsigned)tu_seed() + 11);
   const int64_t r = 20000; // several chunks: the plan cuts a lone row of 20000 into 9
   int64_t chunks, chunk_len;
-  ct_reduce_plan(1, r, 1, &chunks, &chunk_len);
+  cti_reduce_plan(1, r, 1, &chunks, &chunk_len);
   assert_true(chunks > 1);
   std::vector<float> f((size_t)r);
   std::vector<double> d((size_t)r);
@@ -575,27 +575,27 @@ static void test_max_orders(void **state) {
       if (npool == 9 && rand() % 5000 == 0) f[(size_t)k] = NAN;
       d[(size_t)k] = f[(size_t)k];
       i64[(size_t)k] = f[(size_t)k] == f[(size_t)k] && fabsf(f[(size_t)k]) < 10 ? (int64_t)f[(size_t)k] : -7;
-      h[(size_t)k] = ct_convert<CT_F16>(f[(size_t)k]);
+      h[(size_t)k] = cti_convert<CT_F16>(f[(size_t)k]);
     }
     MaxState<float> cf;
     MaxState<double> cd;
     MaxState<int64_t> ci;
-    TU_OK(ct_cpu_reduce(CT_OP_MAX, CT_F32, CT_F32, f.data(), &cf.v, &cf.i, 1, r, 1, NULL));
-    TU_OK(ct_cpu_reduce(CT_OP_MAX, CT_F64, CT_F64, d.data(), &cd.v, &cd.i, 1, r, 1, NULL));
-    TU_OK(ct_cpu_reduce(CT_OP_MAX, CT_I64, CT_I64, i64.data(), &ci.v, &ci.i, 1, r, 1, NULL));
+    TU_OK(cti_cpu_reduce(CT_OP_MAX, CT_F32, CT_F32, f.data(), &cf.v, &cf.i, 1, r, 1, NULL));
+    TU_OK(cti_cpu_reduce(CT_OP_MAX, CT_F64, CT_F64, d.data(), &cd.v, &cd.i, 1, r, 1, NULL));
+    TU_OK(cti_cpu_reduce(CT_OP_MAX, CT_I64, CT_I64, i64.data(), &ci.v, &ci.i, 1, r, 1, NULL));
     check_max_orders(f.data(), r, cf, "float32");
     check_max_orders(d.data(), r, cd, "float64");
     check_max_orders(i64.data(), r, ci, "int64");
     int64_t arg = -1;
-    TU_OK(ct_cpu_reduce(CT_OP_ARGMAX, CT_F32, CT_I64, f.data(), &arg, NULL, 1, r, 1, NULL));
+    TU_OK(cti_cpu_reduce(CT_OP_ARGMAX, CT_F32, CT_I64, f.data(), &arg, NULL, 1, r, 1, NULL));
     assert_true(arg == cf.i);
-    // float16 computes in float: ct_load, then the float reducer.
+    // float16 computes in float: cti_load, then the float reducer.
     std::vector<float> hf((size_t)r);
-    for (int64_t k = 0; k < r; ++k) hf[(size_t)k] = ct_load<CT_F16>(h[(size_t)k]);
+    for (int64_t k = 0; k < r; ++k) hf[(size_t)k] = cti_load<CT_F16>(h[(size_t)k]);
     __half hv;
     int64_t hi = -1;
-    TU_OK(ct_cpu_reduce(CT_OP_MAX, CT_F16, CT_F16, h.data(), &hv, &hi, 1, r, 1, NULL));
-    check_max_orders(hf.data(), r, MaxState<float>{ct_load<CT_F16>(hv), hi}, "float16");
+    TU_OK(cti_cpu_reduce(CT_OP_MAX, CT_F16, CT_F16, h.data(), &hv, &hi, 1, r, 1, NULL));
+    check_max_orders(hf.data(), r, MaxState<float>{cti_load<CT_F16>(hv), hi}, "float16");
   }
 }
 
@@ -610,7 +610,7 @@ static void test_chunk_plans(void **state) {
     for (int64_t inner : inners)
       for (int64_t r : rs) {
         int64_t chunks = -1, len = -1;
-        ct_reduce_plan(outer, r, inner, &chunks, &len);
+        cti_reduce_plan(outer, r, inner, &chunks, &len);
         const int64_t blocks = inner == 1 ? outer : outer * ((inner + 31) / 32);
         const int64_t min_chunk = inner == 1 ? 2048 : 128;
         if (chunks < 1 || chunks > CT_REDUCE_MAX_CHUNKS || len < 1)
@@ -626,7 +626,7 @@ static void test_chunk_plans(void **state) {
         int64_t next = 0; // where the next chunk must start
         for (int64_t c = 0; c < chunks; ++c) {
           int64_t k0, k1;
-          ct_chunk_range(c, len, r, &k0, &k1);
+          cti_chunk_range(c, len, r, &k0, &k1);
           if (k0 != next || (r > 0 && k1 <= k0) || k1 > r)
             fail_msg("(%lld, %lld, %lld): chunk %lld of %lld is [%lld, %lld), expected to start at %lld and be "
                      "non-empty within r",

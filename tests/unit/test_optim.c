@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim_kernels.h" // ct_optimizer_state_tensor (internal)
+#include "optim_kernels.h" // cti_optimizer_state_tensor (internal)
 #include "testutil.h"
 #include "tu_ref.h"
 
@@ -165,9 +165,9 @@ static void run_case(const cfg *c, ct_dtype dt, int steps, const bool *present, 
       char what[160];
       snprintf(what, sizeof what, "%s %s, step %d, param %d", c->label, ct_dtype_name(dt), s + 1, j);
       assert_tol(ps[j].value, r[j].p, dt, 1e-6, what);
-      assert_int_equal(ct_optimizer_state_step(opt, j), r[j].step);
+      assert_int_equal(cti_optimizer_state_step(opt, j), r[j].step);
       if (c->kind == SGD) {
-        ct_tensor *b = ct_optimizer_state_tensor(opt, j, "momentum_buffer");
+        ct_tensor *b = cti_optimizer_state_tensor(opt, j, "momentum_buffer");
         if (c->sgd.momentum == 0 || r[j].step == 0) {
           assert_null(b);
         } else {
@@ -177,9 +177,9 @@ static void run_case(const cfg *c, ct_dtype dt, int steps, const bool *present, 
         }
         continue;
       }
-      ct_tensor *m = ct_optimizer_state_tensor(opt, j, "exp_avg");
-      ct_tensor *v = ct_optimizer_state_tensor(opt, j, "exp_avg_sq");
-      ct_tensor *vm = ct_optimizer_state_tensor(opt, j, "max_exp_avg_sq");
+      ct_tensor *m = cti_optimizer_state_tensor(opt, j, "exp_avg");
+      ct_tensor *v = cti_optimizer_state_tensor(opt, j, "exp_avg_sq");
+      ct_tensor *vm = cti_optimizer_state_tensor(opt, j, "max_exp_avg_sq");
       if (r[j].step == 0) {
         assert_null(m);
         assert_null(v);
@@ -336,8 +336,8 @@ static void test_zero_grad(void **state) {
   for (int i = 0; i < 6; ++i) xr[i] = (double)(float)x[i];
   tu_assert_close(ps[0].value, xr, 0, 0, "step after set_to_none (a)");
   tu_assert_close(ps[1].value, xr + 4, 0, 0, "step after set_to_none (b)");
-  assert_int_equal(ct_optimizer_state_step(opt, 0), 0);
-  assert_null(ct_optimizer_state_tensor(opt, 0, "exp_avg"));
+  assert_int_equal(cti_optimizer_state_step(opt, 0), 0);
+  assert_null(cti_optimizer_state_tensor(opt, 0, "exp_avg"));
   ct_optimizer_free(opt);
   free_params(ps, 2);
 }
@@ -492,7 +492,7 @@ static void test_step_errors(void **state) {
   assert_int_equal(ct_optimizer_step(opt), CT_ERR_SHAPE);
   ref_assert_error(CT_ERR_SHAPE, "grad shape", "'bad'", "(2, 3)", "(3, 2)", NULL);
   tu_assert_close(ps[0].value, x, 0, 0, "the good parameter after a failed step");
-  assert_int_equal(ct_optimizer_state_step(opt, 0), 0);
+  assert_int_equal(cti_optimizer_state_step(opt, 0), 0);
 
   ct_free(ps[1].grad);
   ps[1].grad = tu_from_f64(x, CT_SHAPE(2, 3), CT_F64, tu_device);

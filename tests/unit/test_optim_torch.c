@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim_kernels.h" // ct_optimizer_state_tensor (internal)
+#include "optim_kernels.h" // cti_optimizer_state_tensor (internal)
 #include "testutil.h"
 #include "tu_ref.h"
 
@@ -111,7 +111,7 @@ static void replay(const char *file) {
       for (int q = 0; q < 4; ++q) {
         snprintf(name, sizeof name, "step%d.state.p%d.%s", k, j, keys[q]);
         snprintf(what, sizeof what, "%s: %s", file, name);
-        ct_tensor *want = find(&f, name), *got = ct_optimizer_state_tensor(opt, j, keys[q]);
+        ct_tensor *want = find(&f, name), *got = cti_optimizer_state_tensor(opt, j, keys[q]);
         if (!want && got) fail_msg("%s: PyTorch has no such state but the optimizer does", what);
         if (want) check_close(got, want, key_atol[q], what);
       }
@@ -119,9 +119,9 @@ static void replay(const char *file) {
       ct_tensor *st = find(&f, name);
       double steps = 0; // no entry: the parameter has not taken a step yet
       if (st) TU_OK(ct_item(st, &steps));
-      if (!sgd && (double)ct_optimizer_state_step(opt, j) != steps)
+      if (!sgd && (double)cti_optimizer_state_step(opt, j) != steps)
         fail_msg("%s: p%d has taken %lld steps, PyTorch says %g", file, j,
-                 (long long)ct_optimizer_state_step(opt, j), steps);
+                 (long long)cti_optimizer_state_step(opt, j), steps);
     }
   }
   ct_optimizer_free(opt);

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The runtime's layout rules (README, "Folders by job"), checked on the built
+libraries and the sources.
+
+1. Every external symbol libct and libct_app define is either a public name
+   (ct_..., declared in common/include/) or an internal one (cti_...). A ct_
+   name missing from include/ is an internal entry point under a public prefix.
+2. No cti_ name appears in common/include/ (a public header would leak it).
+3. Chapters include only public headers: no "core/", "cpu/", "kernels/", ...
+4. Only common/app/ calls exit() or abort().
+Usage: check_layout.py SOURCE_DIR LIBCT LIBCT_APP NM
+"""
+import pathlib
+import re
+import subprocess
+import sys
+
+src, libs, nm = pathlib.Path(sys.argv[1]), sys.argv[2:4], sys.argv[4]
+problems = []
+
+public = set()
+for h in (src / "common/include").glob("*.h"):
+    text = h.read_text()
+    public |= set(re.findall(r"\bct_[A-Za-z0-9_]+\b", text))
+    for name in sorted(set(re.findall(r"\bcti_[A-Za-z0-9_]+\b", text))):
+        problems.append(f"{h.relative_to(src)} names the internal {name}: "
+                        "public headers may not mention cti_ names")
+
+for lib in libs:
+    out = subprocess.run([nm, "-g", "--defined-only", lib], check=True,
+                         capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) != 3 or parts[1] in "UwVv":
+            continue
+        sym = parts[2]
+        if sym.startswith(("_Z", "__", "DW.ref.")) or sym.startswith("cti_"):
+            continue  # C++ mangled (templates, the CUDA runtime's stubs) or internal
+        if sym.startswith("ct_") and sym in public:
+            continue
+        problems.append(f"{pathlib.Path(lib).name} exports {sym}: declare it in "
+                        "common/include/ (public ct_) or rename it cti_ (internal)")
+
+private_dirs = ("core/", "cpu/", "kernels/", "nn/", "optim/", "data/", "io/", "app/")
+for f in sorted((src / "chapters").rglob("*")):
+    if f.suffix not in (".c", ".cu", ".h", ".cuh"):
+        continue
+    for n, line in enumerate(f.read_text().splitlines(), 1):
+        m = re.match(r'\s*#\s*include\s*[<"]([^>"]+)[>"]', line)
+        if m and m.group(1).startswith(private_dirs):
+            problems.append(f"{f.relative_to(src)}:{n} includes the private "
+                            f"{m.group(1)}: chapters see only common/include/")
+        if re.search(r"\bcti_[A-Za-z0-9_]+", line):
+            problems.append(f"{f.relative_to(src)}:{n} calls an internal cti_ "
+                            "name: chapters use the public API")
+
+for f in sorted((src / "common").rglob("*")):
+    if f.suffix not in (".c", ".cu", ".h", ".cuh") or "app" in f.parts:
+        continue
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", f.read_text(), flags=re.S)
+    if re.search(r"\b(exit|abort)\s*\(", code):
+        problems.append(f"{f.relative_to(src)} calls exit/abort: only common/app/ "
+                        "may end the process")
+
+for p in problems:
+    print("layout:", p)
+print(f"layout: {len(public)} public names, {len(problems)} problems")
+sys.exit(1 if problems else 0)
