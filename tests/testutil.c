@@ -2,8 +2,11 @@
 //
 // testutil: device selection, fresh-but-replayable inputs, and float64
 // comparisons for the test binaries (see testutil.h).
+#define _GNU_SOURCE // mkdtemp
 #include "testutil.h"
 
+#include <dirent.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -148,4 +151,37 @@ void tu_assert_error_contains(const char *needle, const char *what) {
   const char *msg = ct_last_error();
   if (!strstr(msg, needle))
     fail_msg("%s: expected an error containing \"%s\", got \"%s\"", what, needle, msg);
+}
+
+static const char *scratch_root(void) {
+  const char *t = getenv("TMPDIR");
+  if (t && *t) return t;
+  return access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+}
+
+int tu_scratch_dir(char *dir, size_t n, const char *tag) {
+  int len = snprintf(dir, n, "%s/ct_%s_XXXXXX", scratch_root(), tag);
+  if (len < 0 || (size_t)len >= n) return -1;
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+const char *tu_scratch_path(const char *dir, const char *name) {
+  static char buf[4][640];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+  return buf[k];
+}
+
+int tu_scratch_remove(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    unlink(tu_scratch_path(dir, e->d_name));
+  }
+  closedir(d);
+  rmdir(dir);
+  return 0;
 }

@@ -60,4 +60,15 @@ void tu_assert_error_contains(const char *needle, const char *what);
                               #call, tu_rc_, ct_last_error());                 \
   } while (0)
 
+// Scratch directories. tu_scratch_dir makes a fresh directory named
+// "<root>/ct_<tag>_XXXXXX", root being $TMPDIR, else /dev/shm (memory: some
+// tests write thousands of small files), else /tmp; it fills dir (n bytes)
+// and returns 0, or -1 (a cmocka group setup's failure). tu_scratch_path
+// joins dir and a name into one of four rotating static buffers.
+// tu_scratch_remove deletes the files directly in dir, then dir; always 0,
+// so it serves as a group teardown's return value.
+int tu_scratch_dir(char *dir, size_t n, const char *tag);
+const char *tu_scratch_path(const char *dir, const char *name);
+int tu_scratch_remove(const char *dir);
+
 #endif

@@ -948,18 +948,9 @@ static void test_loader_fashion_mnist(void **state) {
   ct_dataset_free(ds);
 }
 
-// Scratch files live in $TMPDIR, else in /dev/shm (memory: thousands of
-// small files are written), else in /tmp.
-static const char *scratch_root(void) {
-  const char *t = getenv("TMPDIR");
-  if (t && *t) return t;
-  return access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-}
-
 static int setup(void **state) {
   (void)state;
-  snprintf(tmpdir, sizeof tmpdir, "%s/ct_test_data_XXXXXX", scratch_root());
-  return mkdtemp(tmpdir) ? 0 : -1;
+  return tu_scratch_dir(tmpdir, sizeof tmpdir, "test_data");
 }
 
 static int teardown(void **state) {

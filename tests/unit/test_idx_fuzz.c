@@ -223,18 +223,9 @@ static void test_fuzz_i16_1d(void **state) {
   assert_true(n_ok > 0 && n_fail > 0);
 }
 
-// Scratch files live in $TMPDIR, else in /dev/shm (memory: thousands of
-// small files are written), else in /tmp.
-static const char *scratch_root(void) {
-  const char *t = getenv("TMPDIR");
-  if (t && *t) return t;
-  return access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-}
-
 static int setup(void **state) {
   (void)state;
-  snprintf(tmpdir, sizeof tmpdir, "%s/ct_idx_fuzz_XXXXXX", scratch_root());
-  if (!mkdtemp(tmpdir)) return -1;
+  if (tu_scratch_dir(tmpdir, sizeof tmpdir, "idx_fuzz")) return -1;
   snprintf(path_raw, sizeof path_raw, "%s/f.idx", tmpdir);
   snprintf(path_gz, sizeof path_gz, "%s/f.idx.gz", tmpdir);
   return 0;

@@ -37,13 +37,7 @@
 
 static char tmpdir[256];
 
-static const char *tpath(const char *name) {
-  static char buf[4][512];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-  return buf[k];
-}
+static const char *tpath(const char *name) { return tu_scratch_path(tmpdir, name); }
 
 // ---- the buffer -----------------------------------------------------------------------------
 static void test_buffer(void **state) {
@@ -448,25 +442,12 @@ static void test_atomic_failures(void **state) {
 
 static int make_tmpdir(void **state) {
   (void)state;
-  const char *base = getenv("TMPDIR");
-  snprintf(tmpdir, sizeof tmpdir, "%s/ct_strbuf_XXXXXX", base && *base ? base : "/tmp");
-  return mkdtemp(tmpdir) ? 0 : -1;
+  return tu_scratch_dir(tmpdir, sizeof tmpdir, "strbuf");
 }
 
 static int remove_tmpdir(void **state) {
   (void)state;
-  DIR *d = opendir(tmpdir);
-  if (!d) return 0;
-  struct dirent *e;
-  char p[600];
-  while ((e = readdir(d))) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-    unlink(p);
-  }
-  closedir(d);
-  rmdir(tmpdir);
-  return 0;
+  return tu_scratch_remove(tmpdir);
 }
 
 int main(int argc, char **argv) {
