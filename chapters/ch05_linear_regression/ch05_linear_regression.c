@@ -228,9 +228,9 @@ int main(int argc, char **argv) {
       {"batch-size", CT_OPT_INT, &r.h.batch_size, "samples per SGD step (default 32)"},
       {"epochs", CT_OPT_INT, &r.h.epochs, "passes over the data (default 10; --quick 3)"},
       {"lr", CT_OPT_DOUBLE, &r.h.lr, "SGD learning rate (default 0.05)"},
-      {"save-init", CT_OPT_STRING, &r.save_init, "write the data and the initial weights (safetensors) to FILE"},
+      {"save-init", CT_OPT_OUTPUT, &r.save_init, "write the data and the initial weights (safetensors) to FILE"},
       {"load-init", CT_OPT_STRING, &r.load_init, "read the data and the initial weights from FILE"},
-      {"save", CT_OPT_STRING, &r.save, "save the trained model's state_dict (safetensors) to FILE"},
+      {"save", CT_OPT_OUTPUT, &r.save, "save the trained model's state_dict (safetensors) to FILE"},
   };
   ct_cli cli = {.program = "ch05",
                 .summary = "Chapter 5: linear regression trained with SGD on the device, "

@@ -50,6 +50,7 @@ static const char *opt_metavar(ct_opt_kind kind) {
   case CT_OPT_INT: return "N";
   case CT_OPT_DOUBLE: return "X";
   case CT_OPT_STRING: return "S";
+  case CT_OPT_OUTPUT: return "FILE";
   case CT_OPT_FLAG: break;
   }
   return "";
@@ -87,14 +88,15 @@ static void print_usage(FILE *f, const ct_cli *cli, const ct_cli_opt *opts, int 
     const ct_cli_opt *o = &opts[i];
     if (!o->name) continue;
     usage_line(f, o->name, opt_metavar(o->kind), o->help);
-    if (o->out) {
+    if (o->out && !(o->help && strstr(o->help, "(default"))) { // the help may say it better ("8192; --quick 1024")
       switch (o->kind) {
       case CT_OPT_FLAG:
         if (*(const bool *)o->out) fputs(" (default: on)", f);
         break;
       case CT_OPT_INT: fprintf(f, " (default: %ld)", *(const long *)o->out); break;
       case CT_OPT_DOUBLE: fprintf(f, " (default: %g)", *(const double *)o->out); break;
-      case CT_OPT_STRING: {
+      case CT_OPT_STRING:
+      case CT_OPT_OUTPUT: {
         const char *s = *(const char *const *)o->out;
         if (s) fprintf(f, " (default: %s)", s);
         break;
@@ -176,6 +178,24 @@ static void passive_openmp(char **argv) {
   if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
   fflush(NULL);
   execv("/proc/self/exe", argv);
+}
+
+// An output the program cannot write fails now, before any work: exit 1
+// with the atomic writer's own reason (nothing is created by the check).
+static void check_output(const ct_cli *cli, const char *flag, const char *path) {
+  if (!path) return;
+  char op[72];
+  snprintf(op, sizeof op, "--%s", flag);
+  if (cti_atomic_check(op, path) == CT_OK) return;
+  fflush(stdout);
+  fprintf(stderr, "%s: %s\n", cli_program(cli), ct_last_error());
+  exit(1);
+}
+
+static void check_outputs(const ct_cli *cli, const ct_cli_opt *opts, int n_opts) {
+  check_output(cli, "metrics", cli->metrics_path);
+  for (int k = 0; k < n_opts; k++)
+    if (opts[k].kind == CT_OPT_OUTPUT && opts[k].out) check_output(cli, opts[k].name, *(const char *const *)opts[k].out);
 }
 
 void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts) {
@@ -268,10 +288,13 @@ void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, in
       break;
     }
     case CT_OPT_STRING:
+    case CT_OPT_OUTPUT:
+      if (own->kind == CT_OPT_OUTPUT && !value[0]) usage_error(cli, opts, n_opts, "--%s expects a file path, got \"\"", name);
       if (own->out) *(const char **)own->out = value;
       break;
     }
   }
+  check_outputs(cli, opts, n_opts);
 }
 
 // ---- the first line -------------------------------------------------------------

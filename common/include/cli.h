@@ -27,7 +27,11 @@
 extern "C" {
 #endif
 
-typedef enum ct_opt_kind { CT_OPT_FLAG, CT_OPT_INT, CT_OPT_DOUBLE, CT_OPT_STRING } ct_opt_kind;
+// CT_OPT_OUTPUT is a string naming a file the program will write (--save):
+// after parsing, each one given (and --metrics) is checked as the write
+// will go (its folder exists and is writable, it is not a directory), so a
+// bad path fails in the first second, exit 1, not after the training.
+typedef enum ct_opt_kind { CT_OPT_FLAG, CT_OPT_INT, CT_OPT_DOUBLE, CT_OPT_STRING, CT_OPT_OUTPUT } ct_opt_kind;
 
 // A chapter's own flag: "--name VALUE" (or "--name" for CT_OPT_FLAG), stored
 // through `out` (bool*, long*, double*, const char**).
@@ -54,7 +58,9 @@ typedef struct ct_cli {
 // itself again with OMP_WAIT_POLICY=passive (see cli.c: spinning OpenMP
 // threads starve OpenBLAS's threads on small or busy machines).
 // On --help prints usage and exits 0; on a bad flag prints the problem and
-// usage to stderr and exits 2.
+// usage to stderr and exits 2; an output file (--metrics, CT_OPT_OUTPUT)
+// that cannot be written prints "<program>: --save <path>: <why>" and
+// exits 1, having created nothing.
 void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts);
 // Selects the device, seeds the generators and prints the "device: ..." line.
 // On an error (cuda asked for and absent, bad index) prints it and exits 1.

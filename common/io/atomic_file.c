@@ -3,11 +3,12 @@
 // atomic_file: the runtime's one temp-file / fsync / rename sequence (the
 // invariant is in atomic_file.h). Users: checkpoints (checkpoint.c) and the
 // --metrics file (cli.c).
-#define _POSIX_C_SOURCE 200809L // fsync, fdopen, fileno, O_CLOEXEC, O_DIRECTORY
+#define _DEFAULT_SOURCE // fsync, fdopen, fileno, O_CLOEXEC, O_DIRECTORY, lstat, readlink
 
 #include "atomic_file.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,60 +18,170 @@
 #include "error.h"
 
 static void af_free(cti_atomic_file *af) {
+  free(af->target);
   free(af->tmp);
   free(af->dir);
-  af->tmp = af->dir = NULL;
+  af->target = af->tmp = af->dir = NULL;
   af->f = NULL;
 }
 
-// af->tmp := "<path>.tmp.<pid>", af->dir := the directory holding path.
+static int af_oom(const cti_atomic_file *af) {
+  return ct_fail(CT_ERR_OOM, "%s: %s: out of host memory", af->op, af->path);
+}
+
+// af->target := af->path with its symbolic links followed (at most 40 hops,
+// the kernel's own limit); a dangling link resolves to the file it names, so
+// the write creates that file and the link stays.
+static int af_resolve(cti_atomic_file *af) {
+  char *cur = strdup(af->path);
+  if (!cur) return af_oom(af);
+  for (int hop = 0;; hop++) {
+    struct stat sb;
+    if (lstat(cur, &sb) != 0 || !S_ISLNK(sb.st_mode)) {
+      af->target = cur;
+      return CT_OK;
+    }
+    char link[4096];
+    ssize_t n = hop < 40 ? readlink(cur, link, sizeof link - 1) : -1;
+    if (n < 0) {
+      int rc = ct_fail(CT_ERR_IO, "%s: %s: cannot follow the symbolic link %s: %s", af->op, af->path, cur,
+                       hop < 40 ? strerror(errno) : "too many levels of symbolic links");
+      free(cur);
+      return rc;
+    }
+    link[n] = '\0';
+    const char *slash = strrchr(cur, '/');
+    size_t keep = (link[0] == '/' || !slash) ? 0 : (size_t)(slash - cur) + 1; // a relative link is relative to its folder
+    char *next = malloc(keep + (size_t)n + 1);
+    if (!next) {
+      free(cur);
+      return af_oom(af);
+    }
+    memcpy(next, cur, keep);
+    memcpy(next + keep, link, (size_t)n + 1);
+    free(cur);
+    cur = next;
+  }
+}
+
+// af->tmp := "<target>.tmp.<pid>", af->dir := the directory holding target.
 static int af_names(cti_atomic_file *af) {
-  const char *path = af->path;
-  const char *slash = strrchr(path, '/');
-  size_t dlen = slash ? (size_t)(slash - path) : 0;
-  size_t cap = strlen(path) + 32;
+  const char *target = af->target;
+  const char *slash = strrchr(target, '/');
+  size_t dlen = slash ? (size_t)(slash - target) : 0;
+  size_t cap = strlen(target) + 32;
   af->tmp = malloc(cap);
   af->dir = malloc(dlen + 2);
-  if (!af->tmp || !af->dir) {
-    af_free(af);
-    return ct_fail(CT_ERR_OOM, "%s: %s: out of host memory", af->op, path);
-  }
-  snprintf(af->tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+  if (!af->tmp || !af->dir) return af_oom(af);
+  snprintf(af->tmp, cap, "%s.tmp.%ld", target, (long)getpid());
   if (!slash) strcpy(af->dir, ".");
   else if (dlen == 0) strcpy(af->dir, "/"); // "/model.safetensors"
   else {
-    memcpy(af->dir, path, dlen);
+    memcpy(af->dir, target, dlen);
     af->dir[dlen] = '\0';
   }
   return CT_OK;
 }
 
-int cti_atomic_open(cti_atomic_file *af, const char *op, const char *path) {
+typedef enum { AF_FILE, AF_THROUGH } af_kind;
+
+// What the resolved target is: absent or a regular file (replaced through a
+// temporary), a character device or FIFO (written through), or something
+// refused (a directory, a block device, a socket).
+static int af_classify(cti_atomic_file *af, af_kind *kind, mode_t *mode) {
+  struct stat sb;
+  *kind = AF_FILE;
+  *mode = 0;
+  if (stat(af->target, &sb) != 0) return CT_OK; // absent (creating the temporary says why, if it cannot)
+  *mode = sb.st_mode;
+  if (S_ISREG(sb.st_mode)) return CT_OK;
+  if (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode)) {
+    *kind = AF_THROUGH;
+    return CT_OK;
+  }
+  const char *what = S_ISDIR(sb.st_mode) ? "a directory" : S_ISBLK(sb.st_mode) ? "a block device" : "a socket";
+  return ct_fail(CT_ERR_VALUE, "%s: %s is %s, not a file: give a file's path (nothing was written)", af->op, af->path,
+                 what);
+}
+
+// Opens the device or FIFO itself; a FIFO without a reader fails at once
+// (O_NONBLOCK) instead of blocking the program forever.
+static int af_open_through(cti_atomic_file *af, mode_t mode) {
+  bool fifo = S_ISFIFO(mode);
+  int fd = open(af->target, O_WRONLY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
+  if (fd < 0) {
+    if (fifo && errno == ENXIO)
+      return ct_fail(CT_ERR_IO, "%s: %s: no process is reading this FIFO; start the reader first", af->op, af->path);
+    return ct_fail(CT_ERR_IO, "%s: %s: cannot open it for writing: %s", af->op, af->path, strerror(errno));
+  }
+  if (fifo) (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  af->f = fdopen(fd, "wb");
+  if (!af->f) {
+    int rc = ct_fail(CT_ERR_IO, "%s: %s: fdopen: %s", af->op, af->path, strerror(errno));
+    close(fd);
+    return rc;
+  }
+  return CT_OK;
+}
+
+static int af_open_temp(cti_atomic_file *af, mode_t old_mode) {
+  int rc = af_names(af);
+  if (rc != CT_OK) return rc;
+  int fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return ct_fail(CT_ERR_IO,
+                   "%s: %s: cannot create the temporary file %s: %s (check that the directory exists and is writable)",
+                   af->op, af->path, af->tmp, strerror(errno));
+  if (S_ISREG(old_mode)) (void)fchmod(fd, old_mode & 07777); // keep its permissions
+  af->f = fdopen(fd, "wb");
+  if (!af->f) {
+    rc = ct_fail(CT_ERR_IO, "%s: %s: fdopen of %s: %s", af->op, af->path, af->tmp, strerror(errno));
+    close(fd);
+    unlink(af->tmp);
+    return rc;
+  }
+  return CT_OK;
+}
+
+// The checks open and check share: the path's spelling, the links, the kind.
+static int af_prepare(cti_atomic_file *af, const char *op, const char *path, af_kind *kind, mode_t *mode) {
   *af = (cti_atomic_file){.op = op, .path = path};
   if (!path || !*path) return ct_fail(CT_ERR_VALUE, "%s: empty path; give a file name", op);
   const char *slash = strrchr(path, '/');
   if (slash && !slash[1])
     return ct_fail(CT_ERR_VALUE, "%s: %s: the path names a directory; give a file name inside it", op, path);
-  int rc = af_names(af);
-  if (rc != CT_OK) return rc;
-  int fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    rc = ct_fail(CT_ERR_IO, "%s: %s: cannot create the temporary file %s: %s (check that the directory exists and is writable)",
-                 op, path, af->tmp, strerror(errno));
-    af_free(af);
-    return rc;
+  int rc = af_resolve(af);
+  return rc != CT_OK ? rc : af_classify(af, kind, mode);
+}
+
+int cti_atomic_open(cti_atomic_file *af, const char *op, const char *path) {
+  af_kind kind;
+  mode_t mode;
+  int rc = af_prepare(af, op, path, &kind, &mode);
+  if (rc == CT_OK) rc = kind == AF_THROUGH ? af_open_through(af, mode) : af_open_temp(af, mode);
+  if (rc != CT_OK) af_free(af);
+  return rc;
+}
+
+int cti_atomic_check(const char *op, const char *path) {
+  cti_atomic_file af;
+  af_kind kind;
+  mode_t mode;
+  int rc = af_prepare(&af, op, path, &kind, &mode);
+  if (rc == CT_OK && kind == AF_THROUGH) {
+    // Opening a FIFO's write end and closing it would hand its reader an
+    // end of file: ask for permission only.
+    if (access(af.target, W_OK) != 0)
+      rc = ct_fail(CT_ERR_IO, "%s: %s: cannot write to it: %s", op, path, strerror(errno));
+  } else if (rc == CT_OK) {
+    rc = af_open_temp(&af, mode);
+    if (rc == CT_OK) {
+      cti_atomic_abort(&af);
+      return CT_OK;
+    }
   }
-  struct stat old;
-  if (stat(path, &old) == 0 && S_ISREG(old.st_mode)) (void)fchmod(fd, old.st_mode & 07777); // keep its permissions
-  af->f = fdopen(fd, "wb");
-  if (!af->f) {
-    rc = ct_fail(CT_ERR_IO, "%s: %s: fdopen of %s: %s", op, path, af->tmp, strerror(errno));
-    close(fd);
-    unlink(af->tmp);
-    af_free(af);
-    return rc;
-  }
-  return CT_OK;
+  af_free(&af);
+  return rc;
 }
 
 int cti_atomic_write(cti_atomic_file *af, const void *p, size_t n) {
@@ -88,12 +199,13 @@ void cti_atomic_abort(cti_atomic_file *af) {
   af_free(af);
 }
 
-// fflush + fsync + fclose of the temporary; 0 or the errno of the first failure.
+// fflush + fsync + fclose of the temporary (a device or FIFO is not
+// fsynced); 0 or the errno of the first failure.
 static int af_close(cti_atomic_file *af) {
   int e = af->err;
   errno = 0;
   if (!e && (fflush(af->f) != 0 || ferror(af->f))) e = errno ? errno : EIO;
-  if (!e && fsync(fileno(af->f)) != 0) e = errno;
+  if (!e && af->tmp && fsync(fileno(af->f)) != 0) e = errno;
   FILE *f = af->f;
   af->f = NULL;
   if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
@@ -102,13 +214,18 @@ static int af_close(cti_atomic_file *af) {
 
 int cti_atomic_commit(cti_atomic_file *af) {
   int e = af_close(af);
+  if (!af->tmp) { // written through a device or FIFO: nothing to rename
+    int rc = e ? ct_fail(CT_ERR_IO, "%s: %s: writing failed: %s", af->op, af->path, strerror(e)) : CT_OK;
+    af_free(af);
+    return rc;
+  }
   if (e) {
     int rc = ct_fail(CT_ERR_IO, "%s: %s: writing %s failed: %s (free some space or pick another directory; %s was left as it was)",
                      af->op, af->path, af->tmp, strerror(e), af->path);
     cti_atomic_abort(af);
     return rc;
   }
-  if (rename(af->tmp, af->path) != 0) {
+  if (rename(af->tmp, af->target) != 0) {
     int rc = ct_fail(CT_ERR_IO, "%s: %s: renaming %s over it failed: %s (%s was left as it was)", af->op, af->path,
                      af->tmp, strerror(errno), af->path);
     cti_atomic_abort(af);

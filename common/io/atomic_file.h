@@ -12,6 +12,16 @@
 // temporary and leaves the target as it was. An existing target's permission
 // bits are kept.
 //
+// Destinations that are not regular files are never replaced:
+//  - a symbolic link is followed (a chain of them too): the file it points
+//    to is replaced, the link stays a link;
+//  - a character device (/dev/null, /dev/stdout, /dev/full) or a FIFO is
+//    written through, in place, without a temporary: the bytes go to it and
+//    its errors are reported (/dev/full: "No space left on device"); a FIFO
+//    that no process reads is an error, not a hang;
+//  - a directory, a block device or a socket is refused before anything is
+//    written.
+//
 // Use:
 //   cti_atomic_file af;
 //   if ((rc = cti_atomic_open(&af, "ct_save_safetensors", path))) return rc;
@@ -31,8 +41,9 @@ extern "C" {
 
 typedef struct cti_atomic_file {
   const char *op;   // for messages
-  const char *path; // the target (the caller's string, alive until commit/abort)
-  char *tmp;        // "<path>.tmp.<pid>"
+  const char *path; // the caller's path (alive until commit/abort), named in messages
+  char *target;     // path with symbolic links followed: the file replaced
+  char *tmp;        // "<target>.tmp.<pid>"; NULL when writing through a device or FIFO
   char *dir;        // the directory to fsync ("." for a bare file name)
   FILE *f;          // the temporary, open for writing
   int err;          // the first write's errno, 0 while all is well
@@ -58,6 +69,12 @@ int cti_atomic_commit(cti_atomic_file *af);
 
 // Closes and removes the temporary and frees af; the target is untouched.
 void cti_atomic_abort(cti_atomic_file *af);
+
+// Checks, before any work is done, that path can be written as open and
+// commit would write it: the destination kind (above), and for a file that
+// its directory exists and lets us create the temporary (created and
+// removed at once). Leaves nothing behind; CT_OK or the error open would give.
+int cti_atomic_check(const char *op, const char *path);
 
 // The whole sequence for a document already in memory.
 int cti_write_file_atomically(const char *op, const char *path, const void *data, size_t n);

@@ -24,6 +24,7 @@ same device), never asserted.
 """
 import math
 import os
+import stat
 import re
 import sys
 
@@ -211,6 +212,30 @@ def cmd_badflag(ch05, workdir):
     st.save(nox, {"y": np.zeros((16, 1), np.float32)})
     r = run([ch05, "--device", "cpu", "--quick", "--load-init", nox])
     expect(r.returncode == 1 and '"x"' in r.stderr, "--load-init without x must exit 1 naming x", r)
+
+    # Output files that cannot be written fail before the training (no
+    # "device:" line, no "== train ==" section) and leave what was there.
+    nodir = os.path.join(workdir, "ch05_no_such_dir", "m.safetensors")
+    for flag in ("--save", "--save-init", "--metrics"):
+        r = run([ch05, "--device", "cpu", "--quick", flag, nodir])
+        expect(r.returncode == 1 and flag in r.stderr and nodir in r.stderr and "directory exists" in r.stderr,
+               f"{flag} into a missing folder must exit 1 naming the flag, the path and the fix", r)
+        expect("device:" not in r.stdout, f"{flag} into a missing folder: the chapter ran before failing", r)
+    r = run([ch05, "--device", "cpu", "--quick", "--save", workdir])
+    expect(r.returncode == 1 and "is a directory" in r.stderr and os.path.isdir(workdir),
+           "--save onto a folder must exit 1 and leave the folder", r)
+    target = fresh(os.path.join(workdir, "ch05_link_target.safetensors"))
+    link = fresh(os.path.join(workdir, "ch05_link.safetensors"))
+    os.symlink(os.path.basename(target), link)
+    r = run([ch05, "--device", "cpu", "--quick", "--save", link])
+    expect(r.returncode == 0 and os.path.islink(link) and os.path.getsize(target) > 0,
+           "--save through a symbolic link must write the file it points to and keep the link", r)
+    os.unlink(link)
+    if os.path.exists("/dev/full"):
+        r = run([ch05, "--device", "cpu", "--quick", "--metrics", "/dev/full"])
+        expect(r.returncode == 1 and "/dev/full" in r.stderr and "No space left" in r.stderr
+               and stat.S_ISCHR(os.stat("/dev/full").st_mode),
+               "--metrics /dev/full must exit 1 with the device's error and leave the device node", r)
     print("PASS")
 
 

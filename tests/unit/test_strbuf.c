@@ -18,17 +18,24 @@
 //  - the atomic writer replaces a file whole, keeps its permission bits,
 //    and on every failure (a write past the file-size limit, an abort, a
 //    missing directory, a rename over a directory) leaves the old file
-//    byte-identical, removes its temporary and names the path in the message.
+//    byte-identical, removes its temporary and names the path in the message;
+//  - a symbolic link (a chain, a dangling one) is followed and stays a link,
+//    a loop is an error; /dev/null, /dev/full and a FIFO are written through
+//    and stay devices (a FIFO with no reader fails at once); a directory or a
+//    socket is refused; cti_atomic_check reports the same without writing.
 #define _POSIX_C_SOURCE 200809L // mkdtemp, setrlimit, fileno
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "atomic_file.h"
@@ -429,8 +436,8 @@ static void test_atomic_failures(void **state) {
   const char *inner = tpath("adir/inner");
   TU_OK(cti_write_file_atomically("test", inner, "in", 2));
   ct_clear_error();
-  assert_int_equal(cti_write_file_atomically("test", dir, "x", 1), CT_ERR_IO);
-  assert_non_null(strstr(ct_last_error(), "left as it was"));
+  assert_int_equal(cti_write_file_atomically("test", dir, "x", 1), CT_ERR_VALUE);
+  assert_non_null(strstr(ct_last_error(), "is a directory, not a file"));
   struct stat sb;
   assert_int_equal(stat(dir, &sb), 0);
   assert_true(S_ISDIR(sb.st_mode));
@@ -438,6 +445,114 @@ static void test_atomic_failures(void **state) {
   assert_false(temp_left());
   assert_int_equal(unlink(inner), 0);
   assert_int_equal(rmdir(dir), 0);
+}
+
+static bool is_kind(const char *path, mode_t kind, bool follow) {
+  struct stat sb;
+  if ((follow ? stat(path, &sb) : lstat(path, &sb)) != 0) return false;
+  return (sb.st_mode & S_IFMT) == kind;
+}
+
+// A symbolic link is followed, never replaced; a chain too; a dangling one
+// creates the file it names; a loop is an error that writes nothing.
+static void test_atomic_symlinks(void **state) {
+  (void)state;
+  // tpath's buffers rotate: keep copies of the seven names.
+  char real[640], link[640], link2[640], dangling[640], made[640], a[640], b[640];
+  snprintf(real, sizeof real, "%s", tpath("real.json"));
+  snprintf(link, sizeof link, "%s", tpath("link.json"));
+  snprintf(link2, sizeof link2, "%s", tpath("link2.json"));
+  snprintf(dangling, sizeof dangling, "%s", tpath("dangling.json"));
+  snprintf(made, sizeof made, "%s", tpath("made.json"));
+  snprintf(a, sizeof a, "%s", tpath("loop_a"));
+  snprintf(b, sizeof b, "%s", tpath("loop_b"));
+  TU_OK(cti_write_file_atomically("test", real, "old", 3));
+  assert_int_equal(symlink("real.json", link), 0); // relative: relative to its folder
+  assert_int_equal(symlink(link, link2), 0);        // absolute, to a link
+  TU_OK(cti_write_file_atomically("test", link2, "new", 3));
+  assert_true(is_kind(link, S_IFLNK, false));
+  assert_true(is_kind(link2, S_IFLNK, false));
+  assert_file(real, "new");
+  assert_false(temp_left());
+
+  assert_int_equal(symlink("made.json", dangling), 0);
+  TU_OK(cti_write_file_atomically("test", dangling, "m", 1));
+  assert_true(is_kind(dangling, S_IFLNK, false));
+  assert_file(made, "m");
+
+  assert_int_equal(symlink("loop_b", a), 0);
+  assert_int_equal(symlink("loop_a", b), 0);
+  ct_clear_error();
+  assert_int_equal(cti_write_file_atomically("test", a, "x", 1), CT_ERR_IO);
+  assert_non_null(strstr(ct_last_error(), "too many levels of symbolic links"));
+  assert_true(is_kind(a, S_IFLNK, false));
+  assert_false(temp_left());
+  for (const char *q[] = {real, link, link2, dangling, made, a, b, NULL}, **p = q; *p; ++p) assert_int_equal(unlink(*p), 0);
+}
+
+// Devices and FIFOs are written through, in place, and stay what they were.
+static void test_atomic_devices(void **state) {
+  (void)state;
+  TU_OK(cti_atomic_check("test", "/dev/null"));
+  TU_OK(cti_write_file_atomically("test", "/dev/null", "gone", 4));
+  assert_true(is_kind("/dev/null", S_IFCHR, false));
+  if (access("/dev/full", W_OK) == 0) {
+    ct_clear_error();
+    assert_int_equal(cti_write_file_atomically("test_op", "/dev/full", "x", 1), CT_ERR_IO);
+    assert_non_null(strstr(ct_last_error(), "test_op: /dev/full: writing failed: No space left on device"));
+    assert_true(is_kind("/dev/full", S_IFCHR, false));
+  }
+
+  const char *fifo = tpath("fifo");
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  ct_clear_error(); // nobody reads it: an error at once, not a hang
+  assert_int_equal(cti_write_file_atomically("test", fifo, "x", 1), CT_ERR_IO);
+  assert_non_null(strstr(ct_last_error(), "no process is reading this FIFO"));
+  TU_OK(cti_atomic_check("test", fifo)); // writable; the check opens nothing
+  int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+  assert_true(rd >= 0);
+  TU_OK(cti_write_file_atomically("test", fifo, "through", 7));
+  char got[16] = {0};
+  assert_int_equal(read(rd, got, sizeof got), 7);
+  assert_string_equal(got, "through");
+  close(rd);
+  assert_true(is_kind(fifo, S_IFIFO, false));
+  assert_false(temp_left());
+  assert_int_equal(unlink(fifo), 0);
+
+  // A socket is refused, untouched.
+  const char *sock = tpath("sock");
+  int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+  assert_int_equal(bind(sfd, (struct sockaddr *)&sa, sizeof sa), 0);
+  ct_clear_error();
+  assert_int_equal(cti_write_file_atomically("test", sock, "x", 1), CT_ERR_VALUE);
+  assert_non_null(strstr(ct_last_error(), "is a socket, not a file"));
+  assert_true(is_kind(sock, S_IFSOCK, false));
+  close(sfd);
+  assert_int_equal(unlink(sock), 0);
+}
+
+// The check says what open would say, and leaves nothing behind.
+static void test_atomic_check(void **state) {
+  (void)state;
+  const char *fresh = tpath("fresh.json");
+  TU_OK(cti_atomic_check("test", fresh));
+  assert_int_equal(access(fresh, F_OK), -1);
+  assert_false(temp_left());
+  const char *nodir = tpath("no/such/dir/x.json");
+  ct_clear_error();
+  assert_int_equal(cti_atomic_check("test", nodir), CT_ERR_IO);
+  assert_non_null(strstr(ct_last_error(), "check that the directory exists"));
+  assert_int_equal(cti_atomic_check("test", tmpdir), CT_ERR_VALUE);
+  if (geteuid() != 0) { // root may write anywhere
+    const char *ro = tpath("ro");
+    assert_int_equal(mkdir(ro, 0555), 0);
+    assert_int_equal(cti_atomic_check("test", tpath("ro/x.json")), CT_ERR_IO);
+    assert_non_null(strstr(ct_last_error(), "Permission denied"));
+    assert_int_equal(rmdir(ro), 0);
+  }
 }
 
 static int make_tmpdir(void **state) {
@@ -456,6 +571,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_buffer),          cmocka_unit_test(test_json_like_python),
       cmocka_unit_test(test_json_rfc8259),    cmocka_unit_test(test_json_number),
       cmocka_unit_test(test_atomic_replace),  cmocka_unit_test(test_atomic_failures),
+      cmocka_unit_test(test_atomic_symlinks), cmocka_unit_test(test_atomic_devices),
+      cmocka_unit_test(test_atomic_check),
   };
   return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }
