@@ -83,6 +83,21 @@ ct_device ct_module_device(const ct_module *m);
 // Sets every parameter's grad to zero (set_to_none false) or frees it (true).
 int ct_module_zero_grad(ct_module *m, bool set_to_none);
 
+// A copy of m (its whole tree) on `device`: the same kinds and configuration,
+// the same state_dict names, its own copies of the parameters and buffers,
+// no gradients and nothing saved from a forward, in m's training mode, with
+// m's forward hooks. torch.nn.parallel.replicate makes these for
+// DataParallel.
+ct_module *ct_module_replicate(const ct_module *m, ct_device device);
+
+// A forward hook, as register_forward_hook: called with the module, its input
+// and its output after each ct_module_forward of this module (not of its
+// children), on the thread that ran the forward. One hook per module; NULL
+// removes it. ct_module_replicate copies it (with the same ctx).
+typedef void (*ct_forward_hook)(ct_module *m, const ct_tensor *input, const ct_tensor *output,
+                                void *ctx);
+void ct_module_register_forward_hook(ct_module *m, ct_forward_hook hook, void *ctx);
+
 // ---- parameters and state ---------------------------------------------------------------------
 // The module's parameters (not buffers), in registration order, as
 // model.parameters(); the array is the module's (do not free), valid until
@@ -101,6 +116,14 @@ typedef struct ct_named_tensor {
   ct_tensor *tensor;
 } ct_named_tensor;
 int ct_module_load_state(ct_module *m, const ct_named_tensor *entries, int n, bool strict);
+// model.state_dict() as named tensors, each name prefixed with `prefix` (""
+// for none; "module." is what a DataParallel or DDP wrapper's state_dict
+// adds). The tensors are new references; free with ct_named_tensors_free.
+ct_named_tensor *ct_module_state_dict(ct_module *m, const char *prefix, int *n);
+// torch.nn.modules.utils.consume_prefix_in_state_dict_if_present: strips
+// `prefix` from every name that starts with it (in place), so a wrapper's
+// checkpoint loads into the bare model. Returns the number of names changed.
+int ct_consume_prefix_in_state_dict_if_present(ct_named_tensor *entries, int n, const char *prefix);
 // print(model): "Sequential(\n  (0): Linear(in_features=784, out_features=256, bias=True)\n ...)";
 // caller free()s.
 char *ct_module_str(const ct_module *m);

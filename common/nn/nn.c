@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "error.h"
 #include "nn_impl.h"
 #include "ops.h"
@@ -248,7 +249,15 @@ ct_tensor *ct_module_forward(ct_module *m, const ct_tensor *x) {
     return NULL;
   }
   if (check_device("ct_module_forward", m, x, "input")) return NULL;
-  return m->ops->forward(m, x);
+  ct_tensor *y = m->ops->forward(m, x);
+  if (y && m->hook) m->hook(m, x, y, m->hook_ctx);
+  return y;
+}
+
+void ct_module_register_forward_hook(ct_module *m, ct_forward_hook hook, void *ctx) {
+  if (!m) return;
+  m->hook = hook;
+  m->hook_ctx = hook ? ctx : NULL;
 }
 
 ct_tensor *ct_module_backward(ct_module *m, const ct_tensor *grad_output) {
@@ -330,6 +339,118 @@ int ct_module_zero_grad(ct_module *m, bool set_to_none) {
     if (rc) return rc;
   }
   return CT_OK;
+}
+
+// ---- state dicts with a prefix ----------------------------------------------------------------
+ct_named_tensor *ct_module_state_dict(ct_module *m, const char *prefix, int *n) {
+  if (n) *n = 0;
+  if (!m || !n) {
+    ct_fail(CT_ERR_VALUE, "ct_module_state_dict: NULL module or count");
+    return NULL;
+  }
+  if (!prefix) prefix = "";
+  int ns = 0;
+  ct_param **state = ct_module_state(m, &ns);
+  if (!state && ns) return NULL;
+  ct_named_tensor *e = calloc(ns > 0 ? (size_t)ns : 1, sizeof *e);
+  if (!e) {
+    ct_fail(CT_ERR_OOM, "ct_module_state_dict: out of host memory");
+    return NULL;
+  }
+  for (int i = 0; i < ns; ++i) {
+    int w = snprintf(e[i].name, sizeof e[i].name, "%s%s", prefix, state[i]->name);
+    if (w < 0 || (size_t)w >= sizeof e[i].name) {
+      ct_named_tensors_free(e, i);
+      ct_fail(CT_ERR_VALUE, "ct_module_state_dict: the key \"%s%s\" is longer than %zu characters", prefix,
+              state[i]->name, sizeof e[i].name - 1);
+      return NULL;
+    }
+    e[i].tensor = ct_retain(state[i]->value);
+  }
+  *n = ns;
+  return e;
+}
+
+int ct_consume_prefix_in_state_dict_if_present(ct_named_tensor *entries, int n, const char *prefix) {
+  if (!entries || !prefix || !*prefix) return 0;
+  size_t len = strlen(prefix);
+  int changed = 0;
+  for (int i = 0; i < n; ++i) {
+    if (strncmp(entries[i].name, prefix, len) != 0) continue;
+    memmove(entries[i].name, entries[i].name + len, strlen(entries[i].name + len) + 1);
+    ++changed;
+  }
+  return changed;
+}
+
+// ---- replicas ------------------------------------------------------------------------------
+void *cti_state_dup(const void *src, size_t size) {
+  void *st = calloc(1, size);
+  if (!st) {
+    ct_fail(CT_ERR_OOM, "ct_module_replicate: out of host memory");
+    return NULL;
+  }
+  memcpy(st, src, size);
+  return st;
+}
+
+// A copy of t on `device` that never shares t's storage (ct_to would hand
+// back t itself when it is already there).
+static ct_tensor *copy_to(const ct_tensor *t, ct_device device) {
+  if (!t) return NULL;
+  return ct_device_eq(ct_device_of(t), device) ? ct_clone(t) : ct_to_device(t, device);
+}
+
+// Enters with m; leaves with a new module of m's kind on `device` whose own
+// tensors are copies of m's (same names, same order), children replicated
+// recursively, or NULL with the first failure's message.
+ct_module *ct_module_replicate(const ct_module *m, ct_device device) {
+  if (!m) {
+    ct_fail(CT_ERR_VALUE, "ct_module_replicate: NULL module");
+    return NULL;
+  }
+  if (!cti_backend_for("ct_module_replicate", device)) return NULL;
+  void *state = NULL;
+  if (m->state) {
+    if (!m->ops->state_clone) {
+      ct_fail(CT_ERR_VALUE, "ct_module_replicate: %s cannot be replicated (its kind has no state_clone)",
+              m->ops->kind);
+      return NULL;
+    }
+    if (!(state = m->ops->state_clone(m))) return NULL;
+  }
+  ct_module *r = cti_module_new(m->ops, state);
+  if (!r) {
+    free(state); // a fresh clone holds no tensors yet
+    return NULL;
+  }
+  memcpy(r->name, m->name, sizeof r->name);
+  r->training = m->training;
+  r->device = device;
+  r->hook = m->hook;
+  r->hook_ctx = m->hook_ctx;
+  bool ok = true;
+  for (int i = 0; i < m->n_own && ok; ++i) {
+    ct_tensor *v = copy_to(m->own[i].value, device);
+    ct_param *p = v ? cti_module_register(r, local_name(m->own[i].name), v, m->own[i].is_buffer) : NULL;
+    if (p) memcpy(p->name, m->own[i].name, sizeof p->name); // the full dotted name
+    ok = p != NULL;
+  }
+  if (ok && m->n_children > 0) {
+    r->children = calloc((size_t)m->n_children, sizeof *r->children);
+    ok = r->children != NULL;
+    if (!ok) ct_fail(CT_ERR_OOM, "ct_module_replicate: out of host memory");
+    for (int c = 0; c < m->n_children && ok; ++c) {
+      r->children[c] = ct_module_replicate(m->children[c], device);
+      ok = r->children[c] != NULL;
+      r->n_children = c + 1;
+    }
+  }
+  if (!ok) {
+    ct_module_free(r);
+    return NULL;
+  }
+  return r;
 }
 
 // ---- parameters and state -------------------------------------------------------------------------

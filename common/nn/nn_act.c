@@ -99,12 +99,21 @@ static void relu_state_free(ct_module *m) {
   m->state = NULL;
 }
 
+// The configuration without the saved tensors (ct_module_replicate).
+static void *relu_state_clone(const ct_module *m) {
+  relu_state *st = cti_state_dup(m->state, sizeof *st);
+  if (!st) return NULL;
+  st->y = NULL;
+  return st;
+}
+
 static const cti_module_ops relu_ops = {
     .kind = "ReLU",
     .forward = relu_forward,
     .backward = relu_backward,
     .state_to = relu_state_to,
     .state_free = relu_state_free,
+    .state_clone = relu_state_clone,
 };
 
 ct_module *ct_nn_relu(void) {
@@ -155,11 +164,20 @@ static void flatten_describe(const ct_module *m, char *buf, size_t len) {
   snprintf(buf, len, "start_dim=1, end_dim=-1");
 }
 
+// The configuration without the saved tensors (ct_module_replicate).
+static void *flatten_state_clone(const ct_module *m) {
+  flatten_state *st = cti_state_dup(m->state, sizeof *st);
+  if (!st) return NULL;
+  st->saved = false;
+  return st;
+}
+
 static const cti_module_ops flatten_ops = {
     .kind = "Flatten",
     .forward = flatten_forward,
     .backward = flatten_backward,
     .describe = flatten_describe,
+    .state_clone = flatten_state_clone,
 };
 
 ct_module *ct_nn_flatten(void) {
@@ -272,6 +290,15 @@ static void dropout_state_free(ct_module *m) {
   m->state = NULL;
 }
 
+// The configuration without the saved tensors (ct_module_replicate).
+static void *dropout_state_clone(const ct_module *m) {
+  dropout_state *st = cti_state_dup(m->state, sizeof *st);
+  if (!st) return NULL;
+  st->mask = NULL;
+  st->saved = false;
+  return st;
+}
+
 static const cti_module_ops dropout_ops = {
     .kind = "Dropout",
     .forward = dropout_forward,
@@ -279,6 +306,7 @@ static const cti_module_ops dropout_ops = {
     .describe = dropout_describe,
     .state_to = dropout_state_to,
     .state_free = dropout_state_free,
+    .state_clone = dropout_state_clone,
 };
 
 ct_module *ct_nn_dropout(double p) {

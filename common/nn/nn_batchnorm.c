@@ -201,6 +201,16 @@ static void bn_state_free(ct_module *m) {
   m->state = NULL;
 }
 
+// The configuration without the saved tensors (ct_module_replicate).
+static void *bn_state_clone(const ct_module *m) {
+  bn_state *st = cti_state_dup(m->state, sizeof *st);
+  if (!st) return NULL;
+  st->x = NULL;
+  st->mean = NULL;
+  st->invstd = NULL;
+  return st;
+}
+
 static const cti_module_ops bn_ops = {
     .kind = "BatchNorm2d",
     .forward = bn_forward,
@@ -208,6 +218,7 @@ static const cti_module_ops bn_ops = {
     .describe = bn_describe,
     .state_to = bn_state_to,
     .state_free = bn_state_free,
+    .state_clone = bn_state_clone,
 };
 
 ct_module *ct_nn_batchnorm2d(int64_t num_features, double eps, double momentum) {

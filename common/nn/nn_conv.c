@@ -257,6 +257,14 @@ static void conv_state_free(ct_module *m) {
   m->state = NULL;
 }
 
+// The configuration without the saved tensors (ct_module_replicate).
+static void *conv_state_clone(const ct_module *m) {
+  conv_state *st = cti_state_dup(m->state, sizeof *st);
+  if (!st) return NULL;
+  st->x = NULL;
+  return st;
+}
+
 static const cti_module_ops conv_ops = {
     .kind = "Conv2d",
     .forward = conv_forward,
@@ -265,6 +273,7 @@ static const cti_module_ops conv_ops = {
     .describe = conv_describe,
     .state_to = conv_state_to,
     .state_free = conv_state_free,
+    .state_clone = conv_state_clone,
 };
 
 ct_module *ct_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel_size, int stride,

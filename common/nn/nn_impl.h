@@ -38,6 +38,10 @@ typedef struct cti_module_ops {
   // be dropped instead.
   int (*state_to)(ct_module *m, ct_device device);
   void (*state_free)(ct_module *m); // frees m->state's contents and m->state
+  // A new state holding m's configuration and none of its saved tensors,
+  // for ct_module_replicate; NULL (with an error) when out of memory. Kinds
+  // whose state is NULL need none.
+  void *(*state_clone)(const ct_module *m);
 } cti_module_ops;
 
 struct ct_module {
@@ -53,7 +57,12 @@ struct ct_module {
   // Flattened views built by ct_module_parameters / ct_module_state.
   ct_param **flat_params, **flat_state;
   int n_flat_params, n_flat_state;
+  ct_forward_hook hook; // called after each forward, or NULL
+  void *hook_ctx;
 };
+// calloc'ed copy of `size` bytes of src for a kind's state_clone; the kind
+// then clears the saved-tensor fields. NULL (with an error) when out of memory.
+void *cti_state_dup(const void *src, size_t size);
 
 // A new module of `ops` on the CPU, in training mode, owning `state`.
 ct_module *cti_module_new(const cti_module_ops *ops, void *state);

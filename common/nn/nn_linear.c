@@ -162,6 +162,14 @@ static void linear_state_free(ct_module *m) {
   m->state = NULL;
 }
 
+// The configuration without the saved tensors (ct_module_replicate).
+static void *linear_state_clone(const ct_module *m) {
+  linear_state *st = cti_state_dup(m->state, sizeof *st);
+  if (!st) return NULL;
+  st->x = NULL;
+  return st;
+}
+
 static const cti_module_ops linear_ops = {
     .kind = "Linear",
     .forward = linear_forward,
@@ -170,6 +178,7 @@ static const cti_module_ops linear_ops = {
     .describe = linear_describe,
     .state_to = linear_state_to,
     .state_free = linear_state_free,
+    .state_clone = linear_state_clone,
 };
 
 ct_module *ct_nn_linear(int64_t in_features, int64_t out_features, bool bias) {

@@ -137,6 +137,14 @@ static void pool_state_free(ct_module *m) {
   m->state = NULL;
 }
 
+// The configuration without the saved tensors (ct_module_replicate).
+static void *pool_state_clone(const ct_module *m) {
+  pool_state *st = cti_state_dup(m->state, sizeof *st);
+  if (!st) return NULL;
+  st->idx = NULL;
+  return st;
+}
+
 static const cti_module_ops pool_ops = {
     .kind = "MaxPool2d",
     .forward = pool_forward,
@@ -144,6 +152,7 @@ static const cti_module_ops pool_ops = {
     .describe = pool_describe,
     .state_to = pool_state_to,
     .state_free = pool_state_free,
+    .state_clone = pool_state_clone,
 };
 
 ct_module *ct_nn_maxpool2d(int kernel_size, int stride) {
