@@ -20,6 +20,9 @@
 #include "parallel.h"
 
 #include <pthread.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,7 @@ struct ct_data_parallel {
   int n;
   int64_t split[CT_MAX_REPLICAS];          // the last forward's chunk sizes
   int k;                                   // and their count
+  int k_running;                           // replicas of the parallel_apply under way
 };
 
 // ---- checks -----------------------------------------------------------------------------------
@@ -163,6 +167,11 @@ static int run_job(job *j) {
 
 static void *job_thread(void *arg) {
   job *j = arg;
+#ifdef _OPENMP
+  // CPU replicas share the host's cores: one OpenMP thread each, rather than
+  // a fresh team per replica thread competing for the same cores.
+  if (j->dp->devices[j->i].type == CT_CPU && j->dp->k_running > 1) omp_set_num_threads(1);
+#endif
   j->rc = run_job(j);
   if (j->rc) snprintf(j->msg, sizeof j->msg, "%s", ct_last_error());
   return NULL;
@@ -178,6 +187,7 @@ static int parallel_apply(job *jobs, int k) {
     ct_device d = jobs[i].dp->devices[jobs[i].i];
     jobs[i].issued_on = d.type == CT_CUDA ? ct_current_stream(d) : NULL;
   }
+  jobs[0].dp->k_running = k;
   if (k == 1) {
     job_thread(&jobs[0]);
   } else {
