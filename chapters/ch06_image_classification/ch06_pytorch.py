@@ -25,7 +25,6 @@ python3-torch). Exit codes as in the C chapters: 2 for a bad flag, 1 for a
 run-time error.
 """
 import argparse
-import gzip
 import json
 import os
 import re
@@ -40,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
 import st  # noqa: E402  (the repository's safetensors reader/writer)
 from batches import device_batches  # noqa: E402  (side-stream copies, as ct's DataLoader makes them)
+import fmnist  # noqa: E402  (Fashion-MNIST's IDX files as tensors)
 
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
            "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
@@ -107,33 +107,11 @@ def parse_args(argv):
     return a
 
 
-def read_idx(path):
-    """An IDX file (gzip or plain) as a numpy array: magic, dims, bytes."""
-    opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
-    with opener(path, "rb") as f:
-        raw = f.read()
-    zero, dtype, ndim = struct.unpack(">HBB", raw[:4])
-    if zero != 0 or dtype != 0x08:
-        raise ValueError(f"{path}: not a u8 IDX file")
-    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
-
 def fashion_mnist(torch, folder, train):
-    """(x, y): x float32 (N, 1, 28, 28) as ToTensor + Normalize give it, y int64 (N,)."""
-    prefix = "train" if train else "t10k"
-    arrays = []
-    for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
-        base = os.path.join(folder, f"{prefix}-{kind}")
-        path = base + ".gz" if os.path.exists(base + ".gz") else base
-        try:
-            arrays.append(read_idx(path))
-        except (OSError, ValueError) as e:
-            die(f"{e}. Install Debian's dataset-fashion-mnist or pass --data DIR")
-    images, labels = arrays
-    x = torch.from_numpy(images.copy()).float().div(255).unsqueeze(1)  # transforms.ToTensor()
-    x = (x - MEAN) / STD                                                # transforms.Normalize
-    return x, torch.from_numpy(labels.astype(np.int64))
+    try:
+        return fmnist.load(torch, folder, train, MEAN, STD)
+    except (OSError, ValueError) as e:
+        die(f"{e}. Install Debian's dataset-fashion-mnist or pass --data DIR")
 
 
 def build_model(nn, a):
