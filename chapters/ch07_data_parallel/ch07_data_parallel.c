@@ -218,6 +218,7 @@ static void show_current_device(ct_metrics *m) {
   ct_free(x), ct_free(a), ct_free(b0), ct_free(b), ct_free(c), ct_free(z), ct_free(d);
 }
 /*md output current device*/
+/*md twin current_device*/
 
 /*md
 ::: zh
@@ -597,6 +598,7 @@ static int show_state_dict(const settings *s, const ct_device *devs, int n, ct_m
   return rc;
 }
 /*md output state dict*/
+/*md twin state_dict*/
 
 /*md
 ::: zh
