@@ -14,6 +14,7 @@
 #include "nn.h"
 #include "ops.h"
 #include "optim.h"
+#include "dist.h"
 #include "parallel.h"
 #include "print.h"
 #include "progress.h"

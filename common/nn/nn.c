@@ -266,19 +266,31 @@ ct_tensor *ct_module_backward(ct_module *m, const ct_tensor *grad_output) {
     return NULL;
   }
   if (check_device("ct_module_backward", m, grad_output, "grad_output")) return NULL;
-  return m->ops->backward(m, grad_output);
+  ct_tensor *dx = m->ops->backward(m, grad_output);
+  if (dx && m->grad_hook && m->n_own > 0) m->grad_hook(m, m->grad_ctx);
+  return dx;
+}
+
+void cti_module_set_grad_hook(ct_module *m, void (*fn)(ct_module *m, void *ctx), void *ctx) {
+  if (!m) return;
+  m->grad_hook = fn;
+  m->grad_ctx = fn ? ctx : NULL;
+  for (int i = 0; i < m->n_children; ++i) cti_module_set_grad_hook(m->children[i], fn, ctx);
 }
 
 int ct_module_backward_params(ct_module *m, const ct_tensor *grad_output) {
   if (!m || !grad_output) return ct_fail(CT_ERR_VALUE, "ct_module_backward_params: NULL module or gradient");
   int rc = check_device("ct_module_backward_params", m, grad_output, "grad_output");
   if (rc) return rc;
-  if (m->ops->backward_params) return m->ops->backward_params(m, grad_output);
-  if (m->n_own == 0 && m->n_children == 0) return CT_OK; // nothing to learn, nothing to pass on
-  ct_tensor *dx = m->ops->backward(m, grad_output);
-  if (!dx) return ct_last_status();
-  ct_free(dx);
-  return CT_OK;
+  if (m->ops->backward_params) {
+    rc = m->ops->backward_params(m, grad_output);
+  } else if (m->n_own > 0 || m->n_children > 0) { // else nothing to learn, nothing to pass on
+    ct_tensor *dx = m->ops->backward(m, grad_output);
+    rc = dx ? CT_OK : (int)ct_last_status();
+    ct_free(dx);
+  }
+  if (rc == CT_OK && m->grad_hook && m->n_own > 0) m->grad_hook(m, m->grad_ctx);
+  return rc;
 }
 
 void ct_module_train(ct_module *m, bool mode) {

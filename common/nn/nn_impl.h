@@ -59,7 +59,13 @@ struct ct_module {
   int n_flat_params, n_flat_state;
   ct_forward_hook hook; // called after each forward, or NULL
   void *hook_ctx;
+  // Called after this module's backward has accumulated its own parameters'
+  // grads (DistributedDataParallel's "gradient ready" signal), or NULL.
+  void (*grad_hook)(ct_module *m, void *ctx);
+  void *grad_ctx;
 };
+// Sets the gradient-ready hook on m and every module below it (NULL clears).
+void cti_module_set_grad_hook(ct_module *m, void (*fn)(ct_module *m, void *ctx), void *ctx);
 // calloc'ed copy of `size` bytes of src for a kind's state_clone; the kind
 // then clears the saved-tensor fields. NULL (with an error) when out of memory.
 void *cti_state_dup(const void *src, size_t size);
