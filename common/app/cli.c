@@ -348,6 +348,43 @@ _Noreturn void ct_cli_die(const ct_cli *cli) {
   exit(1);
 }
 
+void ct_cli_launch(const char *program, int argc, char **argv, int nproc) {
+  const char *rank = getenv("RANK");
+  if (rank && *rank) {
+    if (strcmp(rank, "0") != 0 && !freopen("/dev/null", "w", stdout)) {
+      fprintf(stderr, "%s: rank %s: cannot silence stdout\n", program, rank);
+      exit(1);
+    }
+    return;
+  }
+  const char *launch = getenv("CT_LAUNCH");
+  char path[4096];
+  if (!launch || !*launch) {
+    snprintf(path, sizeof path, "%s/tools/launch", CT_SOURCE_DIR);
+    launch = path;
+  }
+  if (nproc < 1 || nproc > 64) {
+    fprintf(stderr, "%s: --nproc must be in [1, 64], got %d\n", program, nproc);
+    exit(2);
+  }
+  char n[16];
+  snprintf(n, sizeof n, "%d", nproc);
+  char **args = calloc((size_t)argc + 4, sizeof *args);
+  if (!args) {
+    fprintf(stderr, "%s: out of memory\n", program);
+    exit(1);
+  }
+  args[0] = (char *)launch;
+  args[1] = "--nproc-per-node";
+  args[2] = n;
+  for (int i = 0; i < argc; ++i) args[3 + i] = argv[i];
+  fflush(stdout);
+  execv(launch, args);
+  fprintf(stderr, "%s: cannot start the launcher %s: %s (set CT_LAUNCH, or run tools/launch --nproc-per-node %d %s)\n",
+          program, launch, strerror(errno), nproc, argv[0]);
+  exit(1);
+}
+
 void ct_cli_section(const char *name) {
   printf("== %s ==\n", name);
   fflush(stdout);

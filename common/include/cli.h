@@ -68,6 +68,13 @@ void ct_cli_begin(ct_cli *cli);
 // Prints "<program>: <last error>" to stderr and exits 1. For chapters'
 // `if (!x) ct_cli_die(&cli);`.
 _Noreturn void ct_cli_die(const ct_cli *cli);
+// For a program of many processes (chapter 8): when RANK is not in the
+// environment, runs this same command again under tools/launch with nproc
+// processes (as `torchrun --nproc-per-node N prog` would) and does not
+// return; under a launcher it returns at once. Ranks other than 0 get their
+// stdout sent to /dev/null (only rank 0 logs); stderr stays, so every rank's
+// errors are seen. $CT_LAUNCH overrides the launcher's path.
+void ct_cli_launch(const char *program, int argc, char **argv, int nproc);
 // Prints a section header "== name ==" that the book uses to place output.
 void ct_cli_section(const char *name);
 

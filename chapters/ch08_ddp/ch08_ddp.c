@@ -1,0 +1,755 @@
+// SPDX-License-Identifier: MIT
+/*md
+::: zh
+# 第 8 章　DistributedDataParallel：多个进程，各自一个模型
+
+第 7 章的 DataParallel 是一个进程带着几个线程，主设备负责分发、收集、汇总、更新。种子教程说 DistributedDataParallel（DDP）"需要多进程、比较复杂，因为没有主 GPU 负载瓶颈，性能更优"，然后就不讲了。本章把它讲完：每个进程（**rank**）有自己完整的模型、自己的那一份数据、自己的优化器；每一步只有一件事需要大家一起做：把梯度取平均（**all-reduce**）。平均之后每个 rank 的梯度完全相同，各自走一步，参数也就一直相同，不需要谁把参数广播给谁。
+
+这需要真正的通信引擎。ct 不自己写传输层：进程由 **Open MPI** 启动，CPU 上的集合通信也由它完成；GPU 上用 **NCCL**。`tools/launch` 扮演 `torchrun` 的角色：
+
+```sh
+cd build && ninja ch08_ddp
+./ch08                                   # 自己在 tools/launch 下启动 2 个 rank（--nproc 改数量）
+../tools/launch --nproc-per-node 2 ./ch08 --quick   # 和上一行一样，显式地写出来
+../tools/launch --nproc-per-node 2 /usr/bin/python3 ../chapters/ch08_ddp/ch08_pytorch.py --quick
+../tools/launch --hosts node1,node2 --nproc-per-node 4 ./ch08 --device cuda --backend nccl
+```
+
+本章依次讲：进程组和启动器放进每个进程的环境变量；集合通信（all_reduce、broadcast、all_gather、reduce_scatter、barrier）；`DistributedSampler` 怎样给每个 rank 分数据；环形 all-reduce 的代价模型和实测带宽；DDP 的桶（bucket）和通信与反向计算的重叠；`no_sync` 梯度累积；DP 和 DDP 的对比；只由 rank 0 打印和保存。最后改正种子里 DDP 代码的错误。
+:::
+::: en
+# Chapter 8. DistributedDataParallel: many processes, a model each
+
+Chapter 7's DataParallel is one process with threads, and a main device that scatters, gathers, sums and updates. The seed says DistributedDataParallel (DDP) "needs multiple processes and is more complex, performs better because there is no main-GPU bottleneck", and stops there. This chapter goes the rest of the way: each process (a **rank**) has its own whole model, its own share of the data, its own optimizer; one thing per step is done together: averaging the gradients (**all-reduce**). After the average every rank holds the same gradients, takes the same step, and so keeps the same parameters, without anyone broadcasting parameters to anyone.
+
+That takes real communication engines. ct writes no transport of its own: **Open MPI** starts the processes and carries the collectives on the CPU, **NCCL** on GPUs. `tools/launch` plays `torchrun`'s part:
+
+```sh
+cd build && ninja ch08_ddp
+./ch08                                   # starts itself under tools/launch with 2 ranks (--nproc)
+../tools/launch --nproc-per-node 2 ./ch08 --quick   # the same, written out
+../tools/launch --nproc-per-node 2 /usr/bin/python3 ../chapters/ch08_ddp/ch08_pytorch.py --quick
+../tools/launch --hosts node1,node2 --nproc-per-node 4 ./ch08 --device cuda --backend nccl
+```
+
+In order: the process group and the environment the launcher gives each process; the collectives (all_reduce, broadcast, all_gather, reduce_scatter, barrier); how `DistributedSampler` shares the data out; the ring all-reduce's cost model and measured bandwidth; DDP's buckets and the overlap of communication with backward; `no_sync` gradient accumulation; DP against DDP; only rank 0 prints and saves. At the end, the seed's DDP code corrected.
+:::
+*/
+
+/*md hide*/
+#define _POSIX_C_SOURCE 200809L // clock_gettime, getpid
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ct.h"
+
+#define FMNIST_MEAN 0.2860
+#define FMNIST_STD 0.3530
+#define TIMED_STEPS 20 // steps timed for overlap and DP vs DDP
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct settings {
+  const char *backend, *data, *save;
+  long nproc, epochs, batch_size, train_size, accumulate;
+  double lr, momentum, bucket_mb;
+} settings;
+
+static void sync_device(ct_device d) {
+  if (d.type == CT_CUDA) ct_cuda_synchronize(d.index);
+}
+
+// A scalar all-reduced (the mean, the max) so rank 0 can print one number for all.
+static double reduce_scalar(ct_process_group *pg, double v, ct_dist_reduce_op op) {
+  ct_tensor *h = ct_from_host(&v, CT_SHAPE(1), CT_F64, ct_device_cpu());
+  ct_tensor *t = h ? ct_to_device(h, ct_dist_device(pg)) : NULL; // nccl reduces GPU tensors only
+  double out = v;
+  if (t && ct_dist_all_reduce(pg, t, op) == CT_OK) ct_copy_to_host(t, &out, sizeof out);
+  ct_free(h), ct_free(t);
+  return out;
+}
+/*md show*/
+
+/*md
+::: zh
+## 进程组：每个 rank 知道自己是谁
+
+`tools/launch --nproc-per-node 2 PROG` 让 `mpirun` 启动两个 PROG 进程，并在每个进程的环境里放上 `torchrun` 放的那几个变量：`RANK`（全局编号）、`LOCAL_RANK`（本机上的编号，决定用哪块 GPU）、`WORLD_SIZE`（总进程数）、`MASTER_ADDR` 和 `MASTER_PORT`（rank 0 所在的地址和端口）。`ct_dist_init_process_group("mpi")` 就是 `dist.init_process_group("gloo")`（CPU）或 `("nccl")`（GPU）加上 `init_method="env://"`：读这些变量，并和 MPI 自己给出的编号核对。变量缺了就报错，说出缺的是哪个、该用什么启动，而不是卡住不动。
+
+后端的选择：`mpi` 处理 CPU 张量（GPU 张量先经锁页内存中转）；`nccl` 要求每个 rank 独占一块 GPU，它的 unique id 由 rank 0 生成，经 MPI 广播给所有人。**一块 GPU 不能放两个 NCCL rank**：NCCL 把同一设备上的两个 rank 视为错误（`ncclInvalidUsage`，"Duplicate GPU detected"），因为它的环和树是按设备建的。所以 `--backend nccl` 时 rank 数不能超过 GPU 数，本章会在初始化时报出这一点。
+
+线程也要分：`tools/launch` 和 `torchrun` 一样，在没有设置 `OMP_NUM_THREADS` 时给每个 rank 分到"核数 ÷ 每台机器的 rank 数"个 OpenMP 线程。否则每个 rank 都开一整台机器那么多的线程，核被超额占用，MPI 忙等的 rank 又抢走别人计算用的核，每一步会慢上许多倍。
+
+下面由 rank 0 打印每个 rank 的身份：各 rank 先把自己的 (rank, local rank, 进程号) 放进一个张量，`all_gather` 到每个 rank，rank 0 打印。只有 rank 0 打印（其他 rank 的标准输出被重定向到 `/dev/null`），这是分布式程序的通行做法，否则 N 个进程的输出会混在一起。
+:::
+::: en
+## The process group: each rank knows who it is
+
+`tools/launch --nproc-per-node 2 PROG` has `mpirun` start two PROG processes and puts in each one's environment the variables `torchrun` puts there: `RANK` (the global number), `LOCAL_RANK` (the number on this machine, which picks the GPU), `WORLD_SIZE` (the number of processes), `MASTER_ADDR` and `MASTER_PORT` (where rank 0 is). `ct_dist_init_process_group("mpi")` is `dist.init_process_group("gloo")` (CPU) or `("nccl")` (GPU) with `init_method="env://"`: it reads those variables and checks them against MPI's own numbering. A missing variable is an error that names it and the launcher to use, not a hang.
+
+The backends: `mpi` takes CPU tensors (a GPU tensor goes through pinned host memory); `nccl` wants one GPU per rank, and its unique id, made by rank 0, reaches everyone through an MPI broadcast. **One GPU cannot host two NCCL ranks**: NCCL treats two ranks on one device as an error (`ncclInvalidUsage`, "Duplicate GPU detected"), because it builds its rings and trees per device. So with `--backend nccl` there can be no more ranks than GPUs, and the chapter says so at initialization.
+
+Threads must be shared out too: like `torchrun`, `tools/launch` gives each rank, when `OMP_NUM_THREADS` is not set, the cores divided by the ranks per machine as its OpenMP threads. Otherwise every rank starts as many threads as the whole machine has, the cores are oversubscribed, and ranks busy-waiting in MPI steal the cores the others compute on: each step becomes many times slower.
+
+Below, rank 0 prints every rank's identity: each rank puts its (rank, local rank, process id) in a tensor, `all_gather` brings all of them to every rank, and rank 0 prints them. Only rank 0 prints (the other ranks' standard output goes to `/dev/null`), the usual rule of distributed programs; otherwise N processes' lines interleave.
+:::
+*/
+static int show_group(ct_process_group *pg, ct_metrics *m) {
+  ct_cli_section("process group");
+  int w = ct_dist_get_world_size(pg);
+  ct_device d = ct_dist_device(pg);
+  double mine[4] = {ct_dist_get_rank(pg), ct_dist_get_local_rank(pg), (double)getpid(), d.index};
+  ct_tensor *h = ct_from_host(mine, CT_SHAPE(4), CT_F64, ct_device_cpu());
+  ct_tensor *in = h ? ct_to_device(h, d) : NULL, *all[64];
+  for (int r = 0; r < w; ++r) all[r] = ct_zeros(CT_SHAPE(4), CT_F64, d);
+  int rc = in ? ct_dist_all_gather(pg, all, in) : -1;
+  char dev[CT_DEVICE_STR_MAX];
+  printf("backend %s, world size %d, MASTER_ADDR %s, MASTER_PORT %s\n", ct_dist_get_backend(pg), w,
+         getenv("MASTER_ADDR"), getenv("MASTER_PORT"));
+  printf("%5s %11s %8s  %s\n", "rank", "local rank", "pid", "device");
+  for (int r = 0; rc == CT_OK && r < w; ++r) {
+    double v[4];
+    if ((rc = ct_copy_to_host(all[r], v, sizeof v)) != CT_OK) break;
+    ct_device rd = v[3] < 0 ? ct_device_cpu() : ct_device_cuda((int)v[3]);
+    printf("%5d %11d %8d  %s\n", (int)v[0], (int)v[1], (int)v[2], ct_device_str(rd, dev));
+  }
+  ct_metrics_num(m, "world_size", w);
+  ct_metrics_str(m, "backend", ct_dist_get_backend(pg));
+  for (int r = 0; r < w; ++r) ct_free(all[r]);
+  ct_free(in), ct_free(h);
+  return rc;
+}
+/*md output process group*/
+
+/*md
+::: zh
+## 集合通信
+
+五个操作覆盖了数据并行需要的一切，每个 rank 都以同样的顺序调用它们（顺序不一致就会互相等待，卡住）：
+
+- `all_reduce(t, SUM)`：每个 rank 的 t 变成所有 rank 的 t 之和（`AVG` 是平均，`MAX`/`MIN` 同理）。DDP 的梯度平均就是它。
+- `broadcast(t, src)`：每个 rank 的 t 变成 rank src 的 t。DDP 开始时用它把 rank 0 的参数发给所有人。
+- `all_gather(out_list, t)`：每个 rank 都得到所有 rank 的 t。
+- `reduce_scatter(out, in_list)`：对第 k 块求和，结果只留在 rank k。all-reduce 其实就是一次 reduce-scatter 加一次 all-gather，下一节的环形算法正是这样做的。
+- `barrier()`：所有 rank 都到了才继续。
+
+下面每个 rank 用自己的编号 r 构造输入，rank 0 打印结果，以及按定义应得的值。
+:::
+::: en
+## Collectives
+
+Five operations cover everything data parallelism needs, and every rank calls them in the same order (in a different order the ranks wait for each other forever):
+
+- `all_reduce(t, SUM)`: each rank's t becomes the sum of every rank's t (`AVG` the mean, `MAX`/`MIN` alike). DDP's gradient average is this.
+- `broadcast(t, src)`: each rank's t becomes rank src's t. DDP uses it at the start to give everyone rank 0's parameters.
+- `all_gather(out_list, t)`: every rank receives every rank's t.
+- `reduce_scatter(out, in_list)`: chunk k summed over the ranks lands on rank k only. An all-reduce is a reduce-scatter followed by an all-gather, which is how the ring algorithm of the next section does it.
+- `barrier()`: nobody continues until everyone has arrived.
+
+Below, each rank builds its inputs from its rank r; rank 0 prints the results and the values the definitions give.
+:::
+*/
+static ct_tensor *filled(double v, int64_t n, ct_device d) {
+  ct_tensor *t = ct_empty(CT_SHAPE(n), CT_F32, d);
+  if (t && ct_fill_(t, v) != CT_OK) ct_free(t), t = NULL;
+  return t;
+}
+
+static double first(const ct_tensor *t) {
+  float v = NAN;
+  ct_tensor *c = ct_narrow(t, 0, 0, 1);
+  if (c) ct_copy_to_host(c, &v, sizeof v);
+  ct_free(c);
+  return v;
+}
+
+static int show_collectives(ct_process_group *pg, ct_metrics *m) {
+  ct_cli_section("collectives");
+  int r = ct_dist_get_rank(pg), w = ct_dist_get_world_size(pg);
+  ct_device d = ct_dist_device(pg);
+  /* LAB BEGIN: all_reduce (SUM) a tensor of r + 1; broadcast 100 + r from the last rank; all_gather r * 10 */
+  ct_tensor *t = filled(r + 1, 4, d);
+  int rc = t ? ct_dist_all_reduce(pg, t, CT_REDUCE_SUM) : -1;     // dist.all_reduce(t)
+  double sum = t ? first(t) : NAN;
+  ct_free(t);
+  t = filled(100 + r, 4, d);
+  if (!rc) rc = t ? ct_dist_broadcast(pg, t, w - 1) : -1;          // dist.broadcast(t, src=w-1)
+  double bcast = t ? first(t) : NAN;
+  ct_free(t);
+  ct_tensor *in = filled(10.0 * r, 2, d), *out[64];
+  for (int k = 0; k < w; ++k) out[k] = filled(-1, 2, d);
+  if (!rc) rc = in ? ct_dist_all_gather(pg, out, in) : -1;        // dist.all_gather(out, in)
+  /* LAB END */
+  printf("all_reduce(r + 1, SUM)  = %g   (1 + 2 + ... + %d = %d)\n", sum, w, w * (w + 1) / 2);
+  printf("broadcast(100 + r, src=%d) = %g\n", w - 1, bcast);
+  printf("all_gather(10 r)        =");
+  double gathered[64];
+  for (int k = 0; k < w; ++k) printf(" %g", gathered[k] = first(out[k]));
+  printf("\n");
+  for (int k = 0; k < w; ++k) ct_free(out[k]);
+  ct_free(in);
+  // reduce_scatter: rank r gives chunk k the value r + k; rank k receives sum_r (r + k).
+  ct_tensor *chunks[64], *mine = filled(0, 1, d);
+  for (int k = 0; k < w; ++k) chunks[k] = filled(r + k, 1, d);
+  if (!rc) rc = ct_dist_reduce_scatter(pg, mine, chunks, CT_REDUCE_SUM);
+  double rs = mine ? first(mine) : NAN;
+  printf("reduce_scatter(r + k) on rank 0 = %g   (sum over r of r + 0 = %d)\n", rs, w * (w - 1) / 2);
+  for (int k = 0; k < w; ++k) ct_free(chunks[k]);
+  ct_free(mine);
+  if (!rc) rc = ct_dist_barrier(pg);
+  printf("barrier: all %d ranks arrived\n", w);
+  ct_metrics_num(m, "all_reduce_sum", sum);
+  ct_metrics_num(m, "broadcast_value", bcast);
+  ct_metrics_series(m, "all_gather", gathered, w);
+  ct_metrics_num(m, "reduce_scatter_rank0", rs);
+  return rc;
+}
+/*md output collectives*/
+
+/*md
+::: zh
+## DistributedSampler：每个 rank 拿哪些样本
+
+每个 rank 必须看到**不同**的样本，合起来又正好是整个数据集。`DistributedSampler` 的做法：每个 epoch 用种子 `seed + epoch` 把下标打乱（所有 rank 用同一个种子，所以打乱的结果相同），不够整除时把开头的几个下标重复补在末尾，使总数是 rank 数的倍数（`drop_last=True` 则丢掉多出来的），然后 rank r 取第 r、r+W、r+2W……个。忘了每个 epoch 调 `set_epoch(e)`，每个 epoch 的顺序就都一样，这是种子代码之外最常见的 DDP 错误。
+
+ct 的实现要和 PyTorch 逐个下标地一致，所以它的打乱不用 ct 自己的 Philox，而是复现 `torch.randperm` 在 CPU 上的做法：以 `manual_seed(seed + epoch)` 初始化的 32 位梅森旋转（mt19937），配上 Fisher–Yates 洗牌，第 i 步和 i + (mt() mod (n − i)) 交换。测试 `unit.dist_sampler` 在 1428 种（长度、rank 数、rank、epoch、种子、shuffle、drop_last）组合上和 PyTorch 的 `DistributedSampler` 比对。下表是 10 个样本时各 rank 的份额。
+:::
+::: en
+## DistributedSampler: which samples each rank gets
+
+Each rank must see **different** samples, and together exactly the dataset. `DistributedSampler`'s recipe: each epoch, shuffle the indices with seed `seed + epoch` (every rank uses the same seed, so every rank gets the same permutation); when they do not divide evenly, repeat the first indices at the end until the count is a multiple of the number of ranks (or, with `drop_last=True`, drop the extra ones); then rank r takes elements r, r+W, r+2W, .... Forgetting `set_epoch(e)` at each epoch makes every epoch's order the same, the most common DDP mistake outside the seed's code.
+
+ct's version must equal PyTorch's index for index, so its shuffle is not ct's Philox but `torch.randperm`'s CPU recipe: a 32-bit Mersenne Twister (mt19937) seeded by `manual_seed(seed + epoch)`, and a Fisher–Yates pass whose i-th step swaps with i + (mt() mod (n − i)). The test `unit.dist_sampler` compares it with PyTorch's `DistributedSampler` over 1428 combinations of length, world size, rank, epoch, seed, shuffle and drop_last. The table shows each rank's share of 10 samples.
+:::
+*/
+static void show_sampler(int w, ct_metrics *m) {
+  ct_cli_section("sampler");
+  double flat[256];
+  int nf = 0;
+  for (int shuffle = 0; shuffle <= 1; ++shuffle)
+    for (int epoch = 0; epoch <= shuffle; ++epoch)
+      for (int r = 0; r < w; ++r) {
+        ct_distributed_sampler s = {.length = 10, .num_replicas = w, .rank = r, .shuffle = shuffle != 0,
+                                    .seed = 0, .epoch = epoch};
+        int64_t idx[16];
+        int64_t n = ct_distributed_sampler_len(&s);
+        if (n < 0 || n > 16 || ct_distributed_sampler_indices(&s, idx) != CT_OK) continue;
+        printf("shuffle %-5s epoch %d  rank %d:", shuffle ? "True" : "False", epoch, r);
+        for (int64_t i = 0; i < n; ++i) {
+          printf(" %" PRId64, idx[i]);
+          if (nf < 256) flat[nf++] = (double)idx[i];
+        }
+        printf("\n");
+      }
+  ct_metrics_series(m, "sampler_table", flat, nf);
+}
+/*md output sampler*/
+/*md twin sampler*/
+
+/*md
+::: zh
+## 环形 all-reduce 的代价
+
+N 个 rank 各有 S 字节，怎样最快地求和？最笨的办法是都发给 rank 0，加好再发回来：rank 0 要收 (N − 1)·S、发 (N − 1)·S，N 越大它越忙，正是 DataParallel 的主设备瓶颈。**环形算法**把 N 个 rank 连成一个环，把数据切成 N 块：先做 N − 1 轮 reduce-scatter，每轮每个 rank 把一块发给下一个、从上一个收一块加到自己那块上，结束时每个 rank 拥有一块的完整和；再做 N − 1 轮 all-gather，把完整的块转一圈。每个 rank 一共发送 2(N − 1)·S/N 字节，**几乎与 N 无关**：N 从 2 变到 1000，每个 rank 的流量只从 S 增加到不到 2S。时间大约是
+
+  T ≈ 2(N − 1)·α + 2·(N − 1)/N · S/β
+
+α 是每条消息的延迟，β 是链路带宽。小消息由延迟项主导（所以 DDP 把梯度攒成桶再发），大消息由带宽项主导。
+
+nccl-tests 报两个数：**algbw** = S/T，和 **busbw** = algbw · 2(N − 1)/N，后者把算法的流量系数除掉，能直接和链路带宽比较。下面测几种大小的 all_reduce（每种取 5 次的中位数，报所有 rank 中最慢的），按这两个定义报告。在一台机器上用 `mpi` 后端时，"链路"是共享内存，两个 rank 还在抢同样的两个核，数字只说明趋势，不代表网络。
+:::
+::: en
+## What a ring all-reduce costs
+
+N ranks hold S bytes each: what is the fastest way to sum them? The naive way sends everything to rank 0, adds, and sends the sum back: rank 0 receives (N − 1)·S and sends (N − 1)·S, busier with every rank added, which is DataParallel's main-device bottleneck. The **ring algorithm** links the N ranks in a ring and cuts the data into N chunks: first N − 1 rounds of reduce-scatter, where each rank sends one chunk to the next rank and adds the chunk it receives from the previous one, leaving each rank with one chunk's complete sum; then N − 1 rounds of all-gather pass the complete chunks around. Each rank sends 2(N − 1)·S/N bytes in all, **nearly independent of N**: from 2 ranks to 1000, each rank's traffic only grows from S to under 2S. The time is about
+
+  T ≈ 2(N − 1)·α + 2·(N − 1)/N · S/β
+
+with α the latency of a message and β the link bandwidth. Small messages are dominated by the latency term (which is why DDP packs gradients into buckets before sending them), large ones by the bandwidth term.
+
+nccl-tests reports two figures: **algbw** = S/T, and **busbw** = algbw · 2(N − 1)/N, which divides out the algorithm's traffic factor so that it compares directly with a link's bandwidth. Below, all_reduce is timed at a few sizes (the median of 5 runs each, the slowest rank's) and reported by those two definitions. With the `mpi` backend on one machine the "link" is shared memory and two ranks compete for the same two cores: the figures show the trend, not a network.
+:::
+*/
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static int show_bandwidth(ct_process_group *pg, bool quick, ct_metrics *m) {
+  ct_cli_section("all-reduce bandwidth");
+  int w = ct_dist_get_world_size(pg);
+  ct_device d = ct_dist_device(pg);
+  double sizes[8], algbw[8], busbw[8];
+  int ns = 0;
+  printf("%10s %10s %12s %12s\n", "bytes", "time (us)", "algbw GB/s", "busbw GB/s");
+  for (int64_t bytes = 4096; bytes <= (quick ? (1 << 20) : (16 << 20)); bytes *= 16) {
+    ct_tensor *t = filled(1, bytes / 4, d);
+    if (!t) return -1;
+    double times[5];
+    for (int k = 0; k < 5; ++k) {
+      int rc = ct_dist_barrier(pg);
+      double t0 = now_seconds();
+      if (!rc) rc = ct_dist_all_reduce(pg, t, CT_REDUCE_SUM);
+      sync_device(d);
+      times[k] = now_seconds() - t0;
+      if (rc) {
+        ct_free(t);
+        return rc;
+      }
+    }
+    qsort(times, 5, sizeof times[0], cmp_double);
+    double sec = reduce_scalar(pg, times[2], CT_REDUCE_MAX);
+    sizes[ns] = (double)bytes;
+    algbw[ns] = (double)bytes / sec / 1e9;
+    busbw[ns] = algbw[ns] * 2.0 * (w - 1) / w;
+    printf("%10" PRId64 " %10.1f %12.3f %12.3f\n", bytes, sec * 1e6, algbw[ns], busbw[ns]);
+    ++ns;
+    ct_free(t);
+  }
+  ct_metrics_series(m, "allreduce_bytes", sizes, ns);
+  ct_metrics_series(m, "allreduce_algbw_gbs", algbw, ns);
+  ct_metrics_series(m, "allreduce_busbw_gbs", busbw, ns);
+  return CT_OK;
+}
+/*md output all-reduce bandwidth*/
+
+/*md
+::: zh
+## 用 DDP 训练 Fashion-MNIST
+
+和第 6 章同一个 MLP、同样的数据。每个 rank：
+
+1. 载入数据集（每个进程各自载入一份；Fashion-MNIST 只有 47 MB，大数据集则每个 rank 只读自己的份额）；
+2. 建模型，搬到本 rank 的设备上，用 `ct_ddp_create` 包起来：这一步把 rank 0 的参数广播给所有人，不管各 rank 的随机初始化是否相同；
+3. 每个 epoch 调 `set_epoch`，取自己那份下标，按 `--batch-size`（**每个 rank 的** batch，全局 batch 是它乘以 rank 数）一批一批地训练；
+4. 损失只在本 rank 的 batch 上算；`ct_ddp_backward_params` 在反向时把梯度平均掉，所以每个 rank 的 `optimizer.step()` 做的是同一步。
+
+`--accumulate K` 演示梯度累积：每 K 个 micro-batch 才同步一次，前 K − 1 个在 `no_sync` 里只在本地累加梯度。梯度要除以 K（这里缩放的是 dL/dlogits），更新才相当于一个 K 倍大的 batch。
+
+打印的训练损失是所有 rank 的平均（又一次 all_reduce）；测试准确率也是分布式地算的：每个 rank 评估测试集的一份，正确数和总数各做一次 all_reduce 求和。`chapter.ch08` 测试在 2 个 rank 上运行本章；`dist.collectives_2`/`_3` 测试检查 2 个和 3 个 rank、每个 batch B 训练 5 步后的参数和单进程 batch 2B（3B）的结果相差不到 1e-5（相对），以及 `no_sync` 累积的梯度等于大 batch 的梯度。
+:::
+::: en
+## Training Fashion-MNIST with DDP
+
+The MLP of chapter 6 on the same data. Each rank:
+
+1. loads the dataset (each process its own copy; Fashion-MNIST is 47 MB, and with a big dataset each rank would read only its share);
+2. builds the model, moves it to its device and wraps it with `ct_ddp_create`, which broadcasts rank 0's parameters to everyone, whether or not the ranks' random initializations agree;
+3. each epoch calls `set_epoch`, takes its share of the indices and trains batch by batch with `--batch-size` (the batch **of each rank**; the global batch is that times the number of ranks);
+4. computes the loss on its own batch only; `ct_ddp_backward_params` averages the gradients during backward, so every rank's `optimizer.step()` takes the same step.
+
+`--accumulate K` shows gradient accumulation: only every K-th micro-batch synchronizes; the K − 1 before it run under `no_sync` and only add up gradients locally. The gradients must be divided by K (here dL/dlogits is scaled) for the update to equal one batch K times as big.
+
+The training loss printed is the mean over the ranks (one more all_reduce); the test accuracy is computed in a distributed way as well: each rank evaluates its share of the test set, and the counts of correct answers and of images are summed with all_reduce. The test `chapter.ch08` runs the chapter on 2 ranks; the tests `dist.collectives_2`/`_3` check that 2 and 3 ranks with batch B reach, after 5 steps, the parameters of one process with batch 2B (3B) within 1e-5 relative, and that gradients accumulated under `no_sync` equal the big batch's.
+:::
+*/
+static ct_module *build_mlp(void) {
+  ct_module *mods[] = {ct_nn_flatten(), ct_nn_linear(784, 256, true), ct_nn_relu(),
+                       ct_nn_linear(256, 128, true), ct_nn_relu(), ct_nn_linear(128, 10, true)};
+  return ct_nn_sequential(6, mods);
+}
+
+typedef struct shard {
+  ct_dataset *ds;
+  int64_t *idx, n; // this rank's indices for the epoch
+  ct_tensor *x, *y;  // (B, 1, 28, 28), (B,) batch buffers on the CPU
+} shard;
+
+// Batch k of the shard, on the device: rows idx[k*B .. k*B + B).
+static int get_batch(shard *s, int64_t k, int64_t B, ct_device d, ct_tensor **x, ct_tensor **y) {
+  int64_t n = s->n - k * B < B ? s->n - k * B : B;
+  ct_tensor *xs = ct_narrow(s->x, 0, 0, n), *ys = ct_narrow(s->y, 0, 0, n);
+  int rc = xs && ys ? ct_dataset_get_batch(s->ds, s->idx + k * B, n, xs, ys) : -1;
+  *x = rc ? NULL : ct_to_device(xs, d);
+  *y = rc ? NULL : ct_to_device(ys, d);
+  ct_free(xs), ct_free(ys);
+  return *x && *y ? CT_OK : -1;
+}
+
+// One optimizer step over `acc` micro-batches starting at batch k0.
+static int train_step(ct_ddp *ddp, ct_optimizer *opt, shard *s, int64_t k0, int acc, int64_t B, ct_device d,
+                      double *loss_out) {
+  /* LAB BEGIN: zero the grads; for each micro-batch: no_sync unless it is the last, forward, loss, scale dL/dlogits by 1/acc, backward; then step */
+  if (ct_optimizer_zero_grad(opt, true) != CT_OK) return -1;
+  double total = 0;
+  for (int j = 0; j < acc; ++j) {
+    ct_tensor *x = NULL, *y = NULL;
+    if (get_batch(s, k0 + j, B, d, &x, &y) != CT_OK) return -1;
+    ct_ddp_set_no_sync(ddp, j < acc - 1);                 // with ddp.no_sync(): ...
+    ct_tensor *logits = ct_ddp_forward(ddp, x), *g = NULL; // (B, 10)
+    ct_tensor *loss = logits ? ct_cross_entropy_loss(logits, y, &g) : NULL;
+    ct_tensor *gs = g ? ct_mul_scalar(g, 1.0 / acc) : NULL; // loss / acc
+    double l = 0;
+    int rc = gs && ct_item(loss, &l) == CT_OK ? ct_ddp_backward_params(ddp, gs) : -1;
+    total += l / acc;
+    ct_free(x), ct_free(y), ct_free(logits), ct_free(g), ct_free(gs), ct_free(loss);
+    if (rc) return rc;
+  }
+  *loss_out = total;
+  return ct_optimizer_step(opt);
+  /* LAB END */
+}
+/*md twin train_step*/
+
+// Accuracy over every rank's share of the test set: (correct, total) summed by all_reduce.
+static int accuracy(ct_process_group *pg, ct_module *model, ct_dataset *test, int64_t limit, double *acc) {
+  ct_distributed_sampler ss = {.length = limit, .num_replicas = ct_dist_get_world_size(pg),
+                               .rank = ct_dist_get_rank(pg), .drop_last = true};
+  int64_t n = ct_distributed_sampler_len(&ss);
+  shard s = {.ds = test, .n = n, .idx = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t))};
+  s.x = ct_empty(CT_SHAPE(n, 1, 28, 28), CT_F32, ct_device_cpu());
+  s.y = ct_empty(CT_SHAPE(n), CT_I64, ct_device_cpu());
+  int rc = s.idx && s.x && s.y ? ct_distributed_sampler_indices(&ss, s.idx) : -1;
+  ct_tensor *x = NULL, *y = NULL;
+  double correct = 0;
+  ct_module_train(model, false);
+  if (!rc) rc = get_batch(&s, 0, n, ct_module_device(model), &x, &y);
+  ct_tensor *logits = rc ? NULL : ct_module_forward(model, x);
+  ct_tensor *pred = logits ? ct_argmax_dim(logits, 1, false) : NULL;
+  ct_tensor *pc = pred ? ct_cpu(pred) : NULL, *yc = y ? ct_cpu(y) : NULL;
+  for (int64_t i = 0; pc && yc && i < n; ++i)
+    correct += ((const int64_t *)ct_data_ptr(pc))[i] == ((const int64_t *)ct_data_ptr(yc))[i];
+  if (!pc || !yc) rc = -1;
+  ct_module_train(model, true);
+  double c = reduce_scalar(pg, correct, CT_REDUCE_SUM), t = reduce_scalar(pg, (double)n, CT_REDUCE_SUM);
+  *acc = t > 0 ? c / t : 0;
+  ct_free(x), ct_free(y), ct_free(logits), ct_free(pred), ct_free(pc), ct_free(yc), ct_free(s.x), ct_free(s.y);
+  free(s.idx);
+  return rc;
+}
+
+typedef struct trained {
+  ct_module *model;
+  ct_ddp *ddp;
+  ct_optimizer *opt;
+  shard s;
+  ct_dataset *test;
+} trained;
+
+static int train(const settings *st, ct_process_group *pg, trained *t, ct_metrics *m) {
+  ct_cli_section("training");
+  int r = ct_dist_get_rank(pg), w = ct_dist_get_world_size(pg);
+  ct_device d = ct_dist_device(pg);
+  t->s.ds = ct_fashion_mnist(st->data, true, FMNIST_MEAN, FMNIST_STD);
+  t->test = ct_fashion_mnist(st->data, false, FMNIST_MEAN, FMNIST_STD);
+  if (!t->s.ds || !t->test) return -1;
+  int64_t len = st->train_size > 0 && st->train_size < ct_dataset_len(t->s.ds) ? st->train_size
+                                                                               : ct_dataset_len(t->s.ds);
+  ct_distributed_sampler sampler = {.length = len, .num_replicas = w, .rank = r, .shuffle = true, .seed = 0};
+  int64_t n = ct_distributed_sampler_len(&sampler), B = st->batch_size;
+  t->s.idx = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+  t->s.x = ct_empty(CT_SHAPE(B, 1, 28, 28), CT_F32, ct_device_cpu());
+  t->s.y = ct_empty(CT_SHAPE(B), CT_I64, ct_device_cpu());
+  ct_manual_seed(1000 + (uint64_t)r); // a different start on every rank: DDP's broadcast makes them equal
+  t->model = build_mlp();
+  if (!t->s.idx || !t->s.x || !t->s.y || !t->model || ct_module_to(t->model, d) != CT_OK) return -1;
+  ct_ddp_options o = ct_ddp_defaults();
+  o.bucket_cap_mb = st->bucket_mb;
+  if (!(t->ddp = ct_ddp_create(t->model, pg, o))) return -1; // DDP(model): rank 0's weights everywhere
+  int np = 0;
+  ct_param **params = ct_module_parameters(t->model, &np);
+  ct_sgd_options so = ct_sgd_defaults(st->lr);
+  so.momentum = st->momentum;
+  if (!(t->opt = ct_optim_sgd(params, np, so))) return -1;
+  int acc = (int)st->accumulate;
+  printf("%d ranks x batch %ld x %d accumulated = global batch %ld; %" PRId64 " training images, %" PRId64
+         " per rank; %d buckets (cap %g MB)\n", w, (long)B, acc, (long)B * w * acc, len, n,
+         ct_ddp_bucket_count(t->ddp), st->bucket_mb);
+  t->s.n = n;
+  int64_t steps = n / (B * acc); // whole steps only (a DataLoader with drop_last=True)
+  double losses[64], accs[64];
+  int rc = CT_OK;
+  for (long e = 0; rc == CT_OK && e < st->epochs && e < 64; ++e) {
+    sampler.epoch = e;                                     // sampler.set_epoch(e)
+    rc = ct_distributed_sampler_indices(&sampler, t->s.idx);
+    double sum = 0, t0 = now_seconds();
+    for (int64_t k = 0; rc == CT_OK && k < steps; ++k) {
+      double l = 0;
+      rc = train_step(t->ddp, t->opt, &t->s, k * acc, acc, B, d, &l);
+      sum += l;
+    }
+    sync_device(d);
+    double sec = reduce_scalar(pg, now_seconds() - t0, CT_REDUCE_MAX);
+    if (rc == CT_OK) rc = accuracy(pg, t->model, t->test, 2000, &accs[e]);
+    losses[e] = reduce_scalar(pg, steps ? sum / (double)steps : NAN, CT_REDUCE_AVG);
+    printf("epoch %ld: train loss %.4f (mean over ranks), test accuracy %.4f, %.2f s, %.0f images/s\n", e + 1,
+           losses[e], accs[e], sec, (double)(steps * B * acc * w) / sec);
+  }
+  ct_metrics_series(m, "train_loss", losses, (int)(st->epochs < 64 ? st->epochs : 64));
+  ct_metrics_series(m, "test_acc", accs, (int)(st->epochs < 64 ? st->epochs : 64));
+  ct_metrics_num(m, "steps_per_epoch", (double)steps);
+  ct_metrics_num(m, "buckets", ct_ddp_bucket_count(t->ddp));
+  return rc;
+}
+/*md output training*/
+
+/*md
+::: zh
+## 桶和重叠：为什么 DDP 在反向时就开始通信
+
+如果等反向全部算完再对所有梯度做 all-reduce，通信时间就完整地加在每一步上。DDP 的做法是：参数按**注册的逆序**（也就是反向算出它们梯度的顺序）分进若干个**桶**，每个桶约 `bucket_cap_mb`（默认 25 MB；第一个桶只有 1 MB，让第一次通信尽早开始，这是 PyTorch 的规则）。反向每算完一层，那一层的参数就标为"就绪"；一个桶里的参数全部就绪，立即把它们拷进桶的连续缓冲区，启动一次**异步** all-reduce，反向接着算前面的层。反向结束时，多数桶的通信已经在路上或已完成，只需等剩下的。
+
+在 CPU 上，异步的是 `MPI_Iallreduce`。Open MPI 默认没有后台进度线程，非阻塞集合通信只在进程调用 MPI 函数时才前进，所以 ct 的"梯度就绪"钩子每次被调用时都对已启动的桶做一次 `MPI_Test`，推着通信往前走。在 GPU 上，NCCL 在自己的流上运行，计算流和通信流之间用事件排序，真正并行。
+
+下面用同一个模型各跑若干步：重叠打开和关闭（关闭时所有桶都等反向结束才启动），报告每步时间，以及反向算完之后还要等待通信的时间（各 rank 的最大值）。本章的 MLP 只有约 0.9 MB 的梯度，全部落在第一个桶里，所以默认的桶大小下没什么可重叠的；`--bucket-mb` 改变的只是第一个桶之后的桶。要看到重叠的效果，得有更大的模型或 GPU 上真正并行的通信。
+:::
+::: en
+## Buckets and overlap: why DDP communicates during backward
+
+If every gradient were all-reduced after backward has finished, the whole communication time would add to every step. DDP instead puts the parameters, in **reverse registration order** (the order backward produces their gradients), into **buckets** of about `bucket_cap_mb` (25 MB by default; the first bucket holds only 1 MB so that the first transfer starts early, PyTorch's rule). Each time backward finishes a layer, that layer's parameters are marked "ready"; when every parameter of a bucket is ready, their gradients are copied into the bucket's contiguous buffer and an **asynchronous** all-reduce starts, while backward goes on with the layers before. When backward ends, most buckets are on their way or done, and only the rest must be waited for.
+
+On the CPU the asynchronous call is `MPI_Iallreduce`. Open MPI has no background progress thread by default: a non-blocking collective advances only while the process is inside an MPI call, so ct's gradient-ready hook calls `MPI_Test` on the started buckets each time it runs, pushing them along. On a GPU, NCCL runs on its own stream, ordered against the compute stream by events, truly in parallel.
+
+Below, the same model runs some steps with overlap on and off (off: every bucket starts only when backward has ended), reporting the time per step and the time spent after backward waiting for communication (the maximum over the ranks). This chapter's MLP has about 0.9 MB of gradients, which all fall into the first bucket, so at the default bucket size there is little to overlap; `--bucket-mb` changes only the buckets after the first. Seeing overlap pay takes a bigger model, or a GPU where communication truly runs alongside.
+:::
+*/
+static double timed_steps(ct_process_group *pg, trained *t, const settings *st, double *wait_ms) {
+  ct_device d = ct_dist_device(pg);
+  double l = 0, wait = 0;
+  ct_dist_barrier(pg);
+  double t0 = now_seconds();
+  for (int k = 0; k < TIMED_STEPS; ++k) {
+    if (train_step(t->ddp, t->opt, &t->s, k % (t->s.n / st->batch_size), 1, st->batch_size, d, &l) != CT_OK)
+      return -1;
+    wait += ct_ddp_last_wait_seconds(t->ddp);
+  }
+  sync_device(d);
+  *wait_ms = reduce_scalar(pg, 1e3 * wait / TIMED_STEPS, CT_REDUCE_MAX);
+  return reduce_scalar(pg, 1e3 * (now_seconds() - t0) / TIMED_STEPS, CT_REDUCE_MAX);
+}
+
+static int show_overlap(ct_process_group *pg, trained *t, const settings *st, ct_metrics *m, double *ddp_ms) {
+  ct_cli_section("overlap");
+  double w_on = 0, w_off = 0;
+  ct_ddp_set_overlap(t->ddp, false);
+  double off = timed_steps(pg, t, st, &w_off);
+  ct_ddp_set_overlap(t->ddp, true);
+  double on = timed_steps(pg, t, st, &w_on);
+  if (on < 0 || off < 0) return -1;
+  printf("overlap off: %.2f ms per step, %.3f ms of it waiting for all-reduce after backward\n", off, w_off);
+  printf("overlap on:  %.2f ms per step, %.3f ms of it waiting for all-reduce after backward\n", on, w_on);
+  ct_metrics_num(m, "step_ms_overlap_on", on);
+  ct_metrics_num(m, "step_ms_overlap_off", off);
+  ct_metrics_num(m, "wait_ms_overlap_on", w_on);
+  ct_metrics_num(m, "wait_ms_overlap_off", w_off);
+  *ddp_ms = on;
+  return CT_OK;
+}
+/*md output overlap*/
+
+/*md
+::: zh
+## DP 和 DDP
+
+同样 W 个设备、同样的全局 batch，两种做法各跑若干步：DDP（本章，W 个进程各算 B 行）和 DataParallel（第 7 章，rank 0 一个进程，W 个副本线程，每步算 W·B 行，其余 rank 在 barrier 上等）。种子说 DP 简单、DDP 没有主设备瓶颈：DP 每一步都要把参数从主设备复制给每个副本、把输出收集回来、在主设备上算损失和汇总梯度，这些都由一个进程串行地做；DDP 每步只有一次梯度平均，而且和反向重叠。在这台 2 核的机器上两个 rank 各占一个核，差别主要来自 DP 的复制和汇总；在多块 GPU 上，差别还来自 Python 的 GIL（PyTorch 的 DP 线程要抢它）和主 GPU 的显存。
+:::
+::: en
+## DP and DDP
+
+The same W devices and the same global batch, a few steps each way: DDP (this chapter, W processes of B rows each) and DataParallel (chapter 7: rank 0 alone, W replica threads, W·B rows per step, the other ranks waiting at a barrier). The seed says DP is simpler and DDP has no main-device bottleneck: every DP step copies the parameters from the main device to each replica, gathers the outputs back, and computes the loss and sums the gradients on the main device, all driven by one process; a DDP step has one gradient average, overlapped with backward. On this 2-core machine each of two ranks has a core to itself, and the difference comes mostly from DP's copies and sums; on several GPUs it also comes from Python's GIL (which PyTorch's DP threads share) and from the main GPU's memory.
+:::
+*/
+static int show_dp_vs_ddp(ct_process_group *pg, trained *t, const settings *st, double ddp_ms, ct_metrics *m) {
+  ct_cli_section("DP vs DDP");
+  int w = ct_dist_get_world_size(pg), rc = CT_OK;
+  double dp_ms = 0;
+  if (ct_dist_get_rank(pg) == 0) { // DataParallel needs no other process: rank 0 runs it alone
+    ct_device d = ct_dist_device(pg), devs[CT_MAX_REPLICAS];
+    for (int i = 0; i < w && i < CT_MAX_REPLICAS; ++i) devs[i] = d;
+    ct_module *model = build_mlp();
+    ct_data_parallel *dp = model && ct_module_to(model, d) == CT_OK ? ct_data_parallel_create(model, devs, w) : NULL;
+    int np = 0;
+    ct_param **p = model ? ct_module_parameters(model, &np) : NULL;
+    ct_optimizer *opt = p ? ct_optim_sgd(p, np, ct_sgd_defaults(st->lr)) : NULL;
+    int64_t B = st->batch_size * w;
+    ct_distributed_sampler all = {.length = t->s.n, .num_replicas = 1, .rank = 0};
+    shard s = {.ds = t->s.ds, .n = t->s.n, .idx = malloc((size_t)t->s.n * sizeof(int64_t))};
+    s.x = ct_empty(CT_SHAPE(B, 1, 28, 28), CT_F32, ct_device_cpu());
+    s.y = ct_empty(CT_SHAPE(B), CT_I64, ct_device_cpu());
+    rc = dp && opt && s.idx && s.x && s.y ? ct_distributed_sampler_indices(&all, s.idx) : -1;
+    double t0 = now_seconds();
+    for (int k = 0; rc == CT_OK && k < TIMED_STEPS; ++k) {
+      ct_tensor *x = NULL, *y = NULL, *g = NULL;
+      rc = get_batch(&s, k % (s.n / B), B, d, &x, &y);
+      ct_tensor *out = rc ? NULL : ct_data_parallel_forward(dp, x);
+      ct_tensor *loss = out ? ct_cross_entropy_loss(out, y, &g) : NULL;
+      if (!loss || ct_optimizer_zero_grad(opt, true) || ct_data_parallel_backward_params(dp, g) ||
+          ct_optimizer_step(opt))
+        rc = -1;
+      ct_free(x), ct_free(y), ct_free(g), ct_free(out), ct_free(loss);
+    }
+    sync_device(d);
+    dp_ms = 1e3 * (now_seconds() - t0) / TIMED_STEPS;
+    ct_free(s.x), ct_free(s.y);
+    free(s.idx);
+    ct_optimizer_free(opt);
+    ct_data_parallel_free(dp);
+    ct_module_free(model);
+  }
+  int all_ok = (int)reduce_scalar(pg, rc == CT_OK ? 0 : 1, CT_REDUCE_MAX) == 0; // the others wait here
+  if (!all_ok) return rc ? rc : (int)ct_fail(CT_ERR_VALUE, "ch08: DataParallel failed on rank 0");
+  printf("global batch %ld on %d devices: DDP %.2f ms per step, DataParallel %.2f ms per step (%.2fx)\n",
+         st->batch_size * w, w, ddp_ms, dp_ms, dp_ms / ddp_ms);
+  ct_metrics_num(m, "ddp_ms_per_step", ddp_ms);
+  ct_metrics_num(m, "dp_ms_per_step", dp_ms);
+  return CT_OK;
+}
+/*md output DP vs DDP*/
+
+/*md
+::: zh
+## 只由 rank 0 保存
+
+所有 rank 的参数都相同，所以只需 rank 0 保存一次（N 个进程同时写同一个文件只会互相覆盖）。存的是 `model.module.state_dict()` 的等价物：裸模型的键，没有 `module.` 前缀（第 7 章）。其他 rank 在 `barrier` 上等 rank 0 写完，再各自载入检查：载入的参数和自己手里的完全相同，这也验证了 DDP 让各 rank 的参数保持一致。写文件用的是临时文件加改名（第 5 章），rank 0 在写的途中被杀掉，旧的检查点仍然完好。
+:::
+::: en
+## Only rank 0 saves
+
+Every rank holds the same parameters, so rank 0 alone saves them, once (N processes writing one file would only overwrite each other). What is saved is the equivalent of `model.module.state_dict()`: the bare model's keys, without the `module.` prefix (chapter 7). The other ranks wait at a `barrier` until rank 0 has written, then each loads the file and checks it: the loaded parameters equal its own exactly, which also shows that DDP kept every rank's parameters the same. The file is written to a temporary file and renamed (chapter 5), so if rank 0 is killed while writing, the previous checkpoint stays intact.
+:::
+*/
+static int show_checkpoint(ct_process_group *pg, trained *t, const settings *st, ct_metrics *m) {
+  ct_cli_section("checkpoint");
+  const char *path = st->save ? st->save : "ch08_model.safetensors";
+  int rc = ct_dist_get_rank(pg) == 0 ? ct_module_save(t->model, path) : CT_OK; // if rank == 0: torch.save(...)
+  int bad = (int)reduce_scalar(pg, rc ? 1 : 0, CT_REDUCE_MAX);
+  if (bad) return rc ? rc : (int)ct_fail(CT_ERR_IO, "ch08: rank 0 could not save %s", path);
+  if ((rc = ct_dist_barrier(pg))) return rc; // dist.barrier(): the file is complete for everyone
+  ct_module *copy = build_mlp();
+  rc = copy && ct_module_to(copy, ct_dist_device(pg)) == CT_OK ? ct_module_load(copy, path) : -1;
+  int n = 0, n2 = 0;
+  ct_param **a = ct_module_parameters(t->model, &n), **b = copy ? ct_module_parameters(copy, &n2) : NULL;
+  double diff = 0;
+  for (int i = 0; rc == CT_OK && i < n; ++i) {
+    ct_tensor *ca = ct_cpu(a[i]->value), *cb = ct_cpu(b[i]->value);
+    for (int64_t e = 0; ca && cb && e < ct_numel(ca); ++e)
+      diff = fmax(diff, fabs((double)((const float *)ct_data_ptr(ca))[e] - ((const float *)ct_data_ptr(cb))[e]));
+    ct_free(ca), ct_free(cb);
+  }
+  ct_module_free(copy);
+  double worst = reduce_scalar(pg, rc == CT_OK ? diff : INFINITY, CT_REDUCE_MAX);
+  printf("rank 0 saved %s; every rank loaded it: largest difference from its own parameters %g\n", path, worst);
+  ct_metrics_num(m, "checkpoint_max_diff", worst);
+  return worst == 0 ? CT_OK : ct_fail(CT_ERR_VALUE, "ch08: the ranks' parameters differ from rank 0's by %g", worst);
+}
+/*md output checkpoint*/
+
+/*md
+::: zh
+## 种子里的 DDP 代码错在哪里
+
+种子的第一段 DDP 代码用 `torch.multiprocessing.spawn` 启动进程，在 `setup` 里只写了 `dist.init_process_group("nccl", rank=rank, world_size=world_size)`。默认的 `init_method` 是 `env://`，它要读 `MASTER_ADDR` 和 `MASTER_PORT`，而 `mp.spawn` 不设置它们，于是初始化报错 `environment variable MASTER_ADDR expected, but not set`；要在 `setup` 里先写 `os.environ["MASTER_ADDR"] = "localhost"` 和一个端口，或者改用 `torchrun`。同一段代码里 `dataset`、`criterion`、`target` 都没有定义，而 `for batch in dataloader` 把 (图片, 标签) 这一对当成了模型输入；优化器建在 `ddp_model.parameters()` 上倒是对的。第二段（torchrun 版）用了 `os` 却没有 import，`epochs`、`train_one_epoch`、`dataloader`、`optimizer` 都没有定义，也没有 `DistributedSampler` 和 `set_epoch`，所以每个 rank 会训练**同样**的数据。
+
+还有一个种子没提的陷阱：**fork 和 CUDA 不能混用**。`mp.spawn` 和 `torchrun` 用的是全新的进程（spawn），而 Linux 上 `multiprocessing` 的默认方式是 `fork`：复制父进程的内存。如果父进程已经初始化了 CUDA（哪怕只是调用过 `torch.cuda.is_available()` 之外的任何 CUDA 函数），子进程继承的是一份指向父进程 GPU 上下文的状态，驱动不支持在子进程里使用它，报 `Cannot re-initialize CUDA in forked subprocess`。ct 的进程由 `mpirun` 启动，每个都是全新的程序，不存在这个问题；第 6 章的 DataLoader 用线程而不是进程，也因此可以和 CUDA 共存。
+
+跨机器运行：`tools/launch --hosts node1,node2`（或 `--hostfile`）让 `mpirun` 通过 ssh 在每台机器上启动 `--nproc-per-node` 个 rank，`MASTER_ADDR` 是第一台机器。各机器要有同样的路径和程序、免密码 ssh，Open MPI 的 TCP 传输用哪块网卡可以用 `--mca btl_tcp_if_include eth0` 指定；NCCL 则看 `NCCL_SOCKET_IFNAME`（用哪块网卡建立连接）、`NCCL_IB_HCA`（InfiniBand 设备）和 `NCCL_DEBUG=INFO`（打印它选了什么）。测试 `dist.netns` 在能用 `ip netns` 的机器上（以 root 运行时）建两个网络命名空间，用一对 veth 连起来，当作两台机器，真的经过 Open MPI 的 TCP 传输跑两个 rank。
+:::
+::: en
+## What is wrong with the seed's DDP code
+
+The seed's first DDP program starts its processes with `torch.multiprocessing.spawn` and its `setup` only calls `dist.init_process_group("nccl", rank=rank, world_size=world_size)`. The default `init_method` is `env://`, which reads `MASTER_ADDR` and `MASTER_PORT`, and `mp.spawn` sets neither, so initialization fails with `environment variable MASTER_ADDR expected, but not set`; `setup` needs `os.environ["MASTER_ADDR"] = "localhost"` and a port first, or the program should be started with `torchrun`. In the same program `dataset`, `criterion` and `target` are never defined, and `for batch in dataloader` feeds the (image, label) pair to the model as its input; building the optimizer on `ddp_model.parameters()` is right. The second program (the torchrun one) uses `os` without importing it, never defines `epochs`, `train_one_epoch`, `dataloader` or `optimizer`, and has no `DistributedSampler` and no `set_epoch`, so every rank would train on the **same** data.
+
+One more trap the seed does not mention: **fork and CUDA do not mix**. `mp.spawn` and `torchrun` start fresh processes (spawn), but `multiprocessing`'s default on Linux is `fork`, which copies the parent's memory. If the parent has initialized CUDA (any CUDA call beyond `torch.cuda.is_available()`), the child inherits state that points at the parent's GPU context, which the driver does not allow a child to use: `Cannot re-initialize CUDA in forked subprocess`. ct's processes are started by `mpirun`, each a fresh program, so the problem cannot arise; chapter 6's DataLoader uses threads rather than processes, which is also why it coexists with CUDA.
+
+Across machines: `tools/launch --hosts node1,node2` (or `--hostfile`) has `mpirun` start `--nproc-per-node` ranks on each machine over ssh, with `MASTER_ADDR` the first machine. The machines need the same paths and programs and password-less ssh; which network interface Open MPI's TCP transport uses is set with `--mca btl_tcp_if_include eth0`; for NCCL, `NCCL_SOCKET_IFNAME` (the interface to connect over), `NCCL_IB_HCA` (InfiniBand devices) and `NCCL_DEBUG=INFO` (print what it chose). The test `dist.netns`, where `ip netns` is available (run as root), makes two network namespaces joined by a veth pair, treats them as two machines, and runs two ranks through Open MPI's TCP transport for real.
+:::
+*/
+
+/*md
+::: zh
+## main
+`main` 在没有启动器的环境变量时先把自己交给 `tools/launch`（`--nproc` 个 rank），然后每个 rank 建进程组，依次运行上面各节，最后销毁进程组。书里的输出来自 `--epochs 1 --train-size 12000` 的运行。
+:::
+::: en
+## main
+Without the launcher's variables, `main` first hands itself to `tools/launch` (`--nproc` ranks); then each rank creates the process group, runs the sections above in order, and destroys the group. The book's output comes from a run with `--epochs 1 --train-size 12000`.
+:::
+*/
+/*md bookrun --epochs 1 --train-size 12000*/
+int main(int argc, char **argv) {
+  ct_cli cli = {.program = "ch08", .summary = "Chapter 8: DistributedDataParallel over Open MPI and NCCL."};
+  settings s = {.backend = "auto", .nproc = 2, .epochs = 2, .batch_size = 64, .accumulate = 1, .lr = 0.05,
+                .momentum = 0.9, .bucket_mb = 25};
+  ct_cli_opt opts[] = {
+      {"nproc", CT_OPT_INT, &s.nproc, "ranks to start when run without tools/launch"},
+      {"backend", CT_OPT_STRING, &s.backend, "auto (nccl on CUDA, else mpi), mpi or nccl"},
+      {"epochs", CT_OPT_INT, &s.epochs, "passes over the training set (--quick: 1)"},
+      {"batch-size", CT_OPT_INT, &s.batch_size, "the batch of each rank"},
+      {"accumulate", CT_OPT_INT, &s.accumulate, "micro-batches per step (no_sync on all but the last)"},
+      {"lr", CT_OPT_DOUBLE, &s.lr, "SGD learning rate"},
+      {"momentum", CT_OPT_DOUBLE, &s.momentum, "SGD momentum"},
+      {"bucket-mb", CT_OPT_DOUBLE, &s.bucket_mb, "DDP bucket_cap_mb"},
+      {"train-size", CT_OPT_INT, &s.train_size, "use the first N training images (0: all; --quick: 2560)"},
+      {"data", CT_OPT_STRING, &s.data, "Fashion-MNIST folder (default: $CT_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)"},
+      {"save", CT_OPT_OUTPUT, &s.save, "where rank 0 saves the model (default: ch08_model.safetensors)"},
+  };
+  ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  /*md hide*/
+  if (s.epochs < 1 || s.batch_size < 1 || s.accumulate < 1 || s.train_size < 0 || !(s.lr > 0) ||
+      !(s.momentum >= 0) || !(s.bucket_mb > 0)) {
+    fprintf(stderr, "ch08: --epochs, --batch-size, --accumulate must be >= 1, --train-size >= 0, --lr and "
+                    "--bucket-mb > 0, --momentum >= 0\nusage: ch08 [--help] ...\n");
+    return 2;
+  }
+  if (cli.quick) {
+    if (s.epochs == 2) s.epochs = 1;
+    if (s.train_size == 0) s.train_size = 2560;
+  }
+  /*md show*/
+  ct_cli_launch("ch08", argc, argv, (int)s.nproc); // no RANK: run again under tools/launch, as torchrun would
+  ct_cli_begin(&cli);                              // "device: ..." (rank 0's stdout only)
+  const char *backend = strcmp(s.backend, "auto") == 0 ? (cli.device.type == CT_CUDA ? "nccl" : "mpi") : s.backend;
+  ct_process_group *pg = ct_dist_init_process_group(backend); // dist.init_process_group(backend)
+  if (!pg) ct_cli_die(&cli);
+  ct_metrics *m = ct_metrics_open(ct_dist_get_rank(pg) == 0 ? cli.metrics_path : NULL); // rank 0 writes
+  if (!m) ct_cli_die(&cli);
+  ct_metrics_num(m, "quick", cli.quick);
+  trained t = {0};
+  double ddp_ms = 0;
+  if (show_group(pg, m) != CT_OK || show_collectives(pg, m) != CT_OK) ct_cli_die(&cli);
+  show_sampler(ct_dist_get_world_size(pg), m);
+  if (show_bandwidth(pg, cli.quick, m) != CT_OK || train(&s, pg, &t, m) != CT_OK ||
+      show_overlap(pg, &t, &s, m, &ddp_ms) != CT_OK || show_dp_vs_ddp(pg, &t, &s, ddp_ms, m) != CT_OK ||
+      show_checkpoint(pg, &t, &s, m) != CT_OK)
+    ct_cli_die(&cli);
+  ct_ddp_free(t.ddp);
+  ct_optimizer_free(t.opt);
+  ct_module_free(t.model);
+  ct_free(t.s.x), ct_free(t.s.y);
+  free(t.s.idx);
+  ct_dataset_free(t.s.ds), ct_dataset_free(t.test);
+  ct_dist_destroy_process_group(pg);
+  if (ct_metrics_close(m) != CT_OK) ct_cli_die(&cli);
+  return 0;
+}
+
+/*md
+::: zh
+## 练习
+
+1. 用 `--nproc 1`、`2`、`4` 各跑一次，比较每个 epoch 的图片/秒。4 个 rank 在 2 个核上为什么不会更快？`all-reduce bandwidth` 一节的 busbw 随 rank 数怎样变化？
+2. 把 `train` 里的 `sampler.epoch = e` 删掉（忘了 `set_epoch`）。损失曲线会变吗？每个 epoch 每个 rank 看到的样本有什么不同？
+3. 用 `--accumulate 4 --batch-size 16` 和 `--batch-size 64` 各训练一次。两者每步用的样本数相同，损失应该接近，为什么不完全相同？
+4. 用 `--bucket-mb 0.05` 运行，`training` 一节报告的桶数是多少？为什么第一个桶仍然装下了几乎所有参数？
+5. 让 rank 1 在训练途中退出（比如在 `train_step` 里加 `if (ct_dist_get_rank(...) == 1 && k == 5) exit(3);`），看看 `tools/launch` 多久结束、报了什么。不用启动器时 `mpirun` 会怎样？
+:::
+::: en
+## Exercises
+
+1. Run with `--nproc 1`, `2` and `4` and compare each epoch's images per second. Why are 4 ranks on 2 cores not faster? How does the busbw of the `all-reduce bandwidth` section change with the number of ranks?
+2. Delete `sampler.epoch = e` from `train` (forgetting `set_epoch`). Does the loss curve change? What does each rank see differently in each epoch?
+3. Train once with `--accumulate 4 --batch-size 16` and once with `--batch-size 64`. Both use the same samples per step, so the losses should be close: why are they not identical?
+4. Run with `--bucket-mb 0.05`: how many buckets does the `training` section report? Why does the first bucket still hold nearly every parameter?
+5. Make rank 1 exit in the middle of training (for example `if (rank == 1 && k == 5) exit(3);` in the step loop) and see how soon `tools/launch` ends and what it reports.
+:::
+*/
