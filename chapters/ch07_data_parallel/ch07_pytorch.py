@@ -25,13 +25,13 @@ import json
 import os
 import re
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
 import fmnist  # noqa: E402  (Fashion-MNIST's IDX files as tensors)
 import st  # noqa: E402  (the repository's safetensors reader/writer)
+from threaded_dp import ThreadedDataParallel  # noqa: E402  (DataParallel's steps on threads)
 
 MEAN, STD = 0.2860, 0.3530
 LOG_EVERY = 25
@@ -92,40 +92,6 @@ def make_data_parallel(torch, nn, module, devs):
     if distinct_gpus(devs):
         return nn.DataParallel(module, device_ids=[d.index for d in devs])
     return ThreadedDataParallel(torch, nn, module, len(devs))
-
-
-class ThreadedDataParallel:
-    """DataParallel's steps for a repeated device: chunk, parallel apply, gather."""
-
-    def __init__(self, torch, nn, module, n):
-        self.torch, self.module, self.n = torch, module, n
-        self.replica = threading.local()
-        func = getattr(torch, "func", None)  # torch 2.x; torch 1.13 (Debian) has it under nn.utils.stateless
-        self.functional_call = func.functional_call if func else torch.nn.utils.stateless.functional_call
-
-    def __call__(self, x):
-        torch = self.torch
-        chunks = x.chunk(self.n)                       # torch.chunk's split
-        params = dict(self.module.named_parameters())  # the "broadcast": same device, same tensors
-        outs = [None] * len(chunks)
-        errors = []
-
-        def run(i):
-            self.replica.index = i
-            try:
-                outs[i] = self.functional_call(self.module, params, (chunks[i],))
-            except Exception as e:  # re-raised on the caller's thread, as parallel_apply does
-                errors.append(f"Caught {type(e).__name__} in replica {i}: {e}")
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(chunks))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise RuntimeError(errors[0])
-        self.last_split = [c.shape[0] for c in chunks]
-        return torch.cat(outs)                          # gather on device_ids[0]
 
 
 def show_devices(torch, devs, metrics):

@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Chapter 8's PyTorch twin: DistributedDataParallel with torch.distributed.
+
+The same sections, flags and printed lines as ch08, with gloo on the CPU
+(nccl on GPUs) and init_method env://. Started without RANK in the
+environment, it runs itself again under tools/launch, as ./ch08 does:
+
+    /usr/bin/python3 chapters/ch08_ddp/ch08_pytorch.py --quick
+    tools/launch --nproc-per-node 2 /usr/bin/python3 chapters/ch08_ddp/ch08_pytorch.py --quick
+
+Only rank 0 prints and saves. Run it with a Python that has torch and numpy
+(Debian: /usr/bin/python3 with python3-torch).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "tools", "fixtures"))
+import fmnist  # noqa: E402  (Fashion-MNIST's IDX files as tensors)
+import st  # noqa: E402  (the repository's safetensors reader/writer)
+from threaded_dp import ThreadedDataParallel  # noqa: E402  (DataParallel's steps on threads)
+
+MEAN, STD = 0.2860, 0.3530
+TIMED_STEPS = 20
+
+
+def section(name):
+    print(f"== {name} ==", flush=True)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="ch08_pytorch.py", description="Chapter 8's twin: DDP.")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true", help="1 epoch of 2560 images")
+    p.add_argument("--metrics", metavar="FILE")
+    p.add_argument("--nproc", type=int, default=2)
+    p.add_argument("--backend", default="auto", choices=["auto", "gloo", "mpi", "nccl"])
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--accumulate", type=int, default=1)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--bucket-mb", type=float, default=25)
+    p.add_argument("--train-size", type=int, default=0)
+    p.add_argument("--data", default=None)
+    p.add_argument("--save", metavar="FILE")
+    a = p.parse_args(argv)
+    if a.epochs < 1 or a.batch_size < 1 or a.accumulate < 1 or a.lr <= 0 or a.bucket_mb <= 0:
+        p.error("--epochs, --batch-size, --accumulate >= 1; --lr, --bucket-mb > 0")
+    if a.quick:
+        a.epochs = 1 if a.epochs == 2 else a.epochs
+        a.train_size = a.train_size or 2560
+    return a
+
+
+def launch_if_needed(argv, nproc):
+    """No RANK: run this script again under tools/launch (as torchrun would)."""
+    if os.environ.get("RANK"):
+        if os.environ["RANK"] != "0":
+            sys.stdout = open(os.devnull, "w")  # only rank 0 prints
+        return
+    launch = os.path.join(ROOT, "tools", "launch")
+    os.execv(launch, [launch, "--nproc-per-node", str(nproc), sys.executable, os.path.abspath(__file__), *argv])
+
+
+def reduce_scalar(torch, dist, v, op):
+    t = torch.tensor([float(v)], dtype=torch.float64)
+    dist.all_reduce(t, op=op)
+    return float(t[0])
+
+
+def show_group(torch, dist, metrics):
+    section("process group")
+    w = dist.get_world_size()
+    mine = torch.tensor([dist.get_rank(), int(os.environ["LOCAL_RANK"]), os.getpid(), -1], dtype=torch.float64)
+    all_ = [torch.zeros(4, dtype=torch.float64) for _ in range(w)]
+    dist.all_gather(all_, mine)
+    print(f"backend {dist.get_backend()}, world size {w}, MASTER_ADDR {os.environ['MASTER_ADDR']}, "
+          f"MASTER_PORT {os.environ['MASTER_PORT']}")
+    print(f"{'rank':>5} {'local rank':>11} {'pid':>8}  device")
+    for v in all_:
+        print(f"{int(v[0]):>5} {int(v[1]):>11} {int(v[2]):>8}  cpu")
+    metrics.update(world_size=w, backend=dist.get_backend())
+
+
+def show_collectives(torch, dist, metrics):
+    section("collectives")
+    r, w = dist.get_rank(), dist.get_world_size()
+    # twin: collectives
+    t = torch.full((4,), float(r + 1))
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    s = float(t[0])
+    t = torch.full((4,), float(100 + r))
+    dist.broadcast(t, src=w - 1)
+    b = float(t[0])
+    out = [torch.full((2,), -1.0) for _ in range(w)]
+    dist.all_gather(out, torch.full((2,), 10.0 * r))
+    # twin: end
+    print(f"all_reduce(r + 1, SUM)  = {s:g}   (1 + 2 + ... + {w} = {w * (w + 1) // 2})")
+    print(f"broadcast(100 + r, src={w - 1}) = {b:g}")
+    gathered = [float(o[0]) for o in out]
+    print("all_gather(10 r)        =" + "".join(f" {g:g}" for g in gathered))
+    mine = torch.zeros(1)
+    chunks = [torch.full((1,), float(r + k)) for k in range(w)]
+    if hasattr(dist, "reduce_scatter") and dist.get_backend() != "gloo":
+        dist.reduce_scatter(mine, chunks)
+    else:  # gloo has no reduce_scatter: all-reduce the stack, keep this rank's row (what ct does)
+        stack = torch.stack(chunks)
+        dist.all_reduce(stack)
+        mine = stack[r]
+    print(f"reduce_scatter(r + k) on rank 0 = {float(mine[0]):g}   (sum over r of r + 0 = {w * (w - 1) // 2})")
+    dist.barrier()
+    print(f"barrier: all {w} ranks arrived")
+    metrics.update(all_reduce_sum=s, broadcast_value=b, all_gather=gathered, reduce_scatter_rank0=float(mine[0]))
+
+
+def show_sampler(w, metrics):
+    section("sampler")
+    from torch.utils.data import DistributedSampler
+    flat = []
+    for shuffle in (False, True):
+        for epoch in range(2 if shuffle else 1):
+            for r in range(w):
+                # twin: sampler
+                s = DistributedSampler(range(10), num_replicas=w, rank=r, shuffle=shuffle, seed=0)
+                s.set_epoch(epoch)
+                idx = list(s)
+                # twin: end
+                print(f"shuffle {str(shuffle):<5} epoch {epoch}  rank {r}: " + " ".join(map(str, idx)))
+                flat += idx
+    metrics["sampler_table"] = flat
+
+
+def show_bandwidth(torch, dist, quick, metrics):
+    section("all-reduce bandwidth")
+    w = dist.get_world_size()
+    sizes, alg, bus = [], [], []
+    print(f"{'bytes':>10} {'time (us)':>10} {'algbw GB/s':>12} {'busbw GB/s':>12}")
+    nbytes = 4096
+    while nbytes <= ((1 << 20) if quick else (16 << 20)):
+        t = torch.ones(nbytes // 4)
+        times = []
+        for _ in range(5):
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(t)
+            times.append(time.perf_counter() - t0)
+        sec = reduce_scalar(torch, dist, statistics.median(times), dist.ReduceOp.MAX)
+        sizes.append(nbytes)
+        alg.append(nbytes / sec / 1e9)
+        bus.append(alg[-1] * 2 * (w - 1) / w)
+        print(f"{nbytes:>10} {sec * 1e6:>10.1f} {alg[-1]:>12.3f} {bus[-1]:>12.3f}")
+        nbytes *= 16
+    metrics.update(allreduce_bytes=sizes, allreduce_algbw_gbs=alg, allreduce_busbw_gbs=bus)
+
+
+def build_mlp(nn):
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                         nn.Linear(128, 10))
+
+
+def train_step(torch, nn, ddp, opt, x_parts, y_parts):
+    # twin: train_step
+    opt.zero_grad(set_to_none=True)
+    total = 0.0
+    for j, (x, y) in enumerate(zip(x_parts, y_parts)):
+        last = j == len(x_parts) - 1
+        ctx = ddp.no_sync() if not last else torch.enable_grad()  # no all-reduce before the last
+        with ctx:
+            loss = nn.functional.cross_entropy(ddp(x), y) / len(x_parts)
+            loss.backward()
+        total += float(loss)
+    opt.step()
+    # twin: end
+    return total
+
+
+def main(argv):
+    a = parse_args(argv)
+    launch_if_needed(argv, a.nproc)
+    try:
+        import torch
+        import torch.distributed as dist
+        import torch.nn as nn
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DistributedSampler
+    except ImportError as e:
+        print(f"ch08_pytorch.py: cannot import torch ({e})", file=sys.stderr)
+        return 1
+    backend = a.backend if a.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
+    print("device: cpu", flush=True)
+    dist.init_process_group(backend)  # init_method env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    r, w = dist.get_rank(), dist.get_world_size()
+    metrics = {"quick": int(a.quick)}
+    show_group(torch, dist, metrics)
+    show_collectives(torch, dist, metrics)
+    show_sampler(w, metrics)
+    show_bandwidth(torch, dist, a.quick, metrics)
+
+    section("training")
+    folder = a.data or os.environ.get("CT_FASHION_MNIST_DIR") or "/usr/share/datasets/fashion-mnist"
+    x_all, y_all = fmnist.load(torch, folder, True, MEAN, STD)
+    x_test, y_test = fmnist.load(torch, folder, False, MEAN, STD)
+    n = a.train_size if 0 < a.train_size < len(x_all) else len(x_all)
+    sampler = DistributedSampler(range(n), num_replicas=w, rank=r, shuffle=True, seed=0)
+    torch.manual_seed(1000 + r)  # different starts: DDP broadcasts rank 0's weights
+    model = build_mlp(nn)
+    ddp = DDP(model, bucket_cap_mb=a.bucket_mb)
+    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum)
+    B, acc = a.batch_size, a.accumulate
+    steps = len(sampler) // (B * acc)
+    print(f"{w} ranks x batch {B} x {acc} accumulated = global batch {B * w * acc}; {n} training images, "
+          f"{len(sampler)} per rank; (buckets: PyTorch does not say) (cap {a.bucket_mb:g} MB)")
+    losses, accs = [], []
+    for e in range(a.epochs):
+        sampler.set_epoch(e)
+        idx = torch.tensor(list(sampler))
+        t0, total = time.perf_counter(), 0.0
+        for k in range(steps):
+            rows = [idx[(k * acc + j) * B:(k * acc + j + 1) * B] for j in range(acc)]
+            total += train_step(torch, nn, ddp, opt, [x_all[i] for i in rows], [y_all[i] for i in rows])
+        sec = reduce_scalar(torch, dist, time.perf_counter() - t0, dist.ReduceOp.MAX)
+        test_idx = torch.tensor(list(DistributedSampler(range(2000), num_replicas=w, rank=r, shuffle=False,
+                                                        drop_last=True)))
+        with torch.no_grad():
+            correct = float((model(x_test[test_idx]).argmax(1) == y_test[test_idx]).sum())
+        acc_e = reduce_scalar(torch, dist, correct, dist.ReduceOp.SUM) / reduce_scalar(
+            torch, dist, len(test_idx), dist.ReduceOp.SUM)
+        loss_e = reduce_scalar(torch, dist, total / max(steps, 1), dist.ReduceOp.SUM) / w
+        losses.append(loss_e)
+        accs.append(acc_e)
+        print(f"epoch {e + 1}: train loss {loss_e:.4f} (mean over ranks), test accuracy {acc_e:.4f}, {sec:.2f} s, "
+              f"{steps * B * acc * w / sec:.0f} images/s")
+    metrics.update(train_loss=losses, test_acc=accs, steps_per_epoch=steps)
+
+    section("overlap")
+    idx = torch.tensor(list(sampler))
+
+    def timed(overlap):
+        dist.barrier()
+        t0, wait = time.perf_counter(), 0.0
+        for k in range(TIMED_STEPS):
+            rows = idx[(k % steps) * B:(k % steps + 1) * B]
+            opt.zero_grad(set_to_none=True)
+            if overlap:
+                nn.functional.cross_entropy(ddp(x_all[rows]), y_all[rows]).backward()
+            else:  # backward first, then every gradient all-reduced: what DDP's buckets avoid
+                with ddp.no_sync():
+                    nn.functional.cross_entropy(ddp(x_all[rows]), y_all[rows]).backward()
+                t1 = time.perf_counter()
+                for p in model.parameters():
+                    dist.all_reduce(p.grad)
+                    p.grad /= w
+                wait += time.perf_counter() - t1
+            opt.step()
+        ms = reduce_scalar(torch, dist, 1e3 * (time.perf_counter() - t0) / TIMED_STEPS, dist.ReduceOp.MAX)
+        return ms, reduce_scalar(torch, dist, 1e3 * wait / TIMED_STEPS, dist.ReduceOp.MAX)
+
+    off, w_off = timed(False)
+    on, _ = timed(True)
+    print(f"overlap off: {off:.2f} ms per step, {w_off:.3f} ms of it waiting for all-reduce after backward")
+    print(f"overlap on:  {on:.2f} ms per step, (inside backward: PyTorch does not report the wait)")
+    metrics.update(step_ms_overlap_on=on, step_ms_overlap_off=off)
+
+    section("DP vs DDP")
+    dp_ms = 0.0
+    if r == 0:
+        dp_model = build_mlp(nn)
+        dp = ThreadedDataParallel(torch, nn, dp_model, w)
+        dp_opt = torch.optim.SGD(dp_model.parameters(), lr=a.lr)
+        t0 = time.perf_counter()
+        for k in range(TIMED_STEPS):
+            rows = idx[0:B * w]
+            dp_opt.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(dp(x_all[rows]), y_all[rows]).backward()
+            dp_opt.step()
+        dp_ms = 1e3 * (time.perf_counter() - t0) / TIMED_STEPS
+    dist.barrier()
+    print(f"global batch {B * w} on {w} devices: DDP {on:.2f} ms per step, DataParallel {dp_ms:.2f} ms per step "
+          f"({dp_ms / on:.2f}x)")
+    metrics.update(ddp_ms_per_step=on, dp_ms_per_step=dp_ms)
+
+    section("checkpoint")
+    path = a.save or "ch08_pytorch_model.safetensors"
+    if r == 0:
+        st.save(path, model.state_dict())  # rank 0 alone: the bare model's keys
+    dist.barrier()
+    loaded = st.load_torch(path)
+    diff = max(float((loaded[k] - v).abs().max()) for k, v in model.state_dict().items())
+    worst = reduce_scalar(torch, dist, diff, dist.ReduceOp.MAX)
+    print(f"rank 0 saved {path}; every rank loaded it: largest difference from its own parameters {worst:g}")
+    metrics["checkpoint_max_diff"] = worst
+    dist.destroy_process_group()
+    if a.metrics and r == 0:
+        tmp = f"{a.metrics}.tmp.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(metrics, f, indent=1)
+        os.replace(tmp, a.metrics)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

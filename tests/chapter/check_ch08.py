@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Checks chapter 8 (DistributedDataParallel) against independent references.
+
+    check_ch08.py report  CH08 WORK              ./ch08 --quick starts itself under tools/launch
+                          (2 ranks): the collectives' values against their definitions, the
+                          sampler table against torch's DistributedSampler (when torch imports),
+                          busbw = algbw * 2(n-1)/n, training above chance, every rank's
+                          parameters equal to rank 0's checkpoint, only rank 0's output
+    check_ch08.py badflag CH08 WORK              bad flags exit 2; --backend nccl on a machine
+                          without a GPU exits non-zero saying one GPU per rank; an unknown
+                          backend names the two that exist
+    check_ch08.py twin    CH08 PYTHON TWIN WORK  ch08_pytorch.py (gloo, under tools/launch) prints
+                          the same sections and the same collectives and sampler lines
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import chaptertest  # noqa: E402
+from chaptertest import (expect, expect_usage_error, fresh, load_metrics, run, run_with_twin,  # noqa: E402
+                         section_lines, sections_of, skip_unless_imports)
+
+SECTIONS = ["process group", "collectives", "sampler", "all-reduce bandwidth", "training", "overlap",
+            "DP vs DDP", "checkpoint"]
+
+
+def torch_sampler_table(w):
+    try:
+        from torch.utils.data import DistributedSampler
+    except ImportError:
+        return None
+    flat = []
+    for shuffle in (False, True):
+        for epoch in range(2 if shuffle else 1):
+            for r in range(w):
+                s = DistributedSampler(range(10), num_replicas=w, rank=r, shuffle=shuffle, seed=0)
+                s.set_epoch(epoch)
+                flat += list(s)
+    return flat
+
+
+def cmd_report(ch08, work):
+    os.makedirs(work, exist_ok=True)
+    m = fresh(os.path.join(work, "ch08.json"))
+    ckpt = fresh(os.path.join(work, "ch08.safetensors"))
+    r = run([ch08, "--quick", "--device", "cpu", "--save", ckpt, "--metrics", m])
+    expect(r.returncode == 0, f"exit code {r.returncode}", r)
+    expect(sections_of(r.stdout) == SECTIONS, f"sections {sections_of(r.stdout)}", r)
+    expect(r.stdout.count("device: ") == 1, "more than one rank printed (only rank 0 logs)", r)
+    mt = load_metrics(m)
+    w = mt["world_size"]
+    expect(w == 2 and mt["backend"] == "mpi", f"world {w}, backend {mt['backend']}", r)
+    ranks = [ln.split()[0] for ln in section_lines(r.stdout, "process group")[2:]]
+    expect(ranks == [str(i) for i in range(w)], f"process group table ranks {ranks}", r)
+    expect(mt["all_reduce_sum"] == w * (w + 1) / 2 and mt["broadcast_value"] == 100 + w - 1 and
+           mt["all_gather"] == [10.0 * k for k in range(w)] and mt["reduce_scatter_rank0"] == w * (w - 1) / 2,
+           "collectives differ from their definitions", r)
+    want = torch_sampler_table(w)
+    if want is not None:
+        expect(mt["sampler_table"] == want, f"sampler table {mt['sampler_table']} vs torch {want}", r)
+    for alg, bus in zip(mt["allreduce_algbw_gbs"], mt["allreduce_busbw_gbs"]):
+        expect(alg > 0 and chaptertest.close(bus, alg * 2 * (w - 1) / w, 1e-9), "busbw != algbw * 2(n-1)/n", r)
+    expect(mt["test_acc"][-1] > 0.3 and mt["train_loss"][-1] < 2.3, f"training: {mt['test_acc']}", r)
+    expect(mt["checkpoint_max_diff"] == 0 and os.path.isfile(ckpt), "checkpoint", r)
+    for k in ("step_ms_overlap_on", "step_ms_overlap_off", "ddp_ms_per_step", "dp_ms_per_step"):
+        expect(chaptertest.positive(mt[k]), f"{k} = {mt[k]}", r)
+
+
+def cmd_badflag(ch08, work):
+    os.makedirs(work, exist_ok=True)
+    for args, needles in ((["--nproc", "0"], ["--nproc"]), (["--accumulate", "0"], ["--accumulate"]),
+                          (["--bucket-mb", "-1"], ["--bucket-mb"])):
+        r = run([ch08, "--quick", *args])
+        expect(r.returncode == 2 and any(n in r.stderr for n in needles), f"{args}: exit {r.returncode}", r)
+    r = run([ch08, "--quick", "--backend", "gloo"])
+    expect(r.returncode != 0 and 'backend must be "mpi" or "nccl"' in r.stderr, "--backend gloo", r)
+    r = run([ch08, "--quick", "--device", "cpu", "--backend", "nccl"])
+    expect(r.returncode != 0 and ("one GPU per rank" in r.stderr or "no NCCL" in r.stderr) and
+           "launch: the job failed" in r.stderr, "--backend nccl without a GPU", r)
+
+
+def cmd_twin(ch08, python, twin, work):
+    skip_unless_imports(python, "torch", "numpy")
+    os.makedirs(work, exist_ok=True)
+    rc, rp, mc, mp = run_with_twin("ch08", [ch08, "--quick", "--device", "cpu"], [python, twin, "--quick"], work)
+    expect(sections_of(rp.stdout) == SECTIONS, f"twin sections {sections_of(rp.stdout)}", rp)
+    for name in ("collectives", "sampler"):
+        c, p = section_lines(rc.stdout, name), section_lines(rp.stdout, name)
+        expect(c == p, f"section {name} differs:\nC:  {c}\nPy: {p}", rp)
+    for key in ("world_size", "sampler_table", "all_gather", "steps_per_epoch"):
+        expect(mc[key] == mp[key], f"metric {key}: C {mc[key]} vs twin {mp[key]}")
+
+
+def main(argv):
+    return chaptertest.dispatch(argv, {"report": (cmd_report, 2), "badflag": (cmd_badflag, 2),
+                                       "twin": (cmd_twin, 4)}, __doc__)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
