@@ -177,17 +177,19 @@ static int show_collectives(ct_process_group *pg, ct_metrics *m) {
   ct_cli_section("collectives");
   int r = ct_dist_get_rank(pg), w = ct_dist_get_world_size(pg);
   ct_device d = ct_dist_device(pg);
-  /* LAB BEGIN: all_reduce (SUM) a tensor of r + 1; broadcast 100 + r from the last rank; all_gather r * 10 */
+  double sum = NAN, bcast = NAN;
+  ct_tensor *in = filled(10.0 * r, 2, d), *out[64];
+  for (int k = 0; k < w; ++k) out[k] = filled(-1, 2, d);
+  int rc = CT_OK;
+  /* LAB BEGIN: all_reduce (SUM) a tensor of r + 1 into sum; broadcast 100 + r from the last rank into bcast; all_gather `in` into out */
   ct_tensor *t = filled(r + 1, 4, d);
-  int rc = t ? ct_dist_all_reduce(pg, t, CT_REDUCE_SUM) : -1;     // dist.all_reduce(t)
-  double sum = t ? first(t) : NAN;
+  rc = t ? ct_dist_all_reduce(pg, t, CT_REDUCE_SUM) : -1;         // dist.all_reduce(t)
+  sum = t ? first(t) : NAN;
   ct_free(t);
   t = filled(100 + r, 4, d);
   if (!rc) rc = t ? ct_dist_broadcast(pg, t, w - 1) : -1;          // dist.broadcast(t, src=w-1)
-  double bcast = t ? first(t) : NAN;
+  bcast = t ? first(t) : NAN;
   ct_free(t);
-  ct_tensor *in = filled(10.0 * r, 2, d), *out[64];
-  for (int k = 0; k < w; ++k) out[k] = filled(-1, 2, d);
   if (!rc) rc = in ? ct_dist_all_gather(pg, out, in) : -1;        // dist.all_gather(out, in)
   /* LAB END */
   printf("all_reduce(r + 1, SUM)  = %g   (1 + 2 + ... + %d = %d)\n", sum, w, w * (w + 1) / 2);
