@@ -7,6 +7,7 @@
 #                       barrier/async, DDP = one process with the global batch (overlap on and
 #                       off), no_sync accumulation = the large batch
 #   dist.collectives_3  the same on 3 ranks
+#   dist.netns          two network namespaces as two hosts, over TCP (77 where not possible)
 #   dist.fault          a rank that exits, is killed or fails ends the job non-zero within
 #                       60 s; without the launcher, a clear error
 set(CT_DIST_DIR ${CMAKE_CURRENT_LIST_DIR}/../dist)
@@ -33,4 +34,13 @@ if(CT_HAVE_MPI)
            COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_fault.py ${PROJECT_SOURCE_DIR}/tools/launch
                    $<TARGET_FILE:dist_fault> $<TARGET_FILE:test_dist>)
   set_tests_properties(dist.fault PROPERTIES LABELS dist TIMEOUT 300 ENVIRONMENT "${CT_TEST_ENV};OMP_NUM_THREADS=1")
+endif()
+if(CT_HAVE_MPI)
+  # dist.netns: two network namespaces joined by a veth pair play two machines;
+  # tools/launch --hosts runs a rank in each over Open MPI's TCP transport (77
+  # where namespaces cannot be made: not root, no ip netns).
+  add_test(NAME dist.netns
+           COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_netns.py ${PROJECT_SOURCE_DIR}/tools/launch
+                   ${CT_DIST_DIR}/netns_rsh $<TARGET_FILE:test_dist>)
+  set_tests_properties(dist.netns PROPERTIES LABELS dist SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT "${CT_TEST_ENV}")
 endif()
