@@ -553,18 +553,18 @@ static int show_overlap(ct_process_group *pg, trained *t, const settings *st, ct
 ::: zh
 ## DP 和 DDP
 
-同样 W 个设备、同样的全局 batch，两种做法各跑若干步：DDP（本章，W 个进程各算 B 行）和 DataParallel（第 7 章，rank 0 一个进程，W 个副本线程，每步算 W·B 行，其余 rank 在 barrier 上等）。种子说 DP 简单、DDP 没有主设备瓶颈：DP 每一步都要把参数从主设备复制给每个副本、把输出收集回来、在主设备上算损失和汇总梯度，这些都由一个进程串行地做；DDP 每步只有一次梯度平均，而且和反向重叠。在这台 2 核的机器上两个 rank 各占一个核，差别主要来自 DP 的复制和汇总；在多块 GPU 上，差别还来自 Python 的 GIL（PyTorch 的 DP 线程要抢它）和主 GPU 的显存。
+同样 W 个设备、同样的全局 batch，两种做法各跑若干步，再加上一个参照：一个进程不加任何包装，独自算整个全局 batch（它的 OpenMP 线程数也是每个 rank 分到的那么多），DDP 相对它的加速比就是本章的扩展性。两种做法是：DDP（本章，W 个进程各算 B 行）和 DataParallel（第 7 章，rank 0 一个进程，W 个副本线程，每步算 W·B 行，其余 rank 在 barrier 上等）。种子说 DP 简单、DDP 没有主设备瓶颈：DP 每一步都要把参数从主设备复制给每个副本、把输出收集回来、在主设备上算损失和汇总梯度，这些都由一个进程串行地做；DDP 每步只有一次梯度平均，而且和反向重叠。在这台 2 核的机器上两个 rank 各占一个核，差别主要来自 DP 的复制和汇总；在多块 GPU 上，差别还来自 Python 的 GIL（PyTorch 的 DP 线程要抢它）和主 GPU 的显存。
 :::
 ::: en
 ## DP and DDP
 
-The same W devices and the same global batch, a few steps each way: DDP (this chapter, W processes of B rows each) and DataParallel (chapter 7: rank 0 alone, W replica threads, W·B rows per step, the other ranks waiting at a barrier). The seed says DP is simpler and DDP has no main-device bottleneck: every DP step copies the parameters from the main device to each replica, gathers the outputs back, and computes the loss and sums the gradients on the main device, all driven by one process; a DDP step has one gradient average, overlapped with backward. On this 2-core machine each of two ranks has a core to itself, and the difference comes mostly from DP's copies and sums; on several GPUs it also comes from Python's GIL (which PyTorch's DP threads share) and from the main GPU's memory.
+The same W devices and the same global batch, a few steps each way, plus a reference: one process with no wrapper computing the whole global batch alone (with the OpenMP threads of one rank), against which DDP's speed-up is this chapter's measure of scaling. The two ways: DDP (this chapter, W processes of B rows each) and DataParallel (chapter 7: rank 0 alone, W replica threads, W·B rows per step, the other ranks waiting at a barrier). The seed says DP is simpler and DDP has no main-device bottleneck: every DP step copies the parameters from the main device to each replica, gathers the outputs back, and computes the loss and sums the gradients on the main device, all driven by one process; a DDP step has one gradient average, overlapped with backward. On this 2-core machine each of two ranks has a core to itself, and the difference comes mostly from DP's copies and sums; on several GPUs it also comes from Python's GIL (which PyTorch's DP threads share) and from the main GPU's memory.
 :::
 */
 static int show_dp_vs_ddp(ct_process_group *pg, trained *t, const settings *st, double ddp_ms, ct_metrics *m) {
   ct_cli_section("DP vs DDP");
   int w = ct_dist_get_world_size(pg), rc = CT_OK;
-  double dp_ms = 0;
+  double dp_ms = 0, solo_ms = 0;
   if (ct_dist_get_rank(pg) == 0) { // DataParallel needs no other process: rank 0 runs it alone
     ct_device d = ct_dist_device(pg), devs[CT_MAX_REPLICAS];
     for (int i = 0; i < w && i < CT_MAX_REPLICAS; ++i) devs[i] = d;
@@ -592,6 +592,30 @@ static int show_dp_vs_ddp(ct_process_group *pg, trained *t, const settings *st, 
     }
     sync_device(d);
     dp_ms = 1e3 * (now_seconds() - t0) / TIMED_STEPS;
+    // One process alone on the whole global batch, no wrapper: what the W ranks scale against.
+    ct_module *solo = rc == CT_OK ? build_mlp() : NULL;
+    ct_optimizer *solo_opt = NULL;
+    if (solo && ct_module_to(solo, d) == CT_OK) {
+      int ns = 0;
+      ct_param **sp = ct_module_parameters(solo, &ns);
+      solo_opt = ct_optim_sgd(sp, ns, ct_sgd_defaults(st->lr));
+    }
+    if (!solo_opt) rc = -1;
+    t0 = now_seconds();
+    for (int k = 0; rc == CT_OK && k < TIMED_STEPS; ++k) {
+      ct_tensor *x = NULL, *y = NULL, *g = NULL;
+      rc = get_batch(&s, k % (s.n / B), B, d, &x, &y);
+      ct_tensor *out = rc ? NULL : ct_module_forward(solo, x);
+      ct_tensor *loss = out ? ct_cross_entropy_loss(out, y, &g) : NULL;
+      if (!loss || ct_optimizer_zero_grad(solo_opt, true) || ct_module_backward_params(solo, g) ||
+          ct_optimizer_step(solo_opt))
+        rc = -1;
+      ct_free(x), ct_free(y), ct_free(g), ct_free(out), ct_free(loss);
+    }
+    sync_device(d);
+    solo_ms = 1e3 * (now_seconds() - t0) / TIMED_STEPS;
+    ct_optimizer_free(solo_opt);
+    ct_module_free(solo);
     ct_free(s.x), ct_free(s.y);
     free(s.idx);
     ct_optimizer_free(opt);
@@ -602,8 +626,11 @@ static int show_dp_vs_ddp(ct_process_group *pg, trained *t, const settings *st, 
   if (!all_ok) return rc ? rc : (int)ct_fail(CT_ERR_VALUE, "ch08: DataParallel failed on rank 0");
   printf("global batch %ld on %d devices: DDP %.2f ms per step, DataParallel %.2f ms per step (%.2fx)\n",
          st->batch_size * w, w, ddp_ms, dp_ms, dp_ms / ddp_ms);
+  printf("one process alone, the same global batch: %.2f ms per step; DDP's speed-up over it %.2fx on %d ranks\n",
+         solo_ms, solo_ms / ddp_ms, w);
   ct_metrics_num(m, "ddp_ms_per_step", ddp_ms);
   ct_metrics_num(m, "dp_ms_per_step", dp_ms);
+  ct_metrics_num(m, "single_ms_per_step", solo_ms);
   return CT_OK;
 }
 /*md output DP vs DDP*/
