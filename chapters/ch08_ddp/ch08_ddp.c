@@ -561,6 +561,31 @@ static int show_overlap(ct_process_group *pg, trained *t, const settings *st, ct
 The same W devices and the same global batch, a few steps each way, plus a reference: one process with no wrapper computing the whole global batch alone (with the OpenMP threads of one rank), against which DDP's speed-up is this chapter's measure of scaling. The two ways: DDP (this chapter, W processes of B rows each) and DataParallel (chapter 7: rank 0 alone, W replica threads, W·B rows per step, the other ranks waiting at a barrier). The seed says DP is simpler and DDP has no main-device bottleneck: every DP step copies the parameters from the main device to each replica, gathers the outputs back, and computes the loss and sums the gradients on the main device, all driven by one process; a DDP step has one gradient average, overlapped with backward. On this 2-core machine each of two ranks has a core to itself, and the difference comes mostly from DP's copies and sums; on several GPUs it also comes from Python's GIL (which PyTorch's DP threads share) and from the main GPU's memory.
 :::
 */
+// Milliseconds per SGD step of `model` on the global batch, through DataParallel when dp
+// is given, else alone; -1 on an error.
+static double time_global_steps(ct_module *model, ct_data_parallel *dp, shard *s, int64_t B, ct_device d,
+                                double lr) {
+  int np = 0;
+  ct_param **p = ct_module_parameters(model, &np);
+  ct_optimizer *opt = ct_optim_sgd(p, np, ct_sgd_defaults(lr));
+  int rc = opt ? CT_OK : -1;
+  double t0 = now_seconds();
+  for (int k = 0; rc == CT_OK && k < TIMED_STEPS; ++k) {
+    ct_tensor *x = NULL, *y = NULL, *g = NULL;
+    rc = get_batch(s, k % (s->n / B), B, d, &x, &y);
+    ct_tensor *out = rc ? NULL : dp ? ct_data_parallel_forward(dp, x) : ct_module_forward(model, x);
+    ct_tensor *loss = out ? ct_cross_entropy_loss(out, y, &g) : NULL;
+    if (!loss || ct_optimizer_zero_grad(opt, true) ||
+        (dp ? ct_data_parallel_backward_params(dp, g) : ct_module_backward_params(model, g)) ||
+        ct_optimizer_step(opt))
+      rc = -1;
+    ct_free(x), ct_free(y), ct_free(g), ct_free(out), ct_free(loss);
+  }
+  sync_device(d);
+  ct_optimizer_free(opt);
+  return rc == CT_OK ? 1e3 * (now_seconds() - t0) / TIMED_STEPS : -1;
+}
+
 static int show_dp_vs_ddp(ct_process_group *pg, trained *t, const settings *st, double ddp_ms, ct_metrics *m) {
   ct_cli_section("DP vs DDP");
   int w = ct_dist_get_world_size(pg), rc = CT_OK;
@@ -568,59 +593,22 @@ static int show_dp_vs_ddp(ct_process_group *pg, trained *t, const settings *st, 
   if (ct_dist_get_rank(pg) == 0) { // DataParallel needs no other process: rank 0 runs it alone
     ct_device d = ct_dist_device(pg), devs[CT_MAX_REPLICAS];
     for (int i = 0; i < w && i < CT_MAX_REPLICAS; ++i) devs[i] = d;
-    ct_module *model = build_mlp();
-    ct_data_parallel *dp = model && ct_module_to(model, d) == CT_OK ? ct_data_parallel_create(model, devs, w) : NULL;
-    int np = 0;
-    ct_param **p = model ? ct_module_parameters(model, &np) : NULL;
-    ct_optimizer *opt = p ? ct_optim_sgd(p, np, ct_sgd_defaults(st->lr)) : NULL;
     int64_t B = st->batch_size * w;
     ct_distributed_sampler all = {.length = t->s.n, .num_replicas = 1, .rank = 0};
     shard s = {.ds = t->s.ds, .n = t->s.n, .idx = malloc((size_t)t->s.n * sizeof(int64_t))};
     s.x = ct_empty(CT_SHAPE(B, 1, 28, 28), CT_F32, ct_device_cpu());
     s.y = ct_empty(CT_SHAPE(B), CT_I64, ct_device_cpu());
-    rc = dp && opt && s.idx && s.x && s.y ? ct_distributed_sampler_indices(&all, s.idx) : -1;
-    double t0 = now_seconds();
-    for (int k = 0; rc == CT_OK && k < TIMED_STEPS; ++k) {
-      ct_tensor *x = NULL, *y = NULL, *g = NULL;
-      rc = get_batch(&s, k % (s.n / B), B, d, &x, &y);
-      ct_tensor *out = rc ? NULL : ct_data_parallel_forward(dp, x);
-      ct_tensor *loss = out ? ct_cross_entropy_loss(out, y, &g) : NULL;
-      if (!loss || ct_optimizer_zero_grad(opt, true) || ct_data_parallel_backward_params(dp, g) ||
-          ct_optimizer_step(opt))
-        rc = -1;
-      ct_free(x), ct_free(y), ct_free(g), ct_free(out), ct_free(loss);
-    }
-    sync_device(d);
-    dp_ms = 1e3 * (now_seconds() - t0) / TIMED_STEPS;
-    // One process alone on the whole global batch, no wrapper: what the W ranks scale against.
-    ct_module *solo = rc == CT_OK ? build_mlp() : NULL;
-    ct_optimizer *solo_opt = NULL;
-    if (solo && ct_module_to(solo, d) == CT_OK) {
-      int ns = 0;
-      ct_param **sp = ct_module_parameters(solo, &ns);
-      solo_opt = ct_optim_sgd(sp, ns, ct_sgd_defaults(st->lr));
-    }
-    if (!solo_opt) rc = -1;
-    t0 = now_seconds();
-    for (int k = 0; rc == CT_OK && k < TIMED_STEPS; ++k) {
-      ct_tensor *x = NULL, *y = NULL, *g = NULL;
-      rc = get_batch(&s, k % (s.n / B), B, d, &x, &y);
-      ct_tensor *out = rc ? NULL : ct_module_forward(solo, x);
-      ct_tensor *loss = out ? ct_cross_entropy_loss(out, y, &g) : NULL;
-      if (!loss || ct_optimizer_zero_grad(solo_opt, true) || ct_module_backward_params(solo, g) ||
-          ct_optimizer_step(solo_opt))
-        rc = -1;
-      ct_free(x), ct_free(y), ct_free(g), ct_free(out), ct_free(loss);
-    }
-    sync_device(d);
-    solo_ms = 1e3 * (now_seconds() - t0) / TIMED_STEPS;
-    ct_optimizer_free(solo_opt);
-    ct_module_free(solo);
+    ct_module *model = build_mlp(), *solo = build_mlp(); // solo: one process alone, what W ranks scale against
+    ct_data_parallel *dp = model && ct_module_to(model, d) == CT_OK ? ct_data_parallel_create(model, devs, w) : NULL;
+    rc = dp && solo && ct_module_to(solo, d) == CT_OK && s.idx && s.x && s.y
+             ? ct_distributed_sampler_indices(&all, s.idx) : -1;
+    if (rc == CT_OK) dp_ms = time_global_steps(model, dp, &s, B, d, st->lr);
+    if (rc == CT_OK && dp_ms >= 0) solo_ms = time_global_steps(solo, NULL, &s, B, d, st->lr);
+    if (dp_ms < 0 || solo_ms < 0) rc = -1;
     ct_free(s.x), ct_free(s.y);
     free(s.idx);
-    ct_optimizer_free(opt);
     ct_data_parallel_free(dp);
-    ct_module_free(model);
+    ct_module_free(model), ct_module_free(solo);
   }
   int all_ok = (int)reduce_scalar(pg, rc == CT_OK ? 0 : 1, CT_REDUCE_MAX) == 0; // the others wait here
   if (!all_ok) return rc ? rc : (int)ct_fail(CT_ERR_VALUE, "ch08: DataParallel failed on rank 0");

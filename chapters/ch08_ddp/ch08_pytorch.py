@@ -272,25 +272,19 @@ def main(argv):
     section("DP vs DDP")
     dp_ms = solo_ms = 0.0
     if r == 0:
-        dp_model = build_mlp(nn)
-        dp = ThreadedDataParallel(torch, nn, dp_model, w)
-        dp_opt = torch.optim.SGD(dp_model.parameters(), lr=a.lr)
-        t0 = time.perf_counter()
-        for k in range(TIMED_STEPS):
-            rows = idx[0:B * w]
-            dp_opt.zero_grad(set_to_none=True)
-            nn.functional.cross_entropy(dp(x_all[rows]), y_all[rows]).backward()
-            dp_opt.step()
-        dp_ms = 1e3 * (time.perf_counter() - t0) / TIMED_STEPS
-        solo = build_mlp(nn)
-        solo_opt = torch.optim.SGD(solo.parameters(), lr=a.lr)
-        t0 = time.perf_counter()
-        for k in range(TIMED_STEPS):
-            rows = idx[0:B * w]
-            solo_opt.zero_grad(set_to_none=True)
-            nn.functional.cross_entropy(solo(x_all[rows]), y_all[rows]).backward()
-            solo_opt.step()
-        solo_ms = 1e3 * (time.perf_counter() - t0) / TIMED_STEPS
+        def timed_global(model, forward):  # ms per SGD step on the global batch
+            step_opt = torch.optim.SGD(model.parameters(), lr=a.lr)
+            t0 = time.perf_counter()
+            for _ in range(TIMED_STEPS):
+                rows = idx[0:B * w]
+                step_opt.zero_grad(set_to_none=True)
+                nn.functional.cross_entropy(forward(x_all[rows]), y_all[rows]).backward()
+                step_opt.step()
+            return 1e3 * (time.perf_counter() - t0) / TIMED_STEPS
+
+        dp_model, solo = build_mlp(nn), build_mlp(nn)  # solo: one process alone, what W ranks scale against
+        dp_ms = timed_global(dp_model, ThreadedDataParallel(torch, nn, dp_model, w))
+        solo_ms = timed_global(solo, solo)
     dist.barrier()
     print(f"global batch {B * w} on {w} devices: DDP {on:.2f} ms per step, DataParallel {dp_ms:.2f} ms per step "
           f"({dp_ms / on:.2f}x)")
