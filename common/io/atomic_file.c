@@ -184,12 +184,16 @@ int cti_atomic_check(const char *op, const char *path) {
   return rc;
 }
 
+void (*cti_atomic_write_hook)(cti_atomic_file *af, size_t written) = NULL;
+
 int cti_atomic_write(cti_atomic_file *af, const void *p, size_t n) {
   if (af->err) return -1;
   if (n && fwrite(p, 1, n, af->f) != n) {
     af->err = errno ? errno : EIO;
     return -1;
   }
+  af->written += n;
+  if (cti_atomic_write_hook) cti_atomic_write_hook(af, af->written);
   return 0;
 }
 

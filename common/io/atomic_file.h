@@ -47,7 +47,12 @@ typedef struct cti_atomic_file {
   char *dir;        // the directory to fsync ("." for a bare file name)
   FILE *f;          // the temporary, open for writing
   int err;          // the first write's errno, 0 while all is well
+  size_t written;   // bytes written so far
 } cti_atomic_file;
+// Testing aid, NULL in every program: called after each successful
+// cti_atomic_write with the bytes written so far, so a test can stop a save
+// in the middle (tests/unit/test_checkpoint.c kills the process there).
+extern void (*cti_atomic_write_hook)(cti_atomic_file *af, size_t written);
 
 // Enters with af uninitialised; leaves with the temporary created and open
 // (CT_OK), or with nothing created and the error recorded: CT_ERR_VALUE for

@@ -33,8 +33,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <poll.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "testutil.h"
 
 static char tmpdir[256];
@@ -716,6 +719,86 @@ static int remove_tmpdir(void **state) {
   return tu_scratch_remove(tmpdir);
 }
 
+// ---- killed in the middle of a save ----------------------------------------------------------
+// The child stops here once a megabyte of the new checkpoint is on disk: it tells the
+// parent through the pipe, then waits to be killed.
+static int kill_pipe = -1;
+static void stop_mid_save(cti_atomic_file *af, size_t written) {
+  if (written < (1u << 20)) return;
+  fflush(af->f);
+  char c = 'x';
+  if (write(kill_pipe, &c, 1) != 1) _exit(3);
+  for (;;) pause();
+}
+
+// SIGKILL while a new checkpoint is half written: the previous one stays byte-identical
+// and loadable. What a kill leaves behind is the temporary "<path>.tmp.<pid>" (no code of
+// ours runs after SIGKILL to remove it); the target itself is never touched.
+static void test_sigkill_mid_save(void **state) {
+  (void)state;
+  const char *path = tpath("killed.safetensors");
+  ct_device cpu = ct_device_cpu(); // the child forks: CPU tensors only
+  ct_tensor *w = ct_randn(CT_SHAPE(64), CT_F32, cpu);
+  ct_named_tensor old = {"w", w};
+  TU_OK(ct_save_safetensors(path, &old, 1, NULL));
+  size_t len0;
+  unsigned char *before = read_file(path, &len0);
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  fflush(NULL);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    close(fds[0]);
+    kill_pipe = fds[1];
+    cti_atomic_write_hook = stop_mid_save;
+    // No OpenMP in a forked child (libgomp's pool does not survive fork): host copies only.
+    float *data = calloc(512 * 1024, sizeof *data);
+    ct_tensor *a = data ? ct_from_host(data, CT_SHAPE(512, 1024), CT_F32, cpu) : NULL;
+    ct_tensor *b = data ? ct_from_host(data, CT_SHAPE(512, 1024), CT_F32, cpu) : NULL;
+    if (!a || !b) _exit(5);
+    ct_named_tensor two[2] = {{"a", a}, {"b", b}}; // 4 MiB: the hook stops it after the first tensor
+    ct_save_safetensors(path, two, 2, NULL);
+    _exit(4); // the hook never returned: reaching here means the save finished
+  }
+  close(fds[1]);
+  char c = 0;
+  struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+  bool mid_save = poll(&pfd, 1, 30000) == 1 && read(fds[0], &c, 1) == 1; // the child is mid-save
+  close(fds[0]);
+  if (!mid_save) {
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    fail_msg("the child did not reach the middle of its save within 30 s");
+  }
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)child);
+  struct stat st;
+  int stat_rc = stat(tmp, &st);
+  assert_int_equal(kill(child, SIGKILL), 0);
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  assert_int_equal(stat_rc, 0); // the half-written temporary existed...
+  assert_true(st.st_size >= (1 << 20) && st.st_size < 4 * (1 << 20));
+  size_t len1;
+  unsigned char *after = read_file(path, &len1); // ...and the target is the old file
+  assert_int_equal(len0, len1);
+  assert_memory_equal(before, after, len0);
+  ct_named_tensor *e = NULL;
+  int n = 0;
+  TU_OK(ct_load_safetensors(path, cpu, &e, &n));
+  assert_int_equal(n, 1);
+  assert_string_equal(e[0].name, "w");
+  double *want = tu_to_f64(w);
+  tu_assert_close(e[0].tensor, want, 0, 0, "the checkpoint after the kill");
+  free(want);
+  ct_named_tensors_free(e, n);
+  assert_int_equal(unlink(tmp), 0);
+  free(before), free(after);
+  ct_free(w);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
@@ -723,7 +806,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_foreign_spellings), cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_bool_bytes),       cmocka_unit_test(test_header_length),
       cmocka_unit_test(test_fuzz_truncations), cmocka_unit_test(test_fuzz_flips),
-      cmocka_unit_test(test_atomic_save),      cmocka_unit_test(test_module_round_trip),
+      cmocka_unit_test(test_atomic_save),      cmocka_unit_test(test_sigkill_mid_save),      cmocka_unit_test(test_module_round_trip),
   };
   return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }
