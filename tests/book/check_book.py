@@ -5,7 +5,8 @@
     check_book.py build  REPO OUT [BUILD_DIR]  runs tools/book --quick --no-bootstrap --no-build
                                                --build-dir BUILD_DIR --out OUT, then checks that both
                                                editions were built with every chapter
-    check_book.py html     REPO OUT            every chapter in both editions; no broken internal link
+    check_book.py html     REPO OUT            every chapter in both editions; no broken internal link;
+                                               no Pandoc fence text (:::)
     check_book.py pdf      REPO OUT            pdftotext: Chinese and English text, every chapter title,
                                                numbered pages, no glyph missing from the fonts
     check_book.py chromium REPO OUT            headless Chromium opens every chapter page of each
@@ -184,6 +185,7 @@ def cmd_html(root, out):
                     broken += 1
                     check(False, f"{where}: no id {frag!r} in {os.path.relpath(target, out)}")
     check(broken == 0, f"{checked} internal links and images, {broken} broken")
+    check_no_fence_html(out, pages)
 
 
 def cmd_pdf(root, out):
@@ -206,6 +208,7 @@ def cmd_pdf(root, out):
             check(words > 200, f"workbook-zh.pdf has English text too: code, outputs ({words} words)")
         else:
             check(words > 2000, f"workbook-en.pdf has English text ({words} words)")
+        check_no_fence_pdf(lang, text)
         flat = re.sub(r"\s+", "", text)
         for slug, titles in chs:
             t = re.sub(r"\s+", "", titles[lang])
@@ -224,6 +227,29 @@ def cmd_pdf(root, out):
         r = subprocess.run(["pdftotext", "-f", str(pages), "-l", str(pages), "-layout", pdf, "-"],
                            capture_output=True, text=True)
         check(re.search(r"\b\d+\s*$", r.stdout.strip()) is not None, f"workbook-{lang}.pdf pages are numbered")
+
+
+# ---------------------------------------------------------------------------
+# Rendering leaks: a Pandoc fence (::: / ::::) that reaches the reader means a
+# div's attributes did not parse (a class written without its dot, an
+# unbalanced fence). Its text must never show in a page or a PDF.
+
+def fence_leaks(text):
+    """The lines of text that show a Pandoc fence (':::')."""
+    return [t.strip() for t in text.split("\n") if ":::" in t]
+
+
+def check_no_fence_html(out, pages):
+    for path, p in sorted(pages.items()):
+        leaks = fence_leaks("".join(p.text))
+        check(not leaks, f"{os.path.relpath(path, out)}: no Pandoc fence text ':::'" +
+              "".join("\n     " + t[:100] for t in leaks[:5]))
+
+
+def check_no_fence_pdf(lang, text):
+    leaks = fence_leaks(text)
+    check(not leaks, f"workbook-{lang}.pdf: no Pandoc fence text ':::'" +
+          "".join("\n     " + t[:100] for t in leaks[:5]))
 
 
 def chromium_binary():

@@ -202,6 +202,7 @@ def test_good(tmp):
     check(any("# twin:" not in b and "def main():" in b for b in py), "the whole twin, without marker lines")
     check("{#ch09-twin .twin-section}" in en and "python3 ch09_pytorch.py --quick" in en,
           "the twin section with the twin's output")
+    check_div_attributes(en)
 
     if have_gnuplot:
         check("![Figure 9.1. Speed by size — this run](figures/ch09_speed.en.svg){#fig:ch09-speed" in en,
@@ -235,6 +236,16 @@ def test_good(tmp):
     write(os.path.join(run, "ch09.out"), "device: cpu\n== other ==\n")
     expect_error(lambda: weave.weave(src, run, out, recorded_dir=rec),
                  src, lines.index("/*md output greet*/") + 1, "has no section '== greet ==' (it has: other)")
+
+
+def check_div_attributes(md):
+    """Every div's attribute list parses: classes carry their dot (.live .twin, not .live twin)."""
+    check(":::: {.output .live .twin}" in md, "the twin's output box has the classes .live .twin")
+    bad = []
+    for m in re.finditer(r"^:{3,} \{([^}]*)\}", md, re.M):
+        words = re.findall(r'(?:[^\s"]+="(?:[^"\\]|\\.)*"|\S+)', m.group(1))
+        bad += [w for w in words if not (w.startswith((".", "#")) or "=" in w)]
+    check(not bad, f"every div attribute is .class, #id or key=value (bad: {bad})")
 
 
 def expect_error(fn, path, line, words):
