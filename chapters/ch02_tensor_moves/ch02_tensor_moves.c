@@ -992,6 +992,7 @@ Ideally the overlapped time is the longer of the two, the serial time their sum,
 On the CPU the same code runs too: the CPU has streams and events, but work is done when it is issued, so "two streams" is just two function calls one after the other, and the saving should be close to 0 (measurement noise only). The CPU's "kernel" is a C version of the same multiply-add loop.
 :::
 */
+/*md source ch02_kernels.cu*/
 /*md hide*/
 // The CPU version of fma_burn: the same chain of multiply-adds per element.
 static void cpu_fma_burn(float *x, int64_t n, int iters) {

@@ -387,6 +387,37 @@ Below, five 1000×1000 tensors t1…t5 are made one after another (with `ct_empt
 Then t1, t3 and t5 are freed. The cache now holds about 12.37 MiB of free memory, but in three holes that do not touch, separated by the live t2 and t4, and the largest hole is 4.74 MiB. A request for 8,000,000 bytes (z, 2000×1000) fits in none of them, so the allocator asks the driver for another 20 MiB segment. This is **fragmentation**: enough free memory in total, not enough in one piece. `empty_cache` cannot help, because the segment still has live blocks and cannot be given back. PyTorch mitigates fragmentation with `max_split_size_mb` (never split blocks above that size) and `expandable_segments` in `PYTORCH_CUDA_ALLOC_CONF`; in your own code, letting tensors of the same size reuse the same memory in turn is the most direct cure.
 :::
 */
+/*md
+::: zh
+### 分配器的代码
+
+这些规则在 `common/core/alloc.c` 里只占几十行。先是最合适的查找：在池的空闲链表里找属于同一个流、装得下请求的最小块，一样大时取地址低的（PyTorch 的空闲集合按流、大小、地址排序）。
+:::
+::: en
+### The allocator's code
+
+These rules take a few dozen lines of `common/core/alloc.c`. First the best-fit search: among the pool's free list, the smallest block of the same stream that holds the request, the lower address on a tie (PyTorch orders its free set by stream, size and address).
+:::
+*/
+/*md source common/core/alloc.c best_fit*/
+/*md
+::: zh
+`ct_block_alloc` 的核心：把请求向上取整（512 字节的倍数），按大小选小池或大池，先在缓存里找；缓存里没有，才向驱动要一个新段（`cudaMalloc`）。要不到时，先把缓存里整段空闲的段还给驱动再试一次，这就是 PyTorch 的 `release_cached_blocks`；还不行才报 OOM。
+:::
+::: en
+The core of `ct_block_alloc`: round the request up (to a multiple of 512 bytes), pick the small or the large pool by size, and look in the cache first; only when the cache has nothing does it ask the driver for a new segment (`cudaMalloc`). If that fails it gives the cache's wholly free segments back to the driver and tries once more, PyTorch's `release_cached_blocks`; only then does it report an OOM.
+:::
+*/
+/*md source common/core/alloc.c cache*/
+/*md
+::: zh
+找到的块从空闲链表上摘下。如果剩余部分值得留着，就切出一个新的空闲块，接在这个块后面（同一个段里的块按地址连成双向链表，释放时靠它和邻居合并）。
+:::
+::: en
+The block found comes off the free list. If the remainder is worth keeping, it is cut off as a new free block right after this one (a segment's blocks form a doubly linked list in address order, which is how a freed block finds its neighbours to merge with).
+:::
+*/
+/*md source common/core/alloc.c split*/
 static void show_splitting(const ct_cli *cli, ct_metrics *m) {
   ct_cli_section("splitting");
   ct_device d = cli->device;

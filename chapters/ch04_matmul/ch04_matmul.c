@@ -947,6 +947,7 @@ The first four rungs are the chapter's own kernels, in `ch04_kernels.cu`: each a
 In the table "of cuBLAS" is the fraction of rung 5, "of peak" the fraction of the FP32 peak.
 :::
 */
+/*md source ch04_kernels.cu*/
 #ifdef CT_HAVE_CUDA
 typedef struct gpu_ctx {
   int which;                   // GPU_NAIVE ...

@@ -6,7 +6,8 @@
                                                --build-dir BUILD_DIR --out OUT, then checks that both
                                                editions were built with every chapter
     check_book.py html     REPO OUT            every chapter in both editions; no broken internal link;
-                                               no Pandoc fence text (:::)
+                                               no Pandoc fence text (:::); every chapter's .cu
+                                               file shown in its chapter
     check_book.py pdf      REPO OUT            pdftotext: Chinese and English text, every chapter title,
                                                numbered pages, no glyph missing from the fonts
     check_book.py chromium REPO OUT            headless Chromium opens every chapter page of each
@@ -186,6 +187,7 @@ def cmd_html(root, out):
                     check(False, f"{where}: no id {frag!r} in {os.path.relpath(target, out)}")
     check(broken == 0, f"{checked} internal links and images, {broken} broken")
     check_no_fence_html(out, pages)
+    check_cu_shown(root, out, pages)
 
 
 def cmd_pdf(root, out):
@@ -244,6 +246,26 @@ def check_no_fence_html(out, pages):
         leaks = fence_leaks("".join(p.text))
         check(not leaks, f"{os.path.relpath(path, out)}: no Pandoc fence text ':::'" +
               "".join("\n     " + t[:100] for t in leaks[:5]))
+
+
+def check_cu_shown(root, out, pages):
+    """Every .cu file of a chapter's folder is shown in its chapter, both editions: the page
+    names the file and holds every line of it that declares a __global__ kernel."""
+    for slug, _ in chapters(root):
+        for cu in sorted(glob.glob(os.path.join(root, "chapters", slug, "*.cu"))):
+            name = os.path.relpath(cu, root)
+            with open(cu, encoding="utf-8") as f:
+                kernels = [re.sub(r"\s+", " ", t.strip()) for t in f
+                           if re.match(r"^\s*(static\s+)?__global__\b", t)]
+            for lang in ("zh", "en"):
+                p = pages.get(os.path.abspath(os.path.join(out, lang, slug + ".html")))
+                if p is None:
+                    continue  # reported above
+                text = re.sub(r"\s+", " ", "".join(p.text))
+                missing = [k for k in kernels if k not in text]
+                check(name in text and kernels and not missing,
+                      f"{lang}/{slug}.html shows {name} ({len(kernels)} kernels" +
+                      (f"; missing: {missing}" if missing else "") + ")")
 
 
 def check_no_fence_pdf(lang, text):

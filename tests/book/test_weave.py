@@ -248,6 +248,100 @@ def check_div_attributes(md):
     check(not bad, f"every div attribute is .class, #id or key=value (bad: {bad})")
 
 
+CU_CHAPTER = """/*md
+::: zh
+# 第 9 章　演示
+:::
+::: en
+# Chapter 9. A demo
+:::
+*/
+int main(void) { return 0; }
+/*md source ch09_kernels.cu*/
+/*md source lib/pool.c split*/
+/*md
+::: zh
+## 练习
+:::
+::: en
+## Exercises
+:::
+*/
+"""
+
+CU_FILE = """// SPDX-License-Identifier: MIT
+//
+// ch09_kernels: the demo's kernel.
+/*md hide*/
+#include <cuda_runtime.h>
+/*md show*/
+/*md
+::: zh
+每个线程加一。
+:::
+::: en
+Each thread adds one.
+:::
+*/
+static __global__ void add_one(float *x, int n) {
+  /* LAB BEGIN: add one | test: gpu.ch09 */
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1.0f;
+  /* LAB END */
+}
+"""
+
+POOL = """int f(void) {
+  int a = 1;
+  // region: split
+  a += 2;
+  // endregion
+  return a;
+}
+"""
+
+
+def test_sources(tmp):
+    """/*md source FILE*/ weaves a .cu file (prose, hide/show, lab markers cut);
+    /*md source FILE REGION*/ places a named region of another file."""
+    src = make_chapter(tmp, CU_CHAPTER)
+    write(os.path.join(os.path.dirname(src), "ch09_kernels.cu"), CU_FILE)
+    old_root = weave.ROOT
+    weave.ROOT = tmp
+    try:
+        write(os.path.join(tmp, "lib", "pool.c"), POOL)
+        _, docs = weave.weave(src, None, None)
+        en, zh = docs["en"], docs["zh"]
+        check("Each thread adds one." in en and "每个线程加一。" in zh and "每个线程加一" not in en,
+              ".cu prose blocks go to their language's edition")
+        cpp = code_blocks(en, "cpp")
+        check(any(b.startswith("static __global__ void add_one(float *x, int n) {\n"
+                               "  int i = blockIdx.x") for b in cpp),
+              "the .cu kernel is shown verbatim as cpp, its lab markers cut")
+        check("LAB" not in en and "SPDX" not in en, "no lab marker or SPDX line")
+        check(re.search(r'::: \{\.folded summary="Folded code: lines 5–5', en) is not None,
+              "/*md hide*/ in a .cu file folds its code")
+        check('[Source file `chapters/ch09_demo/ch09_kernels.cu`]{.label}' in en, "the .cu file is named")
+        check("[`lib/pool.c:4–4` (region `split`)]{.label}" in en and "```c\n  a += 2;\n```" in en and
+              "int a = 1" not in en, "a named region: its lines only, labelled with file and lines")
+        # A missing region, a missing file and an output directive inside a .cu: FILE:LINE
+        lines = CU_CHAPTER.split("\n")
+        bad = make_chapter(tmp, CU_CHAPTER.replace("pool.c split", "pool.c nosuch"))
+        write(os.path.join(os.path.dirname(bad), "ch09_kernels.cu"), CU_FILE)
+        expect_error(lambda: weave.weave(bad, None, None), bad, lines.index("/*md source lib/pool.c split*/") + 1,
+                     "has no region '// region: nosuch'")
+        bad = make_chapter(tmp, CU_CHAPTER.replace("lib/pool.c", "lib/none.c"))
+        write(os.path.join(os.path.dirname(bad), "ch09_kernels.cu"), CU_FILE)
+        expect_error(lambda: weave.weave(bad, None, None), bad, lines.index("/*md source lib/pool.c split*/") + 1,
+                     "no such file")
+        bad = make_chapter(tmp, CU_CHAPTER)
+        cu = os.path.join(os.path.dirname(bad), "ch09_kernels.cu")
+        write(cu, CU_FILE + "/*md output greet*/\n")
+        expect_error(lambda: weave.weave(bad, None, None), cu, len(CU_FILE.split("\n")), "in a woven source file")
+    finally:
+        weave.ROOT = old_root
+
+
 def expect_error(fn, path, line, words):
     try:
         fn()
@@ -309,6 +403,7 @@ def main():
     try:
         test_good(tmp)
         test_bad(tmp)
+        test_sources(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
