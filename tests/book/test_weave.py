@@ -342,6 +342,32 @@ def test_sources(tmp):
         weave.ROOT = old_root
 
 
+def test_metrics(tmp):
+    """{{metric ...}} placeholders are filled from the run's --metrics JSON."""
+    m = {"peak": 332.300544, "cores": 2, "sizes": [64, 128, 256], "gflops": [5.7, None, 1.5], "name": "cpu"}
+    f = lambda t: weave.fill_metrics(t, m, ("x.c", 7))
+    check(f("{{metric peak %.0f}} GFLOP/s on {{metric cores}} cores") == "332 GFLOP/s on 2 cores",
+          "a formatted number and an integer")
+    check(f("{{metric peak}}") == "332", "default: 3 significant digits")
+    check(f("n = {{metric sizes[-1]}}, {{metric sizes list}}") == "n = 256, 64, 128, 256", "index and list")
+    check(f("{{metric gflops[1]}} {{metric name}}") == "— cpu", "null is a dash, strings as they are")
+    check(weave.fill_metrics("{{metric peak}}", None, ("x.c", 7)) == "⟨peak⟩", "a preview shows the key")
+    for text, words in (("{{metric nope}}", "no key 'nope'"), ("{{metric sizes}}", "is a list"),
+                        ("{{metric sizes[3]}}", "not a list with an element 3"),
+                        ("{{metric peak %q}}", "malformed placeholder"), ("{{ metric peak }}", "malformed")):
+        expect_error(lambda: f(text), "x.c", 7, words)
+    # Through a chapter: the prose shows the run's number.
+    src = make_chapter(tmp, GOOD.replace("Shared formula: $a^2$", "Largest size {{metric sizes[-1]}}."), TWIN)
+    run = os.path.join(tmp, "run-metrics", "ch09")
+    write(os.path.join(run, "ch09.out"), "device: cpu\n== greet ==\nhello 1\n")
+    write(os.path.join(run, "ch09.json"), json.dumps({"sizes": [1, 2, 4]}))
+    weave.SPEC_DIR = os.path.join(tmp, "no-figures")
+    write(os.path.join(run, "speed.png"), "x")
+    write(os.path.join(run, "preds.png"), "x")
+    _, docs = weave.weave(src, run, os.path.join(tmp, "md-metrics"))
+    check("Largest size 4." in docs["en"] and "Largest size 4." in docs["zh"], "the placeholder is filled in both")
+
+
 def expect_error(fn, path, line, words):
     try:
         fn()
@@ -404,6 +430,7 @@ def main():
         test_good(tmp)
         test_bad(tmp)
         test_sources(tmp)
+        test_metrics(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
