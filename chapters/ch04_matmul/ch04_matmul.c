@@ -363,11 +363,61 @@ static int cmp_double(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
+// A median is trusted only when its samples look like a measurement. All
+// repeats identical means the clock ticked at its resolution rather than
+// timing the work; a spread (slowest - fastest) above TIMING_SPREAD of the
+// median means something else ran meanwhile. time_interleaved re-measures a
+// suspect timing once; what is still suspect is counted in timing_log, and
+// each ladder ends its section with a note saying so (print_timing_note).
+#define TIMING_SPREAD 0.5
+static struct {
+  int timed, remeasured, suspect;
+} timing_log;
+
+// sorted holds reps >= 1 samples in increasing order; NULL when plausible.
+static const char *timing_suspect(const double *sorted, int reps) {
+  const double lo = sorted[0], hi = sorted[reps - 1], med = sorted[reps / 2];
+  if (reps >= 3 && hi == lo) return "all repeats identical";
+  if (med > 0 && (hi - lo) / med > TIMING_SPREAD) return "spread above the limit";
+  return NULL;
+}
+
+static void print_timing_note(void) {
+  if (timing_log.suspect)
+    printf("timing note: %d of %d timings still implausible after re-measuring (all repeats identical, or "
+           "slowest - fastest above %.0f%% of the median): this machine was busy or its clock too coarse; "
+           "compare speeds only in a full run on a quiet machine\n",
+           timing_log.suspect, timing_log.timed, 100 * TIMING_SPREAD);
+  else if (timing_log.remeasured)
+    printf("timing note: %d of %d timings were implausible at first and were re-measured\n",
+           timing_log.remeasured, timing_log.timed);
+  timing_log.timed = timing_log.remeasured = timing_log.suspect = 0;
+}
+
+// reps rounds; each takes one sample of every fn in turn. samples[f][r] is
+// the time of one call of fns[f] (inner[f] calls per sample), in ms.
+static int sample_rounds(int n, product_fn *fns, void **ctxs, const int *inner, int reps, ct_event *e0,
+                         ct_event *e1, double samples[][15]) {
+  int rc = CT_OK;
+  float t = 0;
+  for (int r = 0; r < reps && !rc; r++)
+    for (int f = 0; f < n && !rc; f++) {
+      rc = ct_event_record(e0, NULL);
+      for (int i = 0; i < inner[f] && !rc; i++) rc = fns[f](ctxs[f]);
+      if (!rc) rc = ct_event_record(e1, NULL);
+      if (!rc) rc = ct_event_synchronize(e1);
+      if (!rc) rc = ct_event_elapsed_time(e0, e1, &t);
+      samples[f][r] = (double)t / inner[f];
+    }
+  for (int f = 0; f < n && !rc; f++) qsort(samples[f], (size_t)reps, sizeof(double), cmp_double);
+  return rc;
+}
+
 // Times n products side by side: each round takes one sample of every fn in
 // turn, so that a machine busy with other work slows them all alike (this is
 // how ct_mm and cblas_sgemm are compared). Enters with every fn already
 // checked once on `dev`; leaves ms[f] with the median time of one call of
-// fns[f], in milliseconds.
+// fns[f], in milliseconds, re-measured once if it looked implausible.
 static int time_interleaved(ct_device dev, int n, product_fn *fns, void **ctxs, double budget_ms, double *ms) {
   ct_event *e0 = ct_event_create(dev, true), *e1 = ct_event_create(dev, true);
   int rc = (e0 && e1) ? CT_OK : CT_ERR_OOM;
@@ -386,17 +436,16 @@ static int time_interleaved(ct_device dev, int n, product_fn *fns, void **ctxs, 
   }
   int reps = (int)(budget_ms / (total > 0 ? total : 1e-3));
   reps = reps < 3 ? 3 : reps > 15 ? 15 : reps;
-  for (int r = 0; r < reps && !rc; r++)
-    for (int f = 0; f < n && !rc; f++) {
-      rc = ct_event_record(e0, NULL);
-      for (int i = 0; i < inner[f] && !rc; i++) rc = fns[f](ctxs[f]);
-      if (!rc) rc = ct_event_record(e1, NULL);
-      if (!rc) rc = ct_event_synchronize(e1);
-      if (!rc) rc = ct_event_elapsed_time(e0, e1, &t);
-      samples[f][r] = (double)t / inner[f];
-    }
+  if (!rc) rc = sample_rounds(n, fns, ctxs, inner, reps, e0, e1, samples);
+  bool suspect = false;
+  for (int f = 0; f < n && !rc; f++) suspect = suspect || timing_suspect(samples[f], reps);
+  if (suspect && !rc) { // once more, all of them side by side again
+    for (int f = 0; f < n; f++) timing_log.remeasured += timing_suspect(samples[f], reps) != NULL;
+    rc = sample_rounds(n, fns, ctxs, inner, reps, e0, e1, samples);
+  }
   for (int f = 0; f < n && !rc; f++) {
-    qsort(samples[f], (size_t)reps, sizeof(double), cmp_double);
+    timing_log.timed++;
+    timing_log.suspect += timing_suspect(samples[f], reps) != NULL;
     ms[f] = reps % 2 ? samples[f][reps / 2] : 0.5 * (samples[f][reps / 2 - 1] + samples[f][reps / 2]);
   }
   ct_event_destroy(e0);
@@ -776,6 +825,7 @@ static void run_cpu_ladder(run *rn, const cpu_info *ci, ladder *L) {
     ct_free(a);
     ct_free(b);
   }
+  print_timing_note();
 }
 /*md output cpu ladder*/
 
@@ -1037,6 +1087,7 @@ static void run_gpu_ladder(run *rn, const gpu_info *gi, ladder *L) {
 #else
   (void)rn, (void)L;
 #endif
+  print_timing_note();
 }
 /*md output gpu ladder*/
 

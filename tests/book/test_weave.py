@@ -189,8 +189,11 @@ def test_good(tmp):
     check("#include <stdio.h>\nstatic int helper(void) { return 1; }" in cblocks, "folded code is verbatim")
 
     check("== greet ==\nhello 1" in en, "output section from the capture")
-    check("(`--quick`)" in en and "`device: cpu (CUDA unavailable: no driver)`" in en,
-          "the live output is labelled with --quick and its device line")
+    check("[Smoke run: the `--quick` run made when this book was built" in en and
+          "[冒烟运行：本书构建时的 `--quick` 运行" in zh and "`device: cpu (CUDA unavailable: no driver)`" in en,
+          "a --quick output box says it is a smoke run (both languages), with its device line")
+    check("Smoke run: the `--quick` run made when this book was built (its timings mean nothing): "
+          "`python3 ch09_pytorch.py --quick`" in en, "so does the twin's --quick box")
     check("Recorded on NVIDIA H100 80GB HBM3 (driver 580.95.05, 2025-11-22)" in en and
           "hello from the GPU" in en and "hello from the OLD" not in en,
           "the newest recorded transcript is shown beside, with device, driver and date")
