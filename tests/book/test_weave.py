@@ -371,6 +371,58 @@ def test_metrics(tmp):
     check("Largest size 4." in docs["en"] and "Largest size 4." in docs["zh"], "the placeholder is filled in both")
 
 
+CPU_RECORDED = """# chapter: ch09
+# device: CPU: AMD EPYC, 2 cores
+# driver: none (CPU run)
+# date: 2026-11-22
+# command: ./ch09 --device cpu
+# commit: 444dc41fd3fa0123
+
+device: cpu
+== greet ==
+hello from the full run
+"""
+
+
+def test_provenance(tmp):
+    """Recorded boxes name device, date and commit; a chapter with only CPU outputs gets a
+    banner; recordings.json says per chapter whether GPU recordings exist."""
+    src = make_chapter(tmp, GOOD, TWIN)
+    weave.SPEC_DIR = os.path.join(tmp, "no-figures")
+    run = os.path.join(tmp, "run-prov", "ch09")
+    write(os.path.join(run, "ch09.out"), "device: cpu\n== greet ==\nhello 1\n")
+    write(os.path.join(run, "ch09.json"), "{}")
+    write(os.path.join(run, "speed.png"), "x")
+    write(os.path.join(run, "preds.png"), "x")
+    rec = os.path.join(tmp, "recorded-prov")
+    write(os.path.join(rec, "ch09-cpu-amd-epyc-2026-11-22.txt"), CPU_RECORDED)
+    out = os.path.join(tmp, "md-prov")
+    meta, docs = weave.weave(src, run, out, recorded_dir=rec)
+    en, zh = docs["en"], docs["zh"]
+    check("Full run recorded on CPU: AMD EPYC, 2 cores (2026-11-22, commit 444dc41fd3fa)" in en and
+          "在 CPU: AMD EPYC, 2 cores 上录制的完整运行（2026-11-22，提交 444dc41fd3fa）" in zh,
+          "a CPU recording is labelled as one, with its date and commit, in both languages")
+    check("H100" not in en and "driver none" not in en, "no GPU or driver claimed for a CPU recording")
+    title_at = en.index("# Chapter 9. A demo")
+    banner_at = en.find("::: {.note .cpu-only}")
+    check(0 < banner_at and banner_at - title_at < 80 and "outputs all come from a CPU" in en and
+          "本章的输出都来自 CPU" in zh, "the chapter opens with the CPU-only banner, in both languages")
+    with open(os.path.join(out, "recordings.json"), encoding="utf-8") as f:
+        recs = json.load(f)
+    check(recs.get("ch09", {}).get("gpu") is False and recs["ch09"]["live_device"] == "cpu" and
+          recs["ch09"]["recorded"][0]["commit"] == "444dc41fd3fa0123", f"recordings.json: {recs}")
+    # With a GPU transcript: no banner, gpu true, and the GPU label names the commit.
+    write(os.path.join(rec, "ch09-nvidia-h100-80gb-hbm3-2025-11-22.txt"),
+          RECORDED.replace("# command:", "# commit: abcdef123456789\n# command:"))
+    meta, docs = weave.weave(src, run, out, recorded_dir=rec)
+    check(".cpu-only" not in docs["en"] and meta["recordings"]["gpu"] is True,
+          "a chapter with a GPU recording has no CPU-only banner")
+    check("Recorded on NVIDIA H100 80GB HBM3 (driver 580.95.05, 2025-11-22, commit abcdef123456)" in docs["en"],
+          "a GPU recording names its GPU, driver, date and commit")
+    with open(os.path.join(out, "recordings.json"), encoding="utf-8") as f:
+        check(json.load(f)["ch09"]["gpu"] is True, "recordings.json is updated")
+
+
 def expect_error(fn, path, line, words):
     try:
         fn()
@@ -434,6 +486,7 @@ def main():
         test_bad(tmp)
         test_sources(tmp)
         test_metrics(tmp)
+        test_provenance(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
