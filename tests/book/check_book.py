@@ -7,7 +7,8 @@
                                                editions were built with every chapter
     check_book.py html     REPO OUT            every chapter in both editions; no broken internal link;
                                                no Pandoc fence text (:::); every chapter's .cu
-                                               file shown in its chapter
+                                               file shown in its chapter; figure numbers unique
+                                               per chapter
     check_book.py pdf      REPO OUT            pdftotext: Chinese and English text, every chapter title,
                                                numbered pages, no glyph missing from the fonts
     check_book.py chromium REPO OUT            headless Chromium opens every chapter page of each
@@ -188,6 +189,7 @@ def cmd_html(root, out):
     check(broken == 0, f"{checked} internal links and images, {broken} broken")
     check_no_fence_html(out, pages)
     check_cu_shown(root, out, pages)
+    check_figure_numbers(root, out)
 
 
 def cmd_pdf(root, out):
@@ -266,6 +268,25 @@ def check_cu_shown(root, out, pages):
                 check(name in text and kernels and not missing,
                       f"{lang}/{slug}.html shows {name} ({len(kernels)} kernels" +
                       (f"; missing: {missing}" if missing else "") + ")")
+
+
+def check_figure_numbers(root, out):
+    """Within a chapter every figure has its own number (图 N.k / Figure N.k.)."""
+    for slug, _ in chapters(root):
+        number = int(slug[2:].split("_")[0])
+        for lang in ("zh", "en"):
+            path = os.path.join(out, lang, slug + ".html")
+            if not os.path.exists(path):
+                continue
+            with open(path, encoding="utf-8") as f:
+                caps = re.findall(r"<figcaption[^>]*>(.*?)</figcaption>", f.read(), re.S)
+            nums = [m.group(1) for c in caps for m in [re.match(r"\s*(?:图|Figure)\s*(\d+\.\d+)", c)] if m]
+            dup = sorted({n for n in nums if nums.count(n) > 1})
+            wrong = [n for n in nums if not n.startswith(f"{number}.")]
+            check(len(nums) == len(caps) and not dup and not wrong,
+                  f"{lang}/{slug}.html: {len(caps)} figures, numbers {nums} unique and of chapter {number}" +
+                  (f"; repeated: {dup}" if dup else "") + (f"; numbered {len(nums)} of {len(caps)}"
+                                                             if len(nums) != len(caps) else ""))
 
 
 def check_no_fence_pdf(lang, text):

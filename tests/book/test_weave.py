@@ -112,6 +112,10 @@ SPEC = """# x: sizes
 # xlabel-zh: 大小
 # xlabel-en: size
 # ylabel-en: speed
+# legend-zh-fast: 快的版本
+# legend-en-fast: the fast version
+# legend-zh-slow: 慢的版本
+# legend-en-slow: the slow version
 plot for [i=2:nseries+1] datafile using 1:i title columnhead(i)
 """
 
@@ -208,24 +212,31 @@ def test_good(tmp):
     check_div_attributes(en)
 
     if have_gnuplot:
-        check("![Figure 9.1. Speed by size — this run](figures/ch09_speed.en.svg){#fig:ch09-speed" in en,
-              "figure numbered and captioned (en)")
-        check("![图 9.1　速度随大小变化 — 本次运行](figures/ch09_speed.zh.svg)" in zh, "figure numbered and captioned (zh)")
+        check("![Figure 9.1. Speed by size — the smoke run (`--quick`) made when this book was built, on cpu]"
+              "(figures/ch09_speed.en.svg){#fig:ch09-speed" in en,
+              "figure numbered and captioned with its run and device (en)")
+        check("![图 9.1　速度随大小变化 — 本书构建时的冒烟运行（`--quick`），在 cpu 上](figures/ch09_speed.zh.svg)" in zh,
+              "figure numbered and captioned with its run and device (zh)")
         for ext in ("zh.svg", "en.svg", "zh.pdf", "en.pdf"):
             f = os.path.join(out, "figures", f"ch09_speed.{ext}")
             check(os.path.exists(f) and os.path.getsize(f) > 500, f"gnuplot drew ch09_speed.{ext}")
         with open(os.path.join(out, "figures", "ch09_speed.en.dat")) as f:
             dat = f.read().split("\n")
-        check(dat[0] == '"sizes" "fast" "slow"' and dat[3] == "4.0 ? 1.0",
-              "the .dat has the present series only, '?' for null")
+        check(dat[0] == '"sizes" "the fast version" "the slow version"' and dat[3] == "4.0 ? 1.0",
+              "the .dat has the present series only, titled by their legends, '?' for null")
+        with open(os.path.join(out, "figures", "ch09_speed.zh.dat"), encoding="utf-8") as f:
+            check(f.readline().strip() == '"sizes" "快的版本" "慢的版本"', "the zh legends are Chinese")
         with open(os.path.join(out, "figures", "ch09_speed.en.svg"), encoding="utf-8") as f:
             svg = f.read()
         check(">size<" in svg and ">speed<" in svg, "axis labels from the spec")
-        check("![Figure 9.1. Speed by size — Recorded on NVIDIA H100 80GB HBM3 (driver 580.95.05, 2025-11-22)]"
-              "(figures/ch09_speed-nvidia-h100-80gb-hbm3-2025-11-22.en.svg)" in en,
-              "the recorded run's metrics give a second, labelled figure")
-    check("![Figure 9.2. Predictions](figures/ch09_preds.png){#fig:ch09-preds" in en and
-          "![图 9.2　预测](figures/ch09_preds.png)" in zh, "a chapter's own image, numbered and captioned")
+        check("![Figure 9.2. Speed by size — Recorded on NVIDIA H100 80GB HBM3 (driver 580.95.05, 2025-11-22) · "
+              "`./ch09 --device cuda`](figures/ch09_speed-nvidia-h100-80gb-hbm3-2025-11-22.en.svg)" in en,
+              "the recorded run's metrics give a second figure with its own number, labelled with its run")
+    n = "3" if have_gnuplot else "2"
+    check(f"![Figure 9.{n}. Predictions — the smoke run" in en and "](figures/ch09_preds.png){#fig:ch09-preds" in en
+          and f"![图 9.{n}　预测 — 本书构建时的冒烟运行" in zh, "a chapter's own image, numbered and captioned")
+    nums = re.findall(r"!\[Figure (9\.\d+)\.", en)
+    check(len(nums) == len(set(nums)) and len(nums) >= 2, f"figure numbers unique in the chapter: {nums}")
     with open(os.path.join(out, "figures", "ch09_preds.png"), encoding="utf-8") as f:
         check(f.read() == "a chapter's own image", "the image is copied as the chapter wrote it")
     for lang in ("zh", "en"):
@@ -423,6 +434,29 @@ def test_provenance(tmp):
         check(json.load(f)["ch09"]["gpu"] is True, "recordings.json is updated")
 
 
+def test_figure_rules(tmp):
+    """A series without a legend in words is an error; a run with one point draws no figure."""
+    src = make_chapter(tmp, GOOD, TWIN)
+    weave.SPEC_DIR = os.path.join(tmp, "figures-rules")
+    spec_path = os.path.join(weave.SPEC_DIR, "ch09_speed.gp")
+    run = os.path.join(tmp, "run-rules", "ch09")
+    write(os.path.join(run, "ch09.out"), "device: cpu\n== greet ==\nhello 1\n")
+    write(os.path.join(run, "preds.png"), "x")
+    if not shutil.which("gnuplot"):
+        print("skip figure rules: no gnuplot")
+        return
+    write(spec_path, SPEC.replace("# legend-zh-slow: 慢的版本\n", ""))
+    write(os.path.join(run, "ch09.json"), json.dumps({"sizes": [1, 2], "fast": [3, 4], "slow": [1, 1]}))
+    expect_error(lambda: weave.weave(src, run, os.path.join(tmp, "md-rules"), recorded_dir=tmp), spec_path, 1,
+                 "no zh legend for the series slow")
+    write(spec_path, SPEC)
+    write(os.path.join(run, "ch09.json"), json.dumps({"sizes": [1], "fast": [3], "slow": [1]}))
+    _, docs = weave.weave(src, run, os.path.join(tmp, "md-rules"), recorded_dir=tmp)
+    check("ch09_speed.en.svg" not in docs["en"] and "single data point" in docs["en"] and
+          "只有一个数据点" in docs["zh"], "a one-point run draws no figure and says why")
+    check("![Figure 9.1. Predictions" in docs["en"], "the next figure takes the number")
+
+
 def expect_error(fn, path, line, words):
     try:
         fn()
@@ -487,6 +521,7 @@ def main():
         test_sources(tmp)
         test_metrics(tmp)
         test_provenance(tmp)
+        test_figure_rules(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
