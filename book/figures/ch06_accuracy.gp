@@ -6,7 +6,7 @@
 # xlabel-en: epoch
 # ylabel-zh: 测试准确率
 # ylabel-en: test accuracy
-# caption-zh: 每个 epoch 之后的测试准确率。虚线是本章的目标：MLP 0.88，CNN 0.91（Fashion-MNIST 基准表中同类模型的水平）。
+# caption-zh: 每轮之后的测试准确率。虚线是本章的目标：MLP 0.88，CNN 0.91（Fashion-MNIST 基准表中同类模型的水平）。
 # caption-en: Test accuracy after each epoch. The dashed lines are this chapter's targets: 0.88 for the MLP, 0.91 for the CNN (the level of such models in Fashion-MNIST's benchmark table).
 # legend-zh-test_acc: 测试集准确率
 # legend-en-test_acc: test accuracy

@@ -6,7 +6,7 @@
 # xlabel-en: epoch
 # ylabel-zh: 交叉熵损失
 # ylabel-en: cross-entropy loss
-# caption-zh: 每个 epoch 的平均训练损失和之后在测试集上的损失。训练损失一直下降；测试损失不再随之下降时，模型开始过拟合。
+# caption-zh: 每轮的平均训练损失和之后在测试集上的损失。训练损失一直下降；测试损失不再随之下降时，模型开始过拟合。
 # caption-en: Each epoch's mean training loss and the test loss measured after it. The training loss keeps falling; once the test loss stops following it, the model has begun to overfit.
 # legend-zh-train_loss: 训练损失
 # legend-en-train_loss: training loss

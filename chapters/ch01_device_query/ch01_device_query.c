@@ -127,7 +127,7 @@ static void show_tensor(const ct_cli *cli, ct_metrics *m);
 
 `main` 只做三件事：解析参数，选定设备，再依次打印各节。
 
-`ct_cli_parse` 相当于 Python 的 `argparse`：它认识公共参数，也能接受一章自己的参数（本章没有，所以传 `NULL, 0`）。参数写错时，它在 stderr 上指出是哪个参数、哪个值不对，打印用法，以退出码 2 结束；运行时出错（比如在没有 GPU 的机器上要求 `--device cuda`）则以退出码 1 结束。测试和脚本靠这两个退出码分辨"调用错了"和"运行失败了"。
+`ct_cli_parse` 相当于 Python 的 `argparse`：它认识公共参数，也能接受一章自己的参数（本章没有，所以传 `NULL, 0`）。参数写错时，它在 stderr 上指出是哪个参数、哪个值不对，打印用法，以退出码 2 结束；运行时出错（比如在没有 GPU 的机器上要求 `--device cuda`）则以退出码 1 结束。测试和脚本靠这两个退出码分辨“调用错了”和“运行失败了”。
 
 `ct_cli_begin` 做的正是开头那行 PyTorch 代码做的事：`--device auto`（默认值）时有 GPU 就用 GPU，没有就退回 CPU，并把退回的原因写进第一行。它还调用 `ct_manual_seed(seed)`，对应 `torch.manual_seed(seed)`。
 
@@ -180,14 +180,14 @@ int main(int argc, char **argv) {
 | `torch.cuda.device_count()` | `ct_cuda_device_count()` |
 | `torch.cuda.current_device()` | `ct_cuda_current_device()` |
 
-"当前设备"是没有写明编号时工作默认去的那块 GPU；`ct_cli_begin` 已经把选中的 GPU 设成了当前设备。没有 GPU 时，PyTorch 的 `current_device()` 会抛出异常，ct 的则返回 -1。
+“当前设备”是没有写明编号时工作默认去的那块 GPU；`ct_cli_begin` 已经把选中的 GPU 设成了当前设备。没有 GPU 时，PyTorch 的 `current_device()` 会抛出异常，ct 的则返回 -1。
 
 ### 没有 GPU 时，原因是什么
 
 `torch.cuda.is_available()` 只回答 `False`，不说为什么。ct 保留了 CUDA 自己给出的原因，用 `ct_cuda_unavailable_reason()` 取得。常见的情况有三种：
 
 - 程序编译时就没有 CUDA（用了 `cpu` 预设，或者机器上没有 nvcc）。这相当于 CPU 版的 PyTorch，那里 `torch.version.cuda` 是 `None`。
-- 有 CUDA 运行时库，没有驱动：`cudaGetDeviceCount` 返回 `cudaErrorInsufficientDriver`，即 "CUDA driver version is insufficient for CUDA runtime version"。运行时库（libcudart，链接在程序里）只能通过驱动（libcuda 和内核模块）接触硬件，而且要求驱动不比自己旧。没装驱动时，驱动版本按 0 算，于是报"驱动版本不够"。驱动真的太旧时，报的也是这一条。
+- 有 CUDA 运行时库，没有驱动：`cudaGetDeviceCount` 返回 `cudaErrorInsufficientDriver`，即 “CUDA driver version is insufficient for CUDA runtime version”。运行时库（libcudart，链接在程序里）只能通过驱动（libcuda 和内核模块）接触硬件，而且要求驱动不比自己旧。没装驱动时，驱动版本按 0 算，于是报“驱动版本不够”。驱动真的太旧时，报的也是这一条。
 - 有驱动，没有 GPU，或者 `CUDA_VISIBLE_DEVICES` 把 GPU 全都藏起来了：`cudaErrorNoDevice`。
 
 本书的开发机属于第二种：装了 CUDA 工具包，但既没有 GPU 也没有驱动。在那里运行，第一行是 `device: cpu (CUDA unavailable: …)`，本节的最后一行给出完整的原因。
@@ -392,7 +392,7 @@ static void show_devices(const ct_cli *cli, ct_metrics *m) {
 ## 版本
 
 - **CUDA 运行时**：程序链接的 libcudart 的版本，也就是编译时用的 CUDA。对应 `torch.version.cuda`，PyTorch 报告的同样是它编译时用的 CUDA。
-- **CUDA 驱动**：已安装的驱动最高支持的 CUDA 版本，即 `nvidia-smi` 右上角的 "CUDA Version"。运行时的版本不能高于它，否则就是上一节的 `cudaErrorInsufficientDriver`。没有驱动时它是 0。
+- **CUDA 驱动**：已安装的驱动最高支持的 CUDA 版本，即 `nvidia-smi` 右上角的 “CUDA Version”。运行时的版本不能高于它，否则就是上一节的 `cudaErrorInsufficientDriver`。没有驱动时它是 0。
 - **cuBLAS**：矩阵乘法库的版本。
 
 CUDA 把版本编成一个整数：`1000 × 主版本 + 10 × 次版本`，所以 13000 是 13.0，12040 是 12.4；cuBLAS 则用 `10000 × 主版本 + 100 × 次版本 + 补丁号`。下面的 `version_str` 负责解码。PyTorch 还会报告 cuDNN 的版本（`torch.backends.cudnn.version()`）；ct 不用 cuDNN，卷积之类的运算都是自己写的 kernel，所以没有这一项。
