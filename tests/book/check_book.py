@@ -8,7 +8,8 @@
     check_book.py html     REPO OUT            every chapter in both editions; no broken internal link;
                                                no Pandoc fence text (:::); every chapter's .cu
                                                file shown in its chapter; figure numbers unique
-                                               per chapter
+                                               per chapter; recordings.json and the CPU-only notes
+                                               agree with book/recorded/
     check_book.py pdf      REPO OUT            pdftotext: Chinese and English text, every chapter title,
                                                numbered pages, no glyph missing from the fonts
     check_book.py chromium REPO OUT            headless Chromium opens every chapter page of each
@@ -190,6 +191,7 @@ def cmd_html(root, out):
     check_no_fence_html(out, pages)
     check_cu_shown(root, out, pages)
     check_figure_numbers(root, out)
+    check_recordings(root, out)
 
 
 def cmd_pdf(root, out):
@@ -287,6 +289,38 @@ def check_figure_numbers(root, out):
                   f"{lang}/{slug}.html: {len(caps)} figures, numbers {nums} unique and of chapter {number}" +
                   (f"; repeated: {dup}" if dup else "") + (f"; numbered {len(nums)} of {len(caps)}"
                                                              if len(nums) != len(caps) else ""))
+
+
+def check_recordings(root, out):
+    """OUT/recordings.json has every chapter, and says 'gpu' exactly when book/recorded/
+    holds a transcript of it whose header names a GPU (not 'CPU...', driver not 'none');
+    a chapter whose outputs are all CPU ones opens with the CPU-only note."""
+    path = os.path.join(out, "recordings.json")
+    check(os.path.exists(path), "recordings.json written")
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        recs = json.load(f)
+    for slug, _ in chapters(root):
+        cid = slug.split("_")[0]
+        gpu = False
+        for t in glob.glob(os.path.join(root, "book", "recorded", f"{cid}-*.txt")):
+            with open(t, encoding="utf-8", errors="replace") as f:
+                head = dict(re.findall(r"^#\s*(\w+):\s*(.*?)\s*$", f.read(2000), re.M))
+            gpu = gpu or not (head.get("device", "").lower().startswith("cpu") or
+                              head.get("driver", "").lower().startswith("none"))
+        entry = recs.get(cid)
+        check(entry is not None and entry.get("gpu") is gpu,
+              f"recordings.json: {cid} gpu={entry.get('gpu') if entry else None}, book/recorded says {gpu}")
+        if entry is None:
+            continue
+        live_cpu = not (entry.get("live_device") or "").startswith("cuda")
+        for lang in ("zh", "en"):
+            page = os.path.join(out, lang, slug + ".html")
+            if os.path.exists(page):
+                with open(page, encoding="utf-8") as f:
+                    has = "cpu-only" in f.read()
+                check(has == (live_cpu and not gpu), f"{lang}/{slug}.html: CPU-only note {'shown' if has else 'absent'}")
 
 
 def check_no_fence_pdf(lang, text):
