@@ -270,9 +270,7 @@ PyTorch's `get_device_properties` reports only some of these (name, capability, 
 
 带宽就是每秒搬动的字节数。显存每个时钟周期在总线上传输两次，每次传 `位宽 / 8` 个字节，所以
 
-```
-峰值带宽 (GB/s) = 2 × 显存时钟 (Hz) × 位宽 (bit) / 8 / 10^9
-```
+$$\text{峰值带宽 (GB/s)} = \frac{2 \times \text{显存时钟 (Hz)} \times \text{位宽 (bit)}}{8 \times 10^9}$$
 
 这个 2 来自 DDR（double data rate，双倍数据速率）：显存在时钟的上升沿和下降沿各传一次数据。除以 8 是把位换成字节；GB/s 按 10^9 字节每秒计（不是 GiB/s），和厂商规格表用的单位一致。NVIDIA 的《CUDA C++ Best Practices Guide》以 V100 为例：877 MHz 的 HBM2，4096 位总线，算得 898 GB/s。本章在 `devices` 一节末尾用这组数字检验公式，所以没有 GPU 也能看出它算得对不对。
 
@@ -283,9 +281,7 @@ PyTorch's `get_device_properties` reports only some of these (name, capability, 
 
 Bandwidth is bytes moved per second. Each clock cycle the memory makes two transfers over its bus, each carrying `bus width / 8` bytes, so
 
-```
-peak bandwidth (GB/s) = 2 × memory clock (Hz) × bus width (bits) / 8 / 10^9
-```
+$$\text{peak bandwidth (GB/s)} = \frac{2 \times \text{memory clock (Hz)} \times \text{bus width (bits)}}{8 \times 10^9}$$
 
 The 2 is DDR, double data rate: the memory transfers data on both the rising and the falling edge of its clock. Dividing by 8 turns bits into bytes; GB/s counts 10^9 bytes per second (not GiB/s), the unit of vendors' data sheets. NVIDIA's CUDA C++ Best Practices Guide works the V100 as its example: HBM2 at 877 MHz on a 4096-bit bus gives 898 GB/s. This chapter checks the formula against those numbers at the end of the `devices` section, so you can see it is right even without a GPU.
 
@@ -306,9 +302,7 @@ static double peak_bandwidth_gbs(int memory_clock_khz, int bus_width_bits) {
 
 另一个上限是每秒的浮点运算次数。每个 SM 有固定数量的 FP32 单元（lane：计算能力 8.0 每 SM 64 个，9.0 每 SM 128 个），每个单元每周期能做一次乘加（FMA，`a * b + c`），算作两次浮点运算：
 
-```
-峰值 FP32 (GFLOP/s) = SM 数 × 每 SM 的 FP32 单元数 × 2 × SM 时钟 (GHz)
-```
+$$\text{峰值 FP32 (GFLOP/s)} = \text{SM 数} \times \text{每 SM 的 FP32 单元数} \times 2 \times \text{SM 时钟 (GHz)}$$
 
 每 SM 的单元数不在 CUDA 的属性里：ct 按计算能力查 NVIDIA 编程指南中的吞吐量表，把结果放在 `p.fp32_lanes_per_sm` 和 `p.peak_fp32_gflops` 里。矩阵乘法用的 Tensor Core 比这快得多，讲矩阵乘法的章节再谈。
 
@@ -319,9 +313,7 @@ static double peak_bandwidth_gbs(int memory_clock_khz, int bus_width_bits) {
 
 The other ceiling is floating-point operations per second. Each SM has a fixed number of FP32 units (lanes: 64 per SM on capability 8.0, 128 on 9.0), and each unit completes one fused multiply-add (FMA, `a * b + c`) per cycle, which counts as two floating-point operations:
 
-```
-peak FP32 (GFLOP/s) = SMs × FP32 lanes per SM × 2 × SM clock (GHz)
-```
+$$\text{peak FP32 (GFLOP/s)} = \text{SMs} \times \text{FP32 lanes per SM} \times 2 \times \text{SM clock (GHz)}$$
 
 The lanes per SM are not among CUDA's properties: ct looks them up by capability in the throughput table of NVIDIA's programming guide and stores them in `p.fp32_lanes_per_sm`, with the product in `p.peak_fp32_gflops`. The Tensor Cores that matrix multiplication uses are much faster; the chapter on matmul comes back to them.
 
