@@ -9,6 +9,10 @@
 # ylabel-en: mini-batch mean squared error (log scale)
 # caption-zh: 第一轮里每一步的小批量损失：每步把参数与最优值的距离乘上大约 1 − 2η，所以在对数刻度上近似一条直线，直到碰到闭式解的均方误差（虚线）。
 # caption-en: The mini-batch loss of each step of the first epoch: each step multiplies the distance to the optimum by about 1 − 2η, so on a log scale it falls along a straight line until it meets the closed form's mean squared error (dashed).
+# legend-zh-loss: 训练损失
+# legend-en-loss: training loss
+# legend-zh-closed_form_mse: 闭式解的均方误差
+# legend-en-closed_form_mse: closed-form solution's MSE
 set logscale y 10
 set key top right
 set style data lines

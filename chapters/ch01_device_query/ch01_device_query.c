@@ -127,7 +127,7 @@ static void show_tensor(const ct_cli *cli, ct_metrics *m);
 
 `main` 只做三件事：解析参数，选定设备，再依次打印各节。
 
-`ct_cli_parse` 相当于 Python 的 `argparse`：它认识公共参数，也能接受一章自己的参数（本章没有，所以传 `NULL, 0`）。参数写错时，它在 stderr 上指出是哪个参数、哪个值不对，打印用法，以退出码 2 结束；运行时出错（比如在没有 GPU 的机器上要求 `--device cuda`）则以退出码 1 结束。测试和脚本靠这两个退出码分辨"调用错了"和"运行失败了"。
+`ct_cli_parse` 相当于 Python 的 `argparse`：它认识公共参数，也能接受一章自己的参数（本章没有，所以传 `NULL, 0`）。参数写错时，它在 stderr 上指出是哪个参数、哪个值不对，打印用法，以退出码 2 结束；运行时出错（比如在没有 GPU 的机器上要求 `--device cuda`）则以退出码 1 结束。测试和脚本靠这两个退出码分辨“调用错了”和“运行失败了”。
 
 `ct_cli_begin` 做的正是开头那行 PyTorch 代码做的事：`--device auto`（默认值）时有 GPU 就用 GPU，没有就退回 CPU，并把退回的原因写进第一行。它还调用 `ct_manual_seed(seed)`，对应 `torch.manual_seed(seed)`。
 
@@ -180,14 +180,14 @@ int main(int argc, char **argv) {
 | `torch.cuda.device_count()` | `ct_cuda_device_count()` |
 | `torch.cuda.current_device()` | `ct_cuda_current_device()` |
 
-"当前设备"是没有写明编号时工作默认去的那块 GPU；`ct_cli_begin` 已经把选中的 GPU 设成了当前设备。没有 GPU 时，PyTorch 的 `current_device()` 会抛出异常，ct 的则返回 -1。
+“当前设备”是没有写明编号时工作默认去的那块 GPU；`ct_cli_begin` 已经把选中的 GPU 设成了当前设备。没有 GPU 时，PyTorch 的 `current_device()` 会抛出异常，ct 的则返回 -1。
 
 ### 没有 GPU 时，原因是什么
 
 `torch.cuda.is_available()` 只回答 `False`，不说为什么。ct 保留了 CUDA 自己给出的原因，用 `ct_cuda_unavailable_reason()` 取得。常见的情况有三种：
 
 - 程序编译时就没有 CUDA（用了 `cpu` 预设，或者机器上没有 nvcc）。这相当于 CPU 版的 PyTorch，那里 `torch.version.cuda` 是 `None`。
-- 有 CUDA 运行时库，没有驱动：`cudaGetDeviceCount` 返回 `cudaErrorInsufficientDriver`，即 "CUDA driver version is insufficient for CUDA runtime version"。运行时库（libcudart，链接在程序里）只能通过驱动（libcuda 和内核模块）接触硬件，而且要求驱动不比自己旧。没装驱动时，驱动版本按 0 算，于是报"驱动版本不够"。驱动真的太旧时，报的也是这一条。
+- 有 CUDA 运行时库，没有驱动：`cudaGetDeviceCount` 返回 `cudaErrorInsufficientDriver`，即 “CUDA driver version is insufficient for CUDA runtime version”。运行时库（libcudart，链接在程序里）只能通过驱动（libcuda 和内核模块）接触硬件，而且要求驱动不比自己旧。没装驱动时，驱动版本按 0 算，于是报“驱动版本不够”。驱动真的太旧时，报的也是这一条。
 - 有驱动，没有 GPU，或者 `CUDA_VISIBLE_DEVICES` 把 GPU 全都藏起来了：`cudaErrorNoDevice`。
 
 本书的开发机属于第二种：装了 CUDA 工具包，但既没有 GPU 也没有驱动。在那里运行，第一行是 `device: cpu (CUDA unavailable: …)`，本节的最后一行给出完整的原因。
@@ -270,9 +270,7 @@ PyTorch's `get_device_properties` reports only some of these (name, capability, 
 
 带宽就是每秒搬动的字节数。显存每个时钟周期在总线上传输两次，每次传 `位宽 / 8` 个字节，所以
 
-```
-峰值带宽 (GB/s) = 2 × 显存时钟 (Hz) × 位宽 (bit) / 8 / 10^9
-```
+$$\text{峰值带宽 (GB/s)} = \frac{2 \times \text{显存时钟 (Hz)} \times \text{位宽 (bit)}}{8 \times 10^9}$$
 
 这个 2 来自 DDR（double data rate，双倍数据速率）：显存在时钟的上升沿和下降沿各传一次数据。除以 8 是把位换成字节；GB/s 按 10^9 字节每秒计（不是 GiB/s），和厂商规格表用的单位一致。NVIDIA 的《CUDA C++ Best Practices Guide》以 V100 为例：877 MHz 的 HBM2，4096 位总线，算得 898 GB/s。本章在 `devices` 一节末尾用这组数字检验公式，所以没有 GPU 也能看出它算得对不对。
 
@@ -283,9 +281,7 @@ PyTorch's `get_device_properties` reports only some of these (name, capability, 
 
 Bandwidth is bytes moved per second. Each clock cycle the memory makes two transfers over its bus, each carrying `bus width / 8` bytes, so
 
-```
-peak bandwidth (GB/s) = 2 × memory clock (Hz) × bus width (bits) / 8 / 10^9
-```
+$$\text{peak bandwidth (GB/s)} = \frac{2 \times \text{memory clock (Hz)} \times \text{bus width (bits)}}{8 \times 10^9}$$
 
 The 2 is DDR, double data rate: the memory transfers data on both the rising and the falling edge of its clock. Dividing by 8 turns bits into bytes; GB/s counts 10^9 bytes per second (not GiB/s), the unit of vendors' data sheets. NVIDIA's CUDA C++ Best Practices Guide works the V100 as its example: HBM2 at 877 MHz on a 4096-bit bus gives 898 GB/s. This chapter checks the formula against those numbers at the end of the `devices` section, so you can see it is right even without a GPU.
 
@@ -306,9 +302,7 @@ static double peak_bandwidth_gbs(int memory_clock_khz, int bus_width_bits) {
 
 另一个上限是每秒的浮点运算次数。每个 SM 有固定数量的 FP32 单元（lane：计算能力 8.0 每 SM 64 个，9.0 每 SM 128 个），每个单元每周期能做一次乘加（FMA，`a * b + c`），算作两次浮点运算：
 
-```
-峰值 FP32 (GFLOP/s) = SM 数 × 每 SM 的 FP32 单元数 × 2 × SM 时钟 (GHz)
-```
+$$\text{峰值 FP32 (GFLOP/s)} = \text{SM 数} \times \text{每 SM 的 FP32 单元数} \times 2 \times \text{SM 时钟 (GHz)}$$
 
 每 SM 的单元数不在 CUDA 的属性里：ct 按计算能力查 NVIDIA 编程指南中的吞吐量表，把结果放在 `p.fp32_lanes_per_sm` 和 `p.peak_fp32_gflops` 里。矩阵乘法用的 Tensor Core 比这快得多，讲矩阵乘法的章节再谈。
 
@@ -319,9 +313,7 @@ static double peak_bandwidth_gbs(int memory_clock_khz, int bus_width_bits) {
 
 The other ceiling is floating-point operations per second. Each SM has a fixed number of FP32 units (lanes: 64 per SM on capability 8.0, 128 on 9.0), and each unit completes one fused multiply-add (FMA, `a * b + c`) per cycle, which counts as two floating-point operations:
 
-```
-peak FP32 (GFLOP/s) = SMs × FP32 lanes per SM × 2 × SM clock (GHz)
-```
+$$\text{peak FP32 (GFLOP/s)} = \text{SMs} \times \text{FP32 lanes per SM} \times 2 \times \text{SM clock (GHz)}$$
 
 The lanes per SM are not among CUDA's properties: ct looks them up by capability in the throughput table of NVIDIA's programming guide and stores them in `p.fp32_lanes_per_sm`, with the product in `p.peak_fp32_gflops`. The Tensor Cores that matrix multiplication uses are much faster; the chapter on matmul comes back to them.
 
@@ -392,7 +384,7 @@ static void show_devices(const ct_cli *cli, ct_metrics *m) {
 ## 版本
 
 - **CUDA 运行时**：程序链接的 libcudart 的版本，也就是编译时用的 CUDA。对应 `torch.version.cuda`，PyTorch 报告的同样是它编译时用的 CUDA。
-- **CUDA 驱动**：已安装的驱动最高支持的 CUDA 版本，即 `nvidia-smi` 右上角的 "CUDA Version"。运行时的版本不能高于它，否则就是上一节的 `cudaErrorInsufficientDriver`。没有驱动时它是 0。
+- **CUDA 驱动**：已安装的驱动最高支持的 CUDA 版本，即 `nvidia-smi` 右上角的 “CUDA Version”。运行时的版本不能高于它，否则就是上一节的 `cudaErrorInsufficientDriver`。没有驱动时它是 0。
 - **cuBLAS**：矩阵乘法库的版本。
 
 CUDA 把版本编成一个整数：`1000 × 主版本 + 10 × 次版本`，所以 13000 是 13.0，12040 是 12.4；cuBLAS 则用 `10000 × 主版本 + 100 × 次版本 + 补丁号`。下面的 `version_str` 负责解码。PyTorch 还会报告 cuDNN 的版本（`torch.backends.cudnn.version()`）；ct 不用 cuDNN，卷积之类的运算都是自己写的 kernel，所以没有这一项。

@@ -14,6 +14,14 @@
 #include "cuda_check.h"
 #include "error.h"
 
+/*md
+::: zh
+`fma_burn_kernel` 是一个普通的 CUDA kernel：`static __global__` 函数，每个线程由 `blockIdx.x * blockDim.x + threadIdx.x` 得到自己的下标。网格跨步循环（grid-stride loop）让任意长度的 `n` 都能被有限个线程块覆盖：每个线程处理完一个元素后跳过整个网格的线程数，再处理下一个。循环体只在寄存器里做乘加，几乎不访问显存，所以它的耗时只取决于 `iters`。
+:::
+::: en
+`fma_burn_kernel` is an ordinary CUDA kernel: a `static __global__` function in which each thread finds its index as `blockIdx.x * blockDim.x + threadIdx.x`. The grid-stride loop lets a bounded number of blocks cover any `n`: after one element a thread jumps ahead by the number of threads in the whole grid and takes the next. The loop body multiplies and adds in registers and hardly touches device memory, so its time depends only on `iters`.
+:::
+*/
 // x is (n,) f32 on the current device; a grid-stride loop covers any n.
 static __global__ void fma_burn_kernel(float *x, int64_t n, int iters) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -27,6 +35,14 @@ static __global__ void fma_burn_kernel(float *x, int64_t n, int iters) {
   }
 }
 
+/*md
+::: zh
+启动函数 `ch02_fma_burn` 是 C 代码调用的入口：它先检查参数，再用 `<<<网格, 线程块, 共享内存, 流>>>` 在给定的流上启动 kernel，最后用 `CT_CUDA_CHECK(cudaGetLastError())` 检查启动是否成功。它不等待 kernel 结束：启动是异步的，正文的计时靠流上的事件。
+:::
+::: en
+The launcher `ch02_fma_burn` is the entry the C code calls: it checks its arguments, launches the kernel on the given stream with `<<<grid, block, shared memory, stream>>>`, and checks the launch with `CT_CUDA_CHECK(cudaGetLastError())`. It does not wait for the kernel: launches are asynchronous, and the chapter times them with events on the streams.
+:::
+*/
 // Launches fma_burn on `stream` (a cudaStream_t; NULL is the legacy default
 // stream) of the current device. Returns CT_OK, or an error naming the
 // launch; never waits for the kernel.
@@ -42,6 +58,7 @@ extern "C" int ch02_fma_burn(float *x, int64_t n, int iters, void *stream) {
   return CT_OK;
 }
 
+/*md hide*/
 // The PCI address of CUDA device `index`, "domain:bus:device.function" in
 // hexadecimal, into buf (len bytes; 16 are enough).
 extern "C" int ch02_pci_bus_id(int index, char *buf, int len) {
@@ -49,3 +66,4 @@ extern "C" int ch02_pci_bus_id(int index, char *buf, int len) {
   CT_CUDA_CHECK(cudaDeviceGetPCIBusId(buf, len, index));
   return CT_OK;
 }
+/*md show*/

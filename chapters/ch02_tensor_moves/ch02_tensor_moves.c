@@ -229,7 +229,7 @@ static ct_tensor *show_create(const ct_cli *cli, ct_metrics *m) {
 - `ct_ones_like(x, CT_F32, device)` 对应 `torch.ones_like(x, device=device)`：形状照抄 `x`，值直接在设备上写出，不经过主机内存，也就没有拷贝。能这样做时就这样做。
 - `ct_to_device(x, device)` 对应 `x.to(device)`：在设备上分配一块内存，再把 `x` 的字节拷过去。打印出来的张量末尾带 `device='cuda:0'`，`get_device()` 变成 0。
 
-`x.to(device)` 在张量已经在那个设备上时什么也不做，返回 `x` 本身；`ct_to_device` 同样返回同一个句柄（多一个引用）。所以在 CPU 上运行时，"same handle as x" 一行是 yes。
+`x.to(device)` 在张量已经在那个设备上时什么也不做，返回 `x` 本身；`ct_to_device` 同样返回同一个句柄（多一个引用）。所以在 CPU 上运行时，“same handle as x” 一行是 yes。
 
 没有 GPU 时，这一节换一个演示：把 `x` 搬到一个不存在的设备上。错误不会让程序崩溃：`ct_to_device` 返回 `NULL`，并留下一条消息，说明是哪个函数、为什么失败。没有 CUDA 时状态是 `CT_ERR_UNAVAILABLE`，消息里带着 CUDA 自己给出的原因；有 GPU 但编号超出范围时是 `CT_ERR_DEVICE`。PyTorch 在同样的情况下抛出异常（`RuntimeError` 或 `AssertionError: Torch not compiled with CUDA enabled`）。
 :::
@@ -373,7 +373,7 @@ static void show_round_trip(const ct_cli *cli, ct_metrics *m, const ct_tensor *x
 
 PyTorch 还有两个简写：`x.cuda()` 等于 `x.to("cuda")`，搬到当前 GPU；`x.cpu()` 等于 `x.to("cpu")`。ct 里是 `ct_cuda(x, -1)`（-1 表示当前设备，也可以写编号，对应 `x.cuda(1)`）和 `ct_cpu(x)`。和 `to` 一样，`x.cpu()` 作用在 CPU 张量上时返回它自己。
 
-没有 GPU 时，`ct_cuda` 返回 `NULL`，错误是 `CT_ERR_UNAVAILABLE`。用 `--device cpu` 在有 GPU 的机器上运行时，本节不调用 `ct_cuda`：这个参数的意思就是"只用 CPU"。
+没有 GPU 时，`ct_cuda` 返回 `NULL`，错误是 `CT_ERR_UNAVAILABLE`。用 `--device cpu` 在有 GPU 的机器上运行时，本节不调用 `ct_cuda`：这个参数的意思就是“只用 CPU”。
 :::
 ::: en
 ## `.cuda()` and `.cpu()`
@@ -564,7 +564,7 @@ static void show_mixed_devices(const ct_cli *cli, ct_metrics *m) {
 
 **隔着什么。**独立 GPU 通过 PCIe 总线和 CPU 相连（在 Grace Hopper 这样的系统上是 NVLink-C2C）。PCIe 链路的理论带宽是 `每通道速率 (GT/s) × 通道数 × 编码效率 / 8` 字节每秒，第 3 代起编码效率是 128/130。在 GPU 上运行时，本节会从 Linux 的 `/sys` 读出这块 GPU 所在链路的速率和宽度，算出它的上限，再和实测比较。显存自己的带宽（第 1 章算过）要高出一个数量级还多，所以 PCIe 才是瓶颈。
 
-**可分页内存和锁页内存。**GPU 用拷贝引擎（DMA 引擎）搬数据：它按物理地址直接读写主机内存，不需要 CPU 参与。可是普通的 `malloc` 内存是"可分页"的：操作系统随时可以把某一页换出到磁盘，或者挪到别的物理位置，DMA 引擎没法对它放心地读写。所以驱动对可分页内存是这么做的：由 CPU 把数据一块一块地先拷进驱动自己的一块锁页"中转缓冲区"（bounce buffer），再让 DMA 从那里搬。这多了一次 CPU 的 `memcpy`，而且拷贝期间调用方一直等着。锁页内存（pinned / page-locked，`cudaHostAlloc`，PyTorch 的 `pin_memory()`）是向操作系统锁定、保证不会被换出或挪走的内存，DMA 直接从它读，不需要中转。
+**可分页内存和锁页内存。**GPU 用拷贝引擎（DMA 引擎）搬数据：它按物理地址直接读写主机内存，不需要 CPU 参与。可是普通的 `malloc` 内存是“可分页”的：操作系统随时可以把某一页换出到磁盘，或者挪到别的物理位置，DMA 引擎没法对它放心地读写。所以驱动对可分页内存是这么做的：由 CPU 把数据一块一块地先拷进驱动自己的一块锁页“中转缓冲区”（bounce buffer），再让 DMA 从那里搬。这多了一次 CPU 的 `memcpy`，而且拷贝期间调用方一直等着。锁页内存（pinned / page-locked，`cudaHostAlloc`，PyTorch 的 `pin_memory()`）是向操作系统锁定、保证不会被换出或挪走的内存，DMA 直接从它读，不需要中转。
 
 **测法。**每种大小、每个方向、每种主机内存各测若干次：先预热两三次（第一次会碰上缓存分配器要新内存、驱动初始化之类的一次性开销），然后每次拷贝前后在流上各记录一个事件，用 `ct_event_elapsed_time` 取两个事件之间 GPU 上经过的时间，最后取中位数，不受偶尔一次慢的影响。主机到设备用的是 `ct_to`，正是种子教程里的 `x.to(device)`（锁页时加 `non_blocking=True`）；设备到主机则拷进一块事先分配好的主机内存（`ct_copy_`，即 `host.copy_(x)`），因为每次新分配的主机内存在第一次写入时才由操作系统真正给出物理页，那样测到的就是缺页处理，而不是拷贝。最后一列是同样大小的主机内 `memcpy`，即可分页拷贝途中那次中转的成本。
 :::
@@ -648,7 +648,7 @@ static bool pcie_link(int index, double *gts, int *width) {
 ::: zh
 ### 主机内的拷贝
 
-`memcpy` 不经过任何总线，只是 CPU 通过各级缓存读、写内存。每个样本都把同一段内存拷很多遍（至少凑够 4 MiB），因为一次 4 KiB 的 `memcpy` 只要几十到几百纳秒，比计时本身的误差还小。同一段小数据反复拷，它一直待在缓存里，所以小尺寸测到的是缓存的带宽；源加目的超过末级缓存（L3）之后，测到的才是内存条（DRAM）的带宽。CPU 上的表多一列"fits in"，按本机从 `/sys` 读出的缓存大小，标出每一行的源加目的放得进哪一级缓存。算这一列的 `fits_in` 是一个练习区，测试脚本会自己读 `/sys` 再算一遍来核对。
+`memcpy` 不经过任何总线，只是 CPU 通过各级缓存读、写内存。每个样本都把同一段内存拷很多遍（至少凑够 4 MiB），因为一次 4 KiB 的 `memcpy` 只要几十到几百纳秒，比计时本身的误差还小。同一段小数据反复拷，它一直待在缓存里，所以小尺寸测到的是缓存的带宽；源加目的超过末级缓存（L3）之后，测到的才是内存条（DRAM）的带宽。CPU 上的表多一列“fits in”，按本机从 `/sys` 读出的缓存大小，标出每一行的源加目的放得进哪一级缓存。算这一列的 `fits_in` 是一个练习区，测试脚本会自己读 `/sys` 再算一遍来核对。
 
 `ct_copy_` 一列是 ct 自己在两个 CPU 张量之间的拷贝，也就是 CPU 上的 `dst.copy_(src)`：它走通用的逐元素循环，可能由 OpenMP 多线程执行。
 :::
@@ -822,7 +822,7 @@ static double time_move_ms(const ct_cli *cli, move_kind k, const move_bufs *b, i
 - **小尺寸由固定开销主导。**一次拷贝无论多小，都要经过发起调用、驱动排队、DMA 启动，这段时间就是 4 KiB 那一行的耗时，表下单独打印出来。几 KiB 的张量，搬一次的代价几乎全是这个开销，和大小无关；所以频繁地搬许多小张量，不如攒成一个大张量搬一次。
 - **大尺寸逼近链路上限。**到几 MiB 以上，固定开销摊薄了，锁页拷贝接近 PCIe 的理论带宽（表下打印了两者之比）。
 - **锁页比可分页快。**可分页拷贝多了一次经过 CPU 的中转，表下打印了 256 MiB 时两者之比；最后一列 `host memcpy` 就是那次中转本身的速度。
-- 所以，"代价大不大"可以直接算：用表里的带宽除张量的字节数。比如每一步训练都把一批数据搬上 GPU，就拿这批数据的大小除以 H2D pinned 一列，看它和一步的计算时间相比有多少。
+- 所以，“代价大不大”可以直接算：用表里的带宽除张量的字节数。比如每一步训练都把一批数据搬上 GPU，就拿这批数据的大小除以 H2D pinned 一列，看它和一步的计算时间相比有多少。
 
 在 CPU 上运行时没有主机到设备的拷贝：表里是 `memcpy` 和 `ct_copy_`，锁页一列是 n/a。锁页是向 GPU 驱动申请的（`cudaHostAlloc`），目的是让 GPU 的 DMA 引擎能直接读写；没有 GPU 就没有 DMA 引擎要伺候，`ct_pin_memory` 也就和 PyTorch 的 `pin_memory()` 一样报错（下面打印了错误）。
 :::
@@ -958,7 +958,7 @@ GPU 的拷贝引擎和执行 kernel 的 SM 是两套独立的硬件，所以一�
 
 1. **两个流。**同一个流里的工作严格按顺序执行；拷贝放在一个流上，kernel 放在另一个流上，它们之间就没有先后约束了。`ct_stream_create` 对应 `torch.cuda.Stream()`，`ct_set_stream` 对应 `with torch.cuda.stream(s):`（让之后的拷贝走这个流）。
 2. **发起拷贝的调用立刻返回。**这就是 `non_blocking=True`：调用只是把拷贝排进流里就回来，主机接着去发起 kernel。
-3. **锁页内存。**只有源在锁页内存里，拷贝才能完全交给 DMA 引擎、调用才能立刻返回。源是可分页内存时，CUDA 的规定（运行时 API 文档 "API synchronization behavior" 一节）是：主机到设备的拷贝**先同步这个流**，等流上之前的工作全部做完才开始；然后主机守在调用里，把数据一块块中转进驱动的锁页缓冲区，中转完调用才返回，这时最后一段 DMA 可能还在路上。所以不能重叠，并不是因为"调用返回时拷贝已经结束"，而是因为拷贝前的那次流同步，加上主机在中转期间被占住、发不出下一个 kernel（`non_blocking=True` 对此无能为力）。这就是 `non_blocking` 离不开锁页内存的原因，也是 DataLoader 要配 `pin_memory=True` 的原因。
+3. **锁页内存。**只有源在锁页内存里，拷贝才能完全交给 DMA 引擎、调用才能立刻返回。源是可分页内存时，CUDA 的规定（运行时 API 文档 “API synchronization behavior” 一节）是：主机到设备的拷贝**先同步这个流**，等流上之前的工作全部做完才开始；然后主机守在调用里，把数据一块块中转进驱动的锁页缓冲区，中转完调用才返回，这时最后一段 DMA 可能还在路上。所以不能重叠，并不是因为“调用返回时拷贝已经结束”，而是因为拷贝前的那次流同步，加上主机在中转期间被占住、发不出下一个 kernel（`non_blocking=True` 对此无能为力）。这就是 `non_blocking` 离不开锁页内存的原因，也是 DataLoader 要配 `pin_memory=True` 的原因。
 
 种子教程说，要让传输和计算重叠，只需在调用 `cuda()` 时多传一个 `async=True` 参数。这是很早以前的写法：这个参数后来改名为 `non_blocking`，而 Python 3.7 起 `async` 是保留关键字，`x.cuda(async=True)` 连语法检查都过不了。今天写作 `x.cuda(non_blocking=True)` 或 `x.to(device, non_blocking=True)`，而且照上面三条，只写这一个参数还不够。
 
@@ -969,7 +969,7 @@ GPU 的拷贝引擎和执行 kernel 的 SM 是两套独立的硬件，所以一�
 
 理想情况下，重叠的时间是两者中较长的那个，串行是两者之和，省下的是较短的那个。GPU 上还多测一行：同样的两个流，源换成可分页内存，看它还能不能重叠。
 
-在 CPU 上，同样的代码照样运行：CPU 也有流和事件，但工作在发起时就做完了，"两个流"只是先后调用两个函数，省下的时间应当接近 0（只剩测量的噪声）。CPU 上的"kernel"是同一个乘加循环的 C 版本。
+在 CPU 上，同样的代码照样运行：CPU 也有流和事件，但工作在发起时就做完了，“两个流”只是先后调用两个函数，省下的时间应当接近 0（只剩测量的噪声）。CPU 上的“kernel”是同一个乘加循环的 C 版本。
 :::
 ::: en
 ## non_blocking=True: copying while computing
@@ -992,6 +992,7 @@ Ideally the overlapped time is the longer of the two, the serial time their sum,
 On the CPU the same code runs too: the CPU has streams and events, but work is done when it is issued, so "two streams" is just two function calls one after the other, and the saving should be close to 0 (measurement noise only). The CPU's "kernel" is a C version of the same multiply-add loop.
 :::
 */
+/*md source ch02_kernels.cu*/
 /*md hide*/
 // The CPU version of fma_burn: the same chain of multiply-adds per element.
 static void cpu_fma_burn(float *x, int64_t n, int iters) {
@@ -1155,11 +1156,11 @@ static double show_overlap(const ct_cli *cli, ct_metrics *m) {
 
 `non_blocking=True` 的设备到主机拷贝，调用返回时数据多半还在路上。PyTorch 里 `y = x.to("cpu", non_blocking=True)` 之后立刻读 `y`，读到的可能是旧数据、是一半新一半旧，也可能碰巧已经完整，取决于时机。这是最难查的一类错误，因为它时有时无。
 
-实验：目的地是一块锁页内存，先全部填上哨兵值 -1；源是设备上的 `0, 1, 2, …`。发起非阻塞拷贝后立刻数一数有多少个元素还不等于它应有的值（"not yet written"），然后 `ct_stream_synchronize` 等流上的工作做完，再数一次。做两遍：一遍只有拷贝；一遍在同一个流上先排一个约 20 ms（`--quick` 时 5 ms）的 `fma_burn`，拷贝排在它后面，这时立刻去读，几乎一定全是哨兵。同步之后两遍都应当是 0 个没写、全部正确。
+实验：目的地是一块锁页内存，先全部填上哨兵值 -1；源是设备上的 `0, 1, 2, …`。发起非阻塞拷贝后立刻数一数有多少个元素还不等于它应有的值（“not yet written”），然后 `ct_stream_synchronize` 等流上的工作做完，再数一次。做两遍：一遍只有拷贝；一遍在同一个流上先排一个约 20 ms（`--quick` 时 5 ms）的 `fma_burn`，拷贝排在它后面，这时立刻去读，几乎一定全是哨兵。同步之后两遍都应当是 0 个没写、全部正确。
 
 规则很简单：非阻塞的设备到主机拷贝之后，先同步（`ct_stream_synchronize` 或在拷贝后记录的事件上 `ct_event_synchronize`，对应 `torch.cuda.synchronize()` 或 `event.synchronize()`），再读。主机到设备方向上也有一条对应的规则：拷贝完成之前，不要改写锁页的源缓冲区。
 
-在 CPU 上，拷贝在调用返回前就完成了：没有拷贝引擎，也就没有"还在路上"，两次数出来都是 0。`non_blocking` 在 CPU 上不起作用。
+在 CPU 上，拷贝在调用返回前就完成了：没有拷贝引擎，也就没有“还在路上”，两次数出来都是 0。`non_blocking` 在 CPU 上不起作用。
 :::
 ::: en
 ## The hazard: reading a result before it has arrived
@@ -1234,9 +1235,9 @@ static void show_hazard(const ct_cli *cli, ct_metrics *m, double ms_per_iter) {
 1. 在有 GPU 的机器上运行 `./ch02 --max-mib 1024`，用 4 KiB 一行的耗时和 256 MiB 一行的带宽估算：搬 100 个 40 KiB 的张量和搬一个 4 MiB 的张量，各要多久？再写一个小程序实测，和估算比较。
 2. 把 `move_once` 里 H2D pinned 一行的 `true` 改成 `false`（阻塞拷贝），重新运行。带宽变了吗？为什么对一次单独的拷贝来说 `non_blocking` 不影响带宽，却影响重叠？
 3. `ensure_same_device` 总是搬到第一个张量所在的设备。改成一个版本：有任何张量在 GPU 上，就全部搬到那块 GPU 上。为什么这样通常更好？
-4. 在 `show_overlap` 里把 kernel 的迭代次数改成校准值的一半和两倍，分别运行。重叠后的时间和"ideal overlap"一行各是多少？省下的时间什么时候最多？
+4. 在 `show_overlap` 里把 kernel 的迭代次数改成校准值的一半和两倍，分别运行。重叠后的时间和“ideal overlap”一行各是多少？省下的时间什么时候最多？
 5. 在 `show_hazard` 里去掉 `ct_stream_synchronize`，改用一个在拷贝之后记录的事件和 `ct_event_synchronize`。结果一样吗？只等这一个事件比等整个流好在哪里？
-6. 在 CPU 上用 `--max-mib 1024` 运行，找到 `memcpy` 一列下降的几处，和 "caches" 一行的 L1、L2、L3 大小对照。
+6. 在 CPU 上用 `--max-mib 1024` 运行，找到 `memcpy` 一列下降的几处，和 “caches” 一行的 L1、L2、L3 大小对照。
 :::
 ::: en
 ## Exercises

@@ -13,14 +13,14 @@ del x
 torch.cuda.empty_cache()
 ```
 
-可是要读懂打印出来的数字，就得知道 PyTorch 背后那个**缓存分配器**（caching allocator）是怎么工作的：为什么"已分配"是 3.81 MiB 而"缓存"是 20 MiB；为什么 `del x` 之后缓存一点没少；显存不够（OOM，out of memory）时该怎么办；为什么有人建议训练开始前先"预热"显存。
+可是要读懂打印出来的数字，就得知道 PyTorch 背后那个**缓存分配器**（caching allocator）是怎么工作的：为什么“已分配”是 3.81 MiB 而“缓存”是 20 MiB；为什么 `del x` 之后缓存一点没少；显存不够（OOM，out of memory）时该怎么办；为什么有人建议训练开始前先“预热”显存。
 
 本章用 ct 的缓存分配器（`common/include/alloc.h`，实现在 `common/core/alloc.c`）把这些问题逐个跑一遍。它照搬了 PyTorch `CUDACachingAllocator` 的规则和统计量。ct 在 CPU 上也用同一个分配器，所以没有 GPU 的读者也能看到同样的数字、触发同样的 OOM。本章各节依次是：
 
 1. 四个统计量随种子例子每一步的变化；
 2. 分配器的规则：512 字节取整、小池与大池、段的切分、碎片；
 3. 为什么要缓存：直接向系统要内存一次要花多少时间；
-4. 显存不够：用"每进程显存上限"在任何机器上复现 OOM，捕获它，再用种子列出的五个办法逐一化解；
+4. 显存不够：用“每进程显存上限”在任何机器上复现 OOM，捕获它，再用种子列出的五个办法逐一化解；
 5. 显存预热。
 
 ```sh
@@ -197,7 +197,7 @@ static void mlp_free(mlp *net);
 
 `main` 先解析参数、选定设备，然后依次运行各节。前三节各自独立；从 `oom` 开始，后面几节共用一个小网络和一批输入，放在 `oom_ctx` 里传递。
 
-有一处和 C 库有关的设置：`mallopt(M_MMAP_THRESHOLD, 128 KiB)`。glibc 的 `malloc` 对 128 KiB 以上的请求直接向内核要一段新的映射（`mmap`），`free` 时还给内核（`munmap`）；但它默认会根据程序的行为把这个门槛动态调高（最高 32 MiB），让之后的大块改从自己的堆里分配、释放后也不还给内核——这其实就是 glibc 自带的一个小缓存。把门槛固定下来，"CPU 上直接向系统要内存"就总是真正找内核要，`raw_vs_cached` 和 `warmup` 两节量到的才是操作系统的开销，而不是 glibc 缓存的开销。ct 在 CPU 上的段（2 MiB 起）也因此总是来自 `mmap`。
+有一处和 C 库有关的设置：`mallopt(M_MMAP_THRESHOLD, 128 KiB)`。glibc 的 `malloc` 对 128 KiB 以上的请求直接向内核要一段新的映射（`mmap`），`free` 时还给内核（`munmap`）；但它默认会根据程序的行为把这个门槛动态调高（最高 32 MiB），让之后的大块改从自己的堆里分配、释放后也不还给内核——这其实就是 glibc 自带的一个小缓存。把门槛固定下来，“CPU 上直接向系统要内存”就总是真正找内核要，`raw_vs_cached` 和 `warmup` 两节量到的才是操作系统的开销，而不是 glibc 缓存的开销。ct 在 CPU 上的段（2 MiB 起）也因此总是来自 `mmap`。
 :::
 ::: en
 ## The program's skeleton
@@ -258,7 +258,7 @@ int main(int argc, char **argv) {
 
 下面的表格按种子的例子一步一步打印这四个数，最后一列是分配器手里的段（segment）数。要点：
 
-- **x 是 3.81 MiB。** 1000×1000 个 float32 是 4,000,000 字节，除以 2^20 得 3.81。种子打印时写的是 "MB"，算的其实是 MiB（2^20 字节）。
+- **x 是 3.81 MiB。** 1000×1000 个 float32 是 4,000,000 字节，除以 2^20 得 3.81。种子打印时写的是 “MB”，算的其实是 MiB（2^20 字节）。
 - **allocated 是 4,000,256，不是 4,000,000。** 每个请求都向上取整到 512 字节的倍数：4,000,000 / 512 = 7812.5，取整为 7813 × 512 = 4,000,256。
 - **reserved 是 20 MiB。** 分配器不会为每个张量单独向驱动要内存，而是一次要一整段：1 MiB 以下的请求从 2 MiB 的段里切（小池），1 MiB 到 10 MiB 的从 20 MiB 的段里切（大池），10 MiB 以上的按请求大小向上取整到 2 MiB 的倍数单独成段。
 - **`del x` 之后 allocated 回到 0，reserved 不变。** 块回到了缓存里；紧接着再建一个同样大小的 x，段数不变——这次没有找驱动。
@@ -387,6 +387,37 @@ Below, five 1000×1000 tensors t1…t5 are made one after another (with `ct_empt
 Then t1, t3 and t5 are freed. The cache now holds about 12.37 MiB of free memory, but in three holes that do not touch, separated by the live t2 and t4, and the largest hole is 4.74 MiB. A request for 8,000,000 bytes (z, 2000×1000) fits in none of them, so the allocator asks the driver for another 20 MiB segment. This is **fragmentation**: enough free memory in total, not enough in one piece. `empty_cache` cannot help, because the segment still has live blocks and cannot be given back. PyTorch mitigates fragmentation with `max_split_size_mb` (never split blocks above that size) and `expandable_segments` in `PYTORCH_CUDA_ALLOC_CONF`; in your own code, letting tensors of the same size reuse the same memory in turn is the most direct cure.
 :::
 */
+/*md
+::: zh
+### 分配器的代码
+
+这些规则在 `common/core/alloc.c` 里只占几十行。先是最合适的查找：在池的空闲链表里找属于同一个流、装得下请求的最小块，一样大时取地址低的（PyTorch 的空闲集合按流、大小、地址排序）。
+:::
+::: en
+### The allocator's code
+
+These rules take a few dozen lines of `common/core/alloc.c`. First the best-fit search: among the pool's free list, the smallest block of the same stream that holds the request, the lower address on a tie (PyTorch orders its free set by stream, size and address).
+:::
+*/
+/*md source common/core/alloc.c best_fit*/
+/*md
+::: zh
+`ct_block_alloc` 的核心：把请求向上取整（512 字节的倍数），按大小选小池或大池，先在缓存里找；缓存里没有，才向驱动要一个新段（`cudaMalloc`）。要不到时，先把缓存里整段空闲的段还给驱动再试一次，这就是 PyTorch 的 `release_cached_blocks`；还不行才报 OOM。
+:::
+::: en
+The core of `ct_block_alloc`: round the request up (to a multiple of 512 bytes), pick the small or the large pool by size, and look in the cache first; only when the cache has nothing does it ask the driver for a new segment (`cudaMalloc`). If that fails it gives the cache's wholly free segments back to the driver and tries once more, PyTorch's `release_cached_blocks`; only then does it report an OOM.
+:::
+*/
+/*md source common/core/alloc.c cache*/
+/*md
+::: zh
+找到的块从空闲链表上摘下。如果剩余部分值得留着，就切出一个新的空闲块，接在这个块后面（同一个段里的块按地址连成双向链表，释放时靠它和邻居合并）。
+:::
+::: en
+The block found comes off the free list. If the remainder is worth keeping, it is cut off as a new free block right after this one (a segment's blocks form a doubly linked list in address order, which is how a freed block finds its neighbours to merge with).
+:::
+*/
+/*md source common/core/alloc.c split*/
 static void show_splitting(const ct_cli *cli, ct_metrics *m) {
   ct_cli_section("splitting");
   ct_device d = cli->device;
@@ -474,9 +505,9 @@ static void show_summary(const ct_cli *cli) {
 缓存分配器存在的理由只有一个：向系统要内存很慢。
 
 - **GPU 上**，`cudaMalloc` 要进驱动、找一段连续的显存、把它映射进 GPU 的地址空间，一次要几十微秒到几毫秒，而且越大越慢；`cudaFree` 更糟，它会隐式地同步整个设备——等 GPU 上排队的所有 kernel 都跑完才返回。一个训练步里有几十上百个临时张量，如果每个都 `cudaMalloc`/`cudaFree` 一次，GPU 就会不停地停下来等 CPU。本节在有 GPU 时直接调用这两个函数计时（`CT_CUDA_CHECK` 检查每次调用）。
-- **CPU 上**，大块的 `malloc` 来自 `mmap`：内核只是划出一段地址，并不马上给物理内存。第一次写某一页（4 KiB）时触发缺页中断，内核这时才分配一页物理内存并清零。`free` 用 `munmap` 把页还给内核，下一次 `malloc` 同样大小又要从头缺页一遍。所以表里分两列：只有 `malloc`+`free`（很便宜，内核只是记账），和加上"第一次写每一页"（真正的代价）。小于 128 KiB 的块来自 glibc 自己的堆，本身就被缓存着，所以两种做法差不多快。
+- **CPU 上**，大块的 `malloc` 来自 `mmap`：内核只是划出一段地址，并不马上给物理内存。第一次写某一页（4 KiB）时触发缺页中断，内核这时才分配一页物理内存并清零。`free` 用 `munmap` 把页还给内核，下一次 `malloc` 同样大小又要从头缺页一遍。所以表里分两列：只有 `malloc`+`free`（很便宜，内核只是记账），和加上“第一次写每一页”（真正的代价）。小于 128 KiB 的块来自 glibc 自己的堆，本身就被缓存着，所以两种做法差不多快。
 
-缓存分配器交出的块，在 GPU 上不用再找驱动，在 CPU 上页面早已被写过、就在物理内存里。表中每格是多次调用的中位数（微秒/次），最后一列是加速比（CPU 上拿"加上首次写入"那一列来比）。为了量的是分配器本身，这两节计时时会暂时关掉测试用的"毒化"模式（`CT_POISON_ALLOC`，它会把每个新块填满 0xFF）。
+缓存分配器交出的块，在 GPU 上不用再找驱动，在 CPU 上页面早已被写过、就在物理内存里。表中每格是多次调用的中位数（微秒/次），最后一列是加速比（CPU 上拿“加上首次写入”那一列来比）。为了量的是分配器本身，这两节计时时会暂时关掉测试用的“毒化”模式（`CT_POISON_ALLOC`，它会把每个新块填满 0xFF）。
 :::
 ::: en
 ## Why cache: what asking the system for memory costs
@@ -612,7 +643,7 @@ OOM 很难演示：80 GB 的 H100 要塞满很久，CPU 上的内存又是另一
 
 模型是一个 4 层的小网络，每层是 `relu(h @ W)`，`W` 是 32×32。输入是一整批 `X`（`--quick` 时 163,840 行，否则 1,048,576 行），每个激活值（activation，一层的输出）和 `X` 一样大：`--quick` 时 20 MiB，否则 128 MiB。训练时前向传播要把每一层的激活都留着，给反向传播用，所以一整批要同时放下 `X` 和 4 个激活，共 5 份（不带 `--quick` 时 4 个激活正好 512 MiB）。上限定为 3.5 份再加上权重所在的 2 MiB 段和 1 MiB 余量：放得下 `X` 和两个激活，放不下第三个。
 
-分配失败时，分配器照 PyTorch 的做法先把缓存里整段空闲的内存还掉，再试一次；还不行，才报错。报错信息写明想要多少、设备总量多少、还空着多少、上限允许多少、活着的张量占了多少、缓存里预留着却没分配出去的有多少，让人一眼看出是"活着的张量太多"还是"缓存太多"。PyTorch 2.x 的报错是这样的（数字只是示意）：`CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.11 GiB of which 12.00 MiB is free. ... Of the allocated memory 78.50 GiB is allocated by PyTorch, and 100.00 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation. ...`。旧版 PyTorch 的 `(GPU 0; 79.11 GiB total capacity; ...)` 括号写法已经不用了。ct 的报错按同样的顺序给出这些事实，只是把 "PyTorch" 换成 "ct"；最后那句提示不一样，因为 ct 没有可扩展段（expandable segments）：报错前它已经把整段空闲的内存还掉了，剩下"预留却未分配"的部分都在被活着的张量切开的段里，办法是释放那些张量，或者先分配最大的张量。C 里没有异常：`ct_mm` 返回 `NULL`，`ct_last_status()` 是 `CT_ERR_OOM`，`ct_last_error()` 是那条信息——这相当于 `except torch.cuda.OutOfMemoryError as e: print(e)`。
+分配失败时，分配器照 PyTorch 的做法先把缓存里整段空闲的内存还掉，再试一次；还不行，才报错。报错信息写明想要多少、设备总量多少、还空着多少、上限允许多少、活着的张量占了多少、缓存里预留着却没分配出去的有多少，让人一眼看出是“活着的张量太多”还是“缓存太多”。PyTorch 2.x 的报错是这样的（数字只是示意）：`CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.11 GiB of which 12.00 MiB is free. ... Of the allocated memory 78.50 GiB is allocated by PyTorch, and 100.00 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation. ...`。旧版 PyTorch 的 `(GPU 0; 79.11 GiB total capacity; ...)` 括号写法已经不用了。ct 的报错按同样的顺序给出这些事实，只是把 “PyTorch” 换成 “ct”；最后那句提示不一样，因为 ct 没有可扩展段（expandable segments）：报错前它已经把整段空闲的内存还掉了，剩下“预留却未分配”的部分都在被活着的张量切开的段里，办法是释放那些张量，或者先分配最大的张量。C 里没有异常：`ct_mm` 返回 `NULL`，`ct_last_status()` 是 `CT_ERR_OOM`，`ct_last_error()` 是那条信息——这相当于 `except torch.cuda.OutOfMemoryError as e: print(e)`。
 :::
 ::: en
 ## Out of memory, reproducible anywhere
@@ -846,7 +877,7 @@ static void show_halve_batch(oom_ctx *c) {
 ::: zh
 ## 办法二：分块处理
 
-减半 batch 改变了训练本身（每步看到的样本少了）。另一个办法是 batch 不变，把它切成几块依次处理，每块的激活用完就释放，再处理下一块；训练时把各块的梯度累加起来，效果和一次处理整批相同（梯度累积）。种子里的写法是一个循环：`for i in range(0, len(data), batch_size):` 里取 `batch = data[i:i+batch_size]`，再算 `output = model(batch)`。这里每块取上一节找到的大小，用 `ct_narrow` 取 `X` 的一段行（视图，不占新内存）。各块最后一层输出之和加起来，应当等于一次处理整批的结果——下面"不留激活的推理"一节会一次算出整批，两者对照。
+减半 batch 改变了训练本身（每步看到的样本少了）。另一个办法是 batch 不变，把它切成几块依次处理，每块的激活用完就释放，再处理下一块；训练时把各块的梯度累加起来，效果和一次处理整批相同（梯度累积）。种子里的写法是一个循环：`for i in range(0, len(data), batch_size):` 里取 `batch = data[i:i+batch_size]`，再算 `output = model(batch)`。这里每块取上一节找到的大小，用 `ct_narrow` 取 `X` 的一段行（视图，不占新内存）。各块最后一层输出之和加起来，应当等于一次处理整批的结果——下面“不留激活的推理”一节会一次算出整批，两者对照。
 :::
 ::: en
 ## Remedy 2: process in chunks
@@ -1179,14 +1210,14 @@ static void show_zero_grad(oom_ctx *c) {
 ::: zh
 ## 显存预热
 
-一篇种子教程建议"可以适当的进行显存预热"。意思是：训练开始前先分配一大块、再释放，分配器把它留在缓存里；之后每一步的张量都从这块里切，不用再找驱动。
+一篇种子教程建议“可以适当的进行显存预热”。意思是：训练开始前先分配一大块、再释放，分配器把它留在缓存里；之后每一步的张量都从这块里切，不用再找驱动。
 
 下面的实验把同样的几步训练前向跑两遍，每遍之前都 `empty_cache()`，让分配器回到刚启动的状态：
 
 - **不预热**：第 1 步的每个激活都要一个新段（GPU 上是 `cudaMalloc`，CPU 上是 `mmap` 加上缺页），从第 2 步起才全部来自缓存；
 - **预热**：先分配一块等于一步所需激活总量的内存，写一遍（CPU 上这会让所有页真正进入物理内存；GPU 上 `cudaMalloc` 本身就备好了显存），然后释放。之后每一步的 4 个激活都从这一个段里切出来，步后又合并回去。
 
-表里每一步的"新段"列是这一步向系统要的段数。预热并没有让成本消失，只是把它挪到了训练开始之前：预热本身花的时间和不预热时第一步多花的时间差不多。它的好处在别处：每一步的时间从一开始就稳定（计时和调优不会被第一步干扰）；显存在训练开始前就已占下，不会被同一块 GPU 上的别的进程抢走；一整段大内存由同一批张量反复复用，碎片也更少。
+表里每一步的“新段”列是这一步向系统要的段数。预热并没有让成本消失，只是把它挪到了训练开始之前：预热本身花的时间和不预热时第一步多花的时间差不多。它的好处在别处：每一步的时间从一开始就稳定（计时和调优不会被第一步干扰）；显存在训练开始前就已占下，不会被同一块 GPU 上的别的进程抢走；一整段大内存由同一批张量反复复用，碎片也更少。
 :::
 ::: en
 ## Memory warm-up

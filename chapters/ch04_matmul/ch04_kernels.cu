@@ -33,6 +33,7 @@
 #include "cuda_check.h"
 #include "error.h"
 
+/*md hide*/
 // The launchers' C declarations; ch04_matmul.c declares the same ones.
 extern "C" {
 int ch04_gpu_naive(const float *a, const float *b, float *c, int M, int N, int K, void *stream);
@@ -55,6 +56,15 @@ static int check_args(const char *who, const float *a, const float *b, const flo
   return CT_OK;
 }
 
+/*md show*/
+/*md
+::: zh
+第 1 级：每个线程算 C 的一个元素。`threadIdx.x` 对应行 `i`，所以一个 warp 的 32 个线程读 A 的 32 行，每次读取都是一次单独的内存事务。下面的启动函数用 32×32 的线程块铺满 C。
+:::
+::: en
+Rung 1: one thread per element of C. `threadIdx.x` maps to the row `i`, so the 32 threads of a warp read 32 rows of A, each read a memory transaction of its own. The launcher below covers C with 32×32 blocks of threads.
+:::
+*/
 // ---- 1 naive ------------------------------------------------------------------
 // threadIdx.x -> row i. The 32 threads of a warp have consecutive i and the
 // same j: at each k they read A[i][k] from 32 different rows (32 separate
@@ -81,6 +91,14 @@ extern "C" int ch04_gpu_naive(const float *a, const float *b, float *c, int M, i
   return CT_OK;
 }
 
+/*md
+::: zh
+第 2 级只改了一件事：`threadIdx.x` 对应列 `j`。算术一模一样，但一个 warp 现在读 B 的一行上连续的 32 个 float，读取合并成一次事务。注意启动函数里网格的两个维度也随之对调。
+:::
+::: en
+Rung 2 changes one thing: `threadIdx.x` maps to the column `j`. The arithmetic is identical, but a warp now reads 32 consecutive floats of a row of B, and the reads coalesce into one transaction. Note that the launcher swaps the grid's two dimensions to match.
+:::
+*/
 // ---- 2 coalesced ------------------------------------------------------------------
 // threadIdx.x -> column j. A warp now has consecutive j and one i: at each k
 // it reads 32 consecutive floats of row k of B (one 128-byte line), one
@@ -106,6 +124,14 @@ extern "C" int ch04_gpu_coalesced(const float *a, const float *b, float *c, int 
   return CT_OK;
 }
 
+/*md
+::: zh
+第 3 级是本章的练习区（练习 4）：`mm_smem_tiled` 的函数体。线程块先合作把 A 和 B 的 32×32 小块搬进 `__shared__` 数组，第一个 `__syncthreads()` 保证小块已经完整，再各自做 32 次乘加；第二个 `__syncthreads()` 保证所有线程都读完了，下一轮才覆盖小块。越界的元素按 0 读入，所以任何大小都能算。`tools/lab` 会把这段函数体挖空，留给读者自己写。
+:::
+::: en
+Rung 3 is the chapter's lab region (exercise 4): the body of `mm_smem_tiled`. The block first copies 32×32 tiles of A and B into `__shared__` arrays together; the first `__syncthreads()` makes sure the tiles are complete before each thread does its 32 multiply-adds; the second makes sure every thread has finished reading before the next round overwrites the tiles. Elements out of range are loaded as 0, so any size works. `tools/lab` blanks this body for the reader to write.
+:::
+*/
 // ---- 3 shared-memory tiles ------------------------------------------------------------
 // A 32 x 32 block of threads computes a 32 x 32 tile of C. It walks K in
 // steps of 32: each thread copies one element of A's tile and one of B's
@@ -145,6 +171,14 @@ extern "C" int ch04_gpu_smem_tiled(const float *a, const float *b, float *c, int
   return CT_OK;
 }
 
+/*md
+::: zh
+第 4 级把每个线程的工作从 1 个输出加到 8×8 个，存在寄存器里；A 的小块转置后存进共享内存，好让每个线程用 `float4` 一次读 4 个值；两个共享内存缓冲区轮流使用，算这一块时下一块已经在读入。它只接受 M、N 是 128 的倍数、K 是 8 的倍数的矩阵，本章的大小都满足。
+:::
+::: en
+Rung 4 raises each thread's work from 1 output to 8×8, held in registers; A's tile is stored transposed in shared memory so that each thread reads 4 values at a time as a `float4`; two shared-memory buffers take turns, so the next tile is loading while this one is computed on. It takes only M and N that are multiples of 128 and K a multiple of 8, which the chapter's sizes are.
+:::
+*/
 // ---- 4 register tiles (2D block tiling) -------------------------------------------------
 // A block of 256 threads computes a 128 x 128 tile of C, marching along K in
 // steps of BK = 8. Per step it stages A's 128 x 8 slice and B's 8 x 128

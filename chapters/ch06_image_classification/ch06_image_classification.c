@@ -18,17 +18,17 @@ for imgs, targets in dataloader:
 
 本章用 C 把这个循环完整地做一遍，数据是真实的：Fashion-MNIST，7 万张 28×28 的灰度服饰图片，10 个类别（T 恤、裤子、套头衫、连衣裙、外套、凉鞋、衬衫、运动鞋、包、短靴）。训练集 6 万张，测试集 1 万张。它是 MNIST 手写数字的替代品：同样的文件格式、同样的大小，但更难，简单的模型在它上面拉不开差距的情况少得多。
 
-本章有两个模型：一个多层感知机（MLP，只有全连接层），一个小卷积网络（CNN，两层卷积加池化，可选 BatchNorm）。程序报告每个 epoch 的训练损失和测试准确率、每个类别的准确率、混淆矩阵、每秒处理的图片数，并把一批测试图片连同预测结果画成 PNG。训练好的模型可以存成 safetensors 检查点，C 和 PyTorch 都能读。
+本章有两个模型：一个多层感知机（MLP，只有全连接层），一个小卷积网络（CNN，两层卷积加池化，可选 BatchNorm）。程序报告每轮（epoch）的训练损失和测试准确率、每个类别的准确率、混淆矩阵、每秒处理的图片数，并把一批测试图片连同预测结果画成 PNG。训练好的模型可以存成 safetensors 检查点，C 和 PyTorch 都能读。
 
 本章用到的运行时部分：`nn.h`（层、损失函数）、`optim.h`（SGD、Adam）、`data.h`（数据集和 DataLoader）、`checkpoint.h`（检查点）、`progress.h`（进度条）。每一层的前向和反向都是显式写出来的：PyTorch 用 autograd 自动完成的工作，在这里一层一层地做。
 
 ```sh
 cd build && ninja ch06_image_classification
-./ch06                          # CNN，10 个 epoch，有 GPU 就用 GPU
+./ch06                          # CNN，10 轮，有 GPU 就用 GPU
 ./ch06 --model mlp              # 多层感知机
 ./ch06 --batchnorm --save cnn.safetensors
 ./ch06 --load cnn.safetensors   # 只评估一个存好的检查点
-./ch06 --quick                  # 2560 张训练图片、1 个 epoch：几秒钟
+./ch06 --quick                  # 2560 张训练图片、1 轮：几秒钟
 ```
 :::
 ::: en
@@ -160,7 +160,7 @@ transforms.Compose([transforms.ToTensor(),                      # 像素 / 255 -
 
 `DataLoader` 负责把数据集切成一批一批：
 
-- `batch_size`：每批多少张；`shuffle`：每个 epoch 开始时用带种子的 Philox 生成器把顺序打乱（种子相同，顺序就相同），这样模型不会记住样本的先后顺序；
+- `batch_size`：每批多少张；`shuffle`：每轮开始时用带种子的 Philox 生成器把顺序打乱（种子相同，顺序就相同），这样模型不会记住样本的先后顺序；
 - `num_workers`：几个工作线程并行地把样本拼成批（PyTorch 用的是工作进程）；`prefetch_factor`：每个工作线程最多提前准备几批；
 - `pin_memory`：批数据放在锁页内存里。只有锁页内存才能被 GPU 的 DMA 引擎直接读取，主机到设备的拷贝才能异步进行（第 2 章测过它的带宽）；
 - 把批数据拷到设备上的工作在一条**副流**（side stream）上完成，计算用的当前流只在真正用到这批数据之前等待拷贝完成的事件。于是第 k 批在 GPU 上训练的同时，第 k+1 批已经在路上了。种子教程的 DataLoader 调优一节在循环里写 `x.to("cuda", non_blocking=True)`，仿佛这一行就能让下一批的拷贝和计算重叠。其实不能：这一行把拷贝排在**当前流**上，而当前流上排在它前面的是上一批的 kernel，拷贝要等它们都做完才开始；`non_blocking=True` 只是让主机不必等待。要真的重叠，得像 ct 这样另开一条流：`side = torch.cuda.Stream()`，`side.wait_stream(torch.cuda.current_stream())`，在 `with torch.cuda.stream(side):` 里拷贝，用之前让当前流等拷贝完成，再对拷过来的张量调用 `record_stream(torch.cuda.current_stream())`，免得缓存分配器在当前流还在读它们的时候把内存交给副流。本章的 PyTorch twin 正是这样写的（`tools/fixtures/batches.py` 里的 `device_batches`），所以两边比的是同一件事。
@@ -253,7 +253,7 @@ static void show_data(const settings *s, const ct_cli *cli, ct_dataset *train, c
 
 MLP 把 28×28 的图片展平成 784 维的向量，经过两个带 ReLU 的隐藏层（256 和 128 个单元），输出 10 个数，每个类别一个。这 10 个数叫 logits：还不是概率，softmax 之后才是。
 
-CNN 保留图片的二维结构。`Conv2d(1, 16, 3, padding=1)` 用 16 个 3×3 的卷积核扫过图片，每个位置输出 16 个数，填充 1 圈 0 使输出仍是 28×28；ReLU 之后 `MaxPool2d(2)` 在每个 2×2 的窗口里取最大值，把尺寸减半到 14×14。第二层卷积把 16 个通道变成 32 个，再池化到 7×7。这时每张图片是 32×7×7 = 1568 个数，展平之后接两层全连接：1568 → 128 → 10。卷积核在整张图上共享，所以第二层卷积只有 16×32×9 + 32 = 4,640 个参数，却在 14×14 个位置上都用到，每张图片要做约 180 万次乘加；全连接层的 1568×128 个权重占了参数的大头，每个权重每张图片却只用一次。`--channels C` 改变第一层的通道数（第二层是它的两倍）。默认的 16 是为 CPU 选的：在这台 2 核机器上 10 个 epoch 几分钟就能跑完，准确率仍在 0.91 以上；`--channels 32` 更准一点，计算量是三倍多。
+CNN 保留图片的二维结构。`Conv2d(1, 16, 3, padding=1)` 用 16 个 3×3 的卷积核扫过图片，每个位置输出 16 个数，填充 1 圈 0 使输出仍是 28×28；ReLU 之后 `MaxPool2d(2)` 在每个 2×2 的窗口里取最大值，把尺寸减半到 14×14。第二层卷积把 16 个通道变成 32 个，再池化到 7×7。这时每张图片是 32×7×7 = 1568 个数，展平之后接两层全连接：1568 → 128 → 10。卷积核在整张图上共享，所以第二层卷积只有 16×32×9 + 32 = 4,640 个参数，却在 14×14 个位置上都用到，每张图片要做约 180 万次乘加；全连接层的 1568×128 个权重占了参数的大头，每个权重每张图片却只用一次。`--channels C` 改变第一层的通道数（第二层是它的两倍）。默认的 16 是为 CPU 选的：在这台 2 核机器上 10 轮几分钟就能跑完，准确率仍在 0.91 以上；`--channels 32` 更准一点，计算量是三倍多。
 
 `Dropout(0.25)` 在训练时随机把四分之一的激活置零，其余的乘以 1/(1-p) 保持期望不变；它让网络不能依赖个别单元，减少过拟合。`--batchnorm` 在每个卷积后面加一个 `BatchNorm2d`（后面专门讲）。`--dropout 0` 让 Dropout 变成恒等映射，但层还在，所以参数的名字（`10.weight` 之类）不会变，检查点仍然兼容。
 
@@ -345,10 +345,10 @@ static void show_model(const settings *s, ct_module *model, ct_metrics *m) {
 ::: zh
 ## 每一层的反向传播
 
-PyTorch 在前向时记录计算图，`loss.backward()` 沿着图倒着走。这里没有图：`Sequential` 的前向依次调用每一层，反向按相反的顺序调用每一层的 `backward`，把"损失对本层输出的梯度" dL/dy 变成"损失对本层输入的梯度" dL/dx，交给前一层，同时把参数的梯度**累加**进 `param->grad`（和 autograd 一样是累加，所以每一步之前要清零）。每一层只需要知道自己的局部规则：
+PyTorch 在前向时记录计算图，`loss.backward()` 沿着图倒着走。这里没有图：`Sequential` 的前向依次调用每一层，反向按相反的顺序调用每一层的 `backward`，把“损失对本层输出的梯度” dL/dy 变成“损失对本层输入的梯度” dL/dx，交给前一层，同时把参数的梯度**累加**进 `param->grad`（和 autograd 一样是累加，所以每一步之前要清零）。每一层只需要知道自己的局部规则：
 
 - **Linear**，y = x Wᵀ + b，x 是 (B, in)：dL/dx = dL/dy · W，dL/dW = (dL/dy)ᵀ · x，dL/db = 对 batch 求和的 dL/dy。三个都是矩阵乘法，CPU 上交给 OpenBLAS，GPU 上交给 cuBLAS。
-- **Conv2d** 用 im2col 变成矩阵乘法：把每个输出位置对应的 C_in×3×3 个输入值排成一列，卷积就是"卷积核矩阵 (C_out, C_in·9) × 列矩阵 (C_in·9, H·W)"。反向时，dL/dW = dL/dy × 列矩阵ᵀ；dL/d列 = Wᵀ × dL/dy，再用 col2im 把每一列加回它来自的输入位置（一个输入像素出现在 9 个窗口里，它的梯度是 9 份之和）。
+- **Conv2d** 用 im2col 变成矩阵乘法：把每个输出位置对应的 C_in×3×3 个输入值排成一列，卷积就是“卷积核矩阵 (C_out, C_in·9) × 列矩阵 (C_in·9, H·W)”。反向时，dL/dW = dL/dy × 列矩阵ᵀ；dL/d列 = Wᵀ × dL/dy，再用 col2im 把每一列加回它来自的输入位置（一个输入像素出现在 9 个窗口里，它的梯度是 9 份之和）。
 - **ReLU**：前向输出为正的位置梯度原样通过，其余位置为 0。
 - **MaxPool2d**：前向记住每个窗口最大值的位置（argmax），反向把梯度只送回那个位置，窗口里其他三个位置得 0。
 - **Flatten**：只是改变形状，反向把梯度改回原来的形状。
@@ -526,11 +526,11 @@ static int evaluate(ct_module *model, ct_dataloader *dl, eval_result *r) {
 ::: zh
 ## 训练循环
 
-每个 epoch：切到训练模式，让 DataLoader 开始新的一轮（新的随机顺序），一批一批地训练。每一步的损失加到设备上的 `loss_sum` 里（一个 0 维张量，在设备上做加法，不需要同步）；CPU 上读它没有代价，每步都读；GPU 上每 50 步才读一次，给进度条一个新数。epoch 结束时读一次，得到这个 epoch 的平均训练损失，这次读取同时也保证了这个 epoch 的所有工作都已完成，计时才准确。
+每轮：切到训练模式，让 DataLoader 开始新的一轮（新的随机顺序），一批一批地训练。每一步的损失加到设备上的 `loss_sum` 里（一个 0 维张量，在设备上做加法，不需要同步）；CPU 上读它没有代价，每步都读；GPU 上每 50 步才读一次，给进度条一个新数。epoch 结束时读一次，得到这个 epoch 的平均训练损失，这次读取同时也保证了这个 epoch 的所有工作都已完成，计时才准确。
 
-在终端里运行时，进度条在一行里不断刷新（步数、损失、每秒样本数、预计剩余时间）；输出被重定向时（日志、测试、本书），每个 epoch 只打印一行。每个 epoch 之后在测试集上评估一次，打印测试损失和准确率。训练损失一直下降、测试损失却开始上升，就是过拟合的信号。
+在终端里运行时，进度条在一行里不断刷新（步数、损失、每秒样本数、预计剩余时间）；输出被重定向时（日志、测试、本书），每轮只打印一行。每轮之后在测试集上评估一次，打印测试损失和准确率。训练损失一直下降、测试损失却开始上升，就是过拟合的信号。
 
-`--no-shuffle` 和 `--max-steps N` 用来和 PyTorch 逐步对照：两边从同一组初始权重出发（C 用 `--save-init` 写出，PyTorch 版本用 `--load-init` 读入），按同样的顺序读数据，关掉 Dropout（两边的随机掩码来自不同的生成器）。测试 `chapter.ch06_twin_agree` 检查前 20 步的损失和 PyTorch 相差不到 1e-4（相对误差）。
+`--no-shuffle` 和 `--max-steps N` 用来和 PyTorch 逐步对照：两边从同一组初始权重出发（C 用 `--save-init` 写出，PyTorch 孪生程序用 `--load-init` 读入），按同样的顺序读数据，关掉 Dropout（两边的随机掩码来自不同的生成器）。测试 `chapter.ch06_twin_agree` 检查前 20 步的损失和 PyTorch 相差不到 1e-4（相对误差）。
 
 比较的对象是用 float64 运行的 PyTorch（`--float64`），而不是 float32 的 PyTorch，这件事本身值得一学。默认的 CNN 用 Adam 训练 20 步后，C 的 float32 损失和 PyTorch 的 float64 损失相差约 1e-7，PyTorch 自己的 float32 和 float64 却相差约 3e-4。原因在 Adam：它的第一步把每个权重都移动约 lr，不管梯度多小。一个本应抵消成 0 的梯度和（实际约 1e-8，完全是舍入噪声）也会让权重移动 lr，方向由噪声决定，噪声就这样被放大了。两个 float32 实现的舍入各不相同，所以它们之间的差别说明不了谁对；float64 的运行才接近精确的轨迹。用 Adam 训练 MLP 时，连 C 的 float32 也会在 20 步内离开 float64 的轨迹（约 1e-3：某个 ReLU 单元正好处在拐点附近，被舍入推到了另一边），测试只报告这个数，不做判定。
 :::
@@ -629,7 +629,7 @@ static int train(const settings *s, ct_module *model, ct_optimizer *opt, ct_data
 ::: zh
 ## 结果
 
-下面是最后一个 epoch 之后的测试结果：总准确率、每个类别的准确率和混淆矩阵。Fashion-MNIST 的作者在数据集的基准表里给出了参考数字：MLP 约 0.883，两层卷积的网络 0.916 到 0.925。本章默认设置下的目标是 MLP 至少 0.88、CNN 至少 0.91（10 个 epoch 以内）。
+下面是最后一轮之后的测试结果：总准确率、每个类别的准确率和混淆矩阵。Fashion-MNIST 的作者在数据集的基准表里给出了参考数字：MLP 约 0.883，两层卷积的网络 0.916 到 0.925。本章默认设置下的目标是 MLP 至少 0.88、CNN 至少 0.91（10 轮以内）。
 
 最难的一类几乎总是衬衫（Shirt）：它和 T 恤、套头衫、外套的轮廓很像，在 28×28 的灰度图里缺少区分它们的细节。混淆矩阵的第 6 行能看出它被错分到了哪里。裤子、包、凉鞋、运动鞋这些形状独特的类别则接近全对。
 :::
@@ -689,7 +689,7 @@ static void show_confusion(const eval_result *r, ct_metrics *m) {
 ::: zh
 ## 吞吐量
 
-训练的吞吐量按"训练图片数 ÷ 训练时间"计算，不含评估。PyTorch 版本（`ch06_pytorch.py`）用同样的模型、同样的超参数、同样的线程数（`torch.set_num_threads(os.cpu_count())`）测同一个数，两者都写进 metrics 的 `images_per_s`。
+训练的吞吐量按“训练图片数 ÷ 训练时间”计算，不含评估。PyTorch 孪生程序（`ch06_pytorch.py`）用同样的模型、同样的超参数、同样的线程数（`torch.set_num_threads(os.cpu_count())`）测同一个数，两者都写进 metrics 的 `images_per_s`。
 
 在 CPU 上，时间几乎全花在卷积上：im2col 把输入展开成列矩阵，然后是一次大的矩阵乘法（OpenBLAS，用满所有核）。PyTorch 在每个算子上还有一层 Python 和调度器的开销，对这么小的模型，这部分开销并不小。在 GPU 上情况更明显：每步有几十个 kernel，每个只跑几微秒，CPU 发射 kernel 的速度成了瓶颈。C 程序发射一个 kernel 的开销只有几微秒，PyTorch 的 eager 模式每个算子要十几微秒。
 :::
@@ -749,9 +749,9 @@ Training uses the batch statistics and updates running_mean and running_var with
 ::: zh
 ## 检查点：safetensors，原子写入
 
-`ct_module_save(model, path)` 就是 `torch.save(model.state_dict(), path)`，只是文件格式用 safetensors：8 字节的头部长度，一段 JSON 头部（每个张量的名字、dtype、形状、数据在文件中的偏移），然后是所有张量的原始小端字节。和 PyTorch 默认的 pickle 格式不同，读它不会执行任何代码，而且可以直接把数据映射进内存。PyTorch 用户用 `safetensors.torch.load_file(path)` 读；本书的 PyTorch 版本用 `tools/fixtures/st.py`（Debian 没有打包 safetensors）。测试 `chapter.ch06_ckpt_torch` 把 C 存的检查点载入 PyTorch 的同构模型，比较几张测试图片的 logits。
+`ct_module_save(model, path)` 就是 `torch.save(model.state_dict(), path)`，只是文件格式用 safetensors：8 字节的头部长度，一段 JSON 头部（每个张量的名字、dtype、形状、数据在文件中的偏移），然后是所有张量的原始小端字节。和 PyTorch 默认的 pickle 格式不同，读它不会执行任何代码，而且可以直接把数据映射进内存。PyTorch 用户用 `safetensors.torch.load_file(path)` 读；本书的 PyTorch 孪生程序用 `tools/fixtures/st.py`（Debian 没有打包 safetensors）。测试 `chapter.ch06_ckpt_torch` 把 C 存的检查点载入 PyTorch 的同构模型，比较几张测试图片的 logits。
 
-写入是原子的：先写到目标旁边的一个临时文件，`fsync` 让数据真正落盘，再用 `rename` 把它换到目标名字上（同一个文件系统里的 rename 是原子的），最后 `fsync` 目录，让这次改名本身也落盘。训练到一半被杀掉、断电，目标位置上要么是旧的完整文件，要么是新的完整文件，不会是写了一半的文件。长时间的训练每个 epoch 存一次检查点，靠的就是这一点。
+写入是原子的：先写到目标旁边的一个临时文件，`fsync` 让数据真正落盘，再用 `rename` 把它换到目标名字上（同一个文件系统里的 rename 是原子的），最后 `fsync` 目录，让这次改名本身也落盘。训练到一半被杀掉、断电，目标位置上要么是旧的完整文件，要么是新的完整文件，不会是写了一半的文件。长时间的训练每轮存一次检查点，靠的就是这一点。
 
 `--load FILE` 建好同样结构的模型，载入检查点（严格模式：缺少的或多余的键都报错，和 `load_state_dict` 一样），不训练，只评估。
 :::
@@ -947,9 +947,9 @@ static void show_predictions(const settings *s, const ct_cli *cli, ct_module *mo
 ::: zh
 ## main：把各部分连起来
 
-`main` 解析参数，载入数据，建好模型搬到设备上，建优化器，训练（或者载入检查点），然后依次打印结果、存检查点、画图。默认设置：CNN、Adam（学习率 1e-3）、batch 128、10 个 epoch、Dropout 0.25；`--optimizer sgd` 用带动量 0.9 的 SGD，默认学习率 0.05。
+`main` 解析参数，载入数据，建好模型搬到设备上，建优化器，训练（或者载入检查点），然后依次打印结果、存检查点、画图。默认设置：CNN、Adam（学习率 1e-3）、batch 128、10 轮、Dropout 0.25；`--optimizer sgd` 用带动量 0.9 的 SGD，默认学习率 0.05。
 
-为了让整本书几分钟就能构建完，书里这一章的输出来自一次缩短的运行（`--epochs 3 --train-size 12000`）；默认设置的完整运行（10 个 epoch，全部 6 万张训练图片）在 CPU 上录制一次，和书里的运行并排展示，标明机器和日期。
+为了让整本书几分钟就能构建完，书里这一章的输出来自一次缩短的运行（`--epochs 3 --train-size 12000`）；默认设置的完整运行（10 轮，全部 6 万张训练图片）在 CPU 上录制一次，和书里的运行并排展示，标明机器和日期。
 :::
 ::: en
 ## main: putting the parts together
@@ -1105,11 +1105,11 @@ int main(int argc, char **argv) {
 ## 练习
 
 1. 用 `--model mlp` 和默认的 CNN 各训练一次，比较测试准确率和每秒图片数。CNN 的参数比 MLP 多还是少？为什么它每张图片的计算量却大得多？
-2. 加上 `--batchnorm` 再训练 CNN。前两个 epoch 的训练损失降得更快吗？然后把 `evaluate` 里的 `ct_module_train(model, false)` 删掉，用 `--test-size 64` 之类的小测试集和不同的 `EVAL_BATCH` 看看准确率怎么随 batch 变化。
+2. 加上 `--batchnorm` 再训练 CNN。前两轮的训练损失降得更快吗？然后把 `evaluate` 里的 `ct_module_train(model, false)` 删掉，用 `--test-size 64` 之类的小测试集和不同的 `EVAL_BATCH` 看看准确率怎么随 batch 变化。
 3. 用 `--optimizer sgd --lr 0.5` 训练，损失会怎样？再试 `--lr 0.001`。把 Adam 的学习率调到 1e-2 呢？
 4. 把 `train` 里的 `sync_every` 在 GPU 上改成 1（每步都读损失），比较每秒图片数。在 CPU 上为什么看不出差别？
 5. 用 `--save a.safetensors` 训练，然后 `./ch06 --load a.safetensors`。再用 `--batchnorm --load a.safetensors` 载入它，读一读报错信息。用 Python 打开这个文件（`tools/fixtures/st.py` 的 `load`），打印每个张量的名字和形状。
-6. 用 `--workers 0`、`1`、`4` 各训练一个 epoch。在这台机器的 CPU 上，吞吐量变了吗？在 GPU 上呢？为什么？
+6. 用 `--workers 0`、`1`、`4` 各训练一轮。在这台机器的 CPU 上，吞吐量变了吗？在 GPU 上呢？为什么？
 :::
 ::: en
 ## Exercises

@@ -14,11 +14,11 @@ for data in rand_loader:
     output = model(data.to(device))
 ```
 
-一行包装，模型就能"用上所有 GPU"。本章用 C 把这一行背后的事情逐件做出来：把模型**复制**到每个设备（replicate），把一批数据沿第 0 维**切开**分发（scatter），每个副本在自己的线程里、以自己的设备为当前设备、在自己的流上**并行**地前向（parallel_apply），把输出**收集**到 `device_ids[0]` 上（gather）；反向时梯度按同样的切法分下去，各副本的参数梯度**加回**原模型（reduce_add），优化器只走一步。`broadcast`、`scatter`、`gather`、`reduce_add` 是运行时的函数，对应 `torch.cuda.comm`，在 `common/include/parallel.h` 里。
+一行包装，模型就能“用上所有 GPU”。本章用 C 把这一行背后的事情逐件做出来：把模型**复制**到每个设备（replicate），把一批数据沿第 0 维**切开**分发（scatter），每个副本在自己的线程里、以自己的设备为当前设备、在自己的流上**并行**地前向（parallel_apply），把输出**收集**到 `device_ids[0]` 上（gather）；反向时梯度按同样的切法分下去，各副本的参数梯度**加回**原模型（reduce_add），优化器只走一步。`broadcast`、`scatter`、`gather`、`reduce_add` 是运行时的函数，对应 `torch.cuda.comm`，在 `common/include/parallel.h` 里。
 
 设备列表来自 `--devices`，可以重复同一个设备（`cpu,cpu,cpu`、`cuda:0,cuda:0`），所以在只有一块 GPU 甚至没有 GPU 的机器上，这些机制照样能跑、能检查。但要说清楚：**同一个设备重复三次，不会快三倍**。三个线程抢的是同一组核心（或同一块 GPU），速度只有在设备真的不同时才会上去。
 
-本章还要把种子教程里说错的、没说清的地方讲明白：`DataParallel` 的 state_dict 键前面多了 `module.`（种子写成了 `model.`）；存 `model.module` 还是存包装器，两种文件怎样都能载入一个裸模型；为什么模型必须先放在 `device_ids[0]` 上（种子用红字问了这个问题）；"多块 GPU 就看成一块大显存的 GPU"只对了一半。
+本章还要把种子教程里说错的、没说清的地方讲明白：`DataParallel` 的 state_dict 键前面多了 `module.`（种子写成了 `model.`）；存 `model.module` 还是存包装器，两种文件怎样都能载入一个裸模型；为什么模型必须先放在 `device_ids[0]` 上（种子用红字问了这个问题）；“多块 GPU 就看成一块大显存的 GPU”只对了一半。
 
 ```sh
 cd build && ninja ch07_data_parallel
@@ -166,9 +166,9 @@ static void show_devices(const ct_device *devs, int n, ct_metrics *m) {
 ::: zh
 ## 当前设备：`set_device` 和 `torch.cuda.device(i)`
 
-种子教程有一段例子，在三块 GPU 之间创建张量，打印 `get_device()`：0、1、1、1、0、2。规则是：不写设备的 CUDA 张量（`torch.cuda.FloatTensor(1)`、`.cuda()`）放在**当前设备**上；`with torch.cuda.device(1):` 在代码块里把当前设备换成 1，出了代码块再换回来；两个张量的运算结果放在它们所在的设备上，和当前设备无关（`x + x` 在 0 上，即使当前设备是 1）；`.cuda(2)` 明确指定设备。`torch.cuda.set_device(i)` 是不带"换回来"的版本。
+种子教程有一段例子，在三块 GPU 之间创建张量，打印 `get_device()`：0、1、1、1、0、2。规则是：不写设备的 CUDA 张量（`torch.cuda.FloatTensor(1)`、`.cuda()`）放在**当前设备**上；`with torch.cuda.device(1):` 在代码块里把当前设备换成 1，出了代码块再换回来；两个张量的运算结果放在它们所在的设备上，和当前设备无关（`x + x` 在 0 上，即使当前设备是 1）；`.cuda(2)` 明确指定设备。`torch.cuda.set_device(i)` 是不带“换回来”的版本。
 
-C 没有 `with`，上下文就写成"记下旧的当前设备、设置新的、最后恢复"三步。当前设备是**每个线程各自的**（CUDA 运行时就是这样规定的），所以 DataParallel 的每个副本线程一开始都要把自己的设备设为当前设备。下面按机器上实际有的 GPU 重放这个例子：第 i 块 GPU 不存在时用第 i mod n 块代替，并打印出来。没有 GPU 的机器上只能说明这一点。
+C 没有 `with`，上下文就写成“记下旧的当前设备、设置新的、最后恢复”三步。当前设备是**每个线程各自的**（CUDA 运行时就是这样规定的），所以 DataParallel 的每个副本线程一开始都要把自己的设备设为当前设备。下面按机器上实际有的 GPU 重放这个例子：第 i 块 GPU 不存在时用第 i mod n 块代替，并打印出来。没有 GPU 的机器上只能说明这一点。
 :::
 ::: en
 ## The current device: `set_device` and `torch.cuda.device(i)`
@@ -226,7 +226,7 @@ static void show_current_device(ct_metrics *m) {
 
 种子的模型在 `forward` 里打印输入和输出的大小。C 的模块没有可以改写的 `forward`，对应的工具是 PyTorch 的**前向钩子**（`register_forward_hook`）：每次前向之后，用模块、输入和输出调用一个函数。钩子挂在每个副本上；它在副本的线程里被调用，所以这里先把要打印的行记下来，等所有线程结束后按副本编号打印。PyTorch 里的 `print` 直接在各个线程里执行，几行的先后顺序每次运行可能不同。
 
-100 个样本、batch 30，一个 epoch 是 30、30、30、10 四批（`drop_last` 为假，最后一批不满）。三个副本时，30 切成 10+10+10，10 切成 4+4+2：每块 ceil(10/3) = 4 行，最后一块拿剩下的。这就是 `torch.chunk` 的规则，种子的输出正是如此（它标着"未测试"，这里测过了）。数据集就是种子里那个 `Dataset` 的三个函数变成的 C 接口：`__len__` 是 `ct_dataset_len`，`__getitem__` 是 `ct_dataset_get_batch`（一次取一批下标，省去逐个样本的函数调用）。
+100 个样本、batch 30，一轮（epoch）是 30、30、30、10 四批（`drop_last` 为假，最后一批不满）。三个副本时，30 切成 10+10+10，10 切成 4+4+2：每块 ceil(10/3) = 4 行，最后一块拿剩下的。这就是 `torch.chunk` 的规则，种子的输出正是如此（它标着“未测试”，这里测过了）。数据集就是种子里那个 `Dataset` 的三个函数变成的 C 接口：`__len__` 是 `ct_dataset_len`，`__getitem__` 是 `ct_dataset_get_batch`（一次取一批下标，省去逐个样本的函数调用）。
 :::
 ::: en
 ## The seed's example: RandomDataset(5, 100), batch 30, Linear(5, 2)
@@ -604,7 +604,7 @@ static int show_state_dict(const settings *s, const ct_device *devs, int n, ct_m
 ::: zh
 ## 为什么模型必须先放在 `device_ids[0]` 上
 
-种子用红字问：`model.to(device)` 里的 `device` 只是 `cuda:0`，是不是写错了？没有写错。DataParallel 把 `device_ids[0]` 当作"主设备"：原模型就放在那里，它本身就是副本 0，它的参数就是优化器更新的那一份；每次前向从它复制出其余的副本，输出收集回它那里，损失也在那里算，梯度最后都加回它的参数上。所以 `model.to("cuda:0")` 必不可少；种子另一个例子从没搬过模型，PyTorch 在第一次前向时就报错：
+种子用红字问：`model.to(device)` 里的 `device` 只是 `cuda:0`，是不是写错了？没有写错。DataParallel 把 `device_ids[0]` 当作“主设备”：原模型就放在那里，它本身就是副本 0，它的参数就是优化器更新的那一份；每次前向从它复制出其余的副本，输出收集回它那里，损失也在那里算，梯度最后都加回它的参数上。所以 `model.to("cuda:0")` 必不可少；种子另一个例子从没搬过模型，PyTorch 在第一次前向时就报错：
 
 ```
 RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of them on device: cpu
@@ -612,7 +612,7 @@ RuntimeError: module must have its parameters and buffers on device cuda:0 (devi
 
 ct 在创建包装器和每次前向时做同样的检查，报同样的话。下面在有 GPU 时真的触发一次；只有 CPU 时，所有副本都在 CPU 上，这个错误不可能出现。
 
-这也回答了"多块 GPU 就看成一块大显存的 GPU"那句话：只对一半。batch 确实被切开了，每块卡只放自己那一块的激活值，所以总 batch 可以放大到 n 倍；但**模型在每块卡上都有一份完整的拷贝**，模型本身放不下一块卡，DataParallel 帮不上忙。而且 `device_ids[0]` 比别的卡多干活、多占显存：收集所有输出、算损失、汇总梯度、更新参数都在它上面，所以它往往先满。每一步还要把参数从它广播出去，所有副本都由一个 Python 进程里的线程驱动（在 PyTorch 里还受 GIL 限制）。这两个瓶颈正是第 8 章 DistributedDataParallel 要去掉的。
+这也回答了“多块 GPU 就看成一块大显存的 GPU”那句话：只对一半。batch 确实被切开了，每块卡只放自己那一块的激活值，所以总 batch 可以放大到 n 倍；但**模型在每块卡上都有一份完整的拷贝**，模型本身放不下一块卡，DataParallel 帮不上忙。而且 `device_ids[0]` 比别的卡多干活、多占显存：收集所有输出、算损失、汇总梯度、更新参数都在它上面，所以它往往先满。每一步还要把参数从它广播出去，所有副本都由一个 Python 进程里的线程驱动（在 PyTorch 里还受 GIL 限制）。这两个瓶颈正是第 8 章 DistributedDataParallel 要去掉的。
 :::
 ::: en
 ## Why the model must sit on `device_ids[0]`
@@ -706,7 +706,7 @@ int main(int argc, char **argv) {
 ## 练习
 
 1. 用 `--devices cpu`、`cpu,cpu`、`cpu,cpu,cpu,cpu` 各跑一次，看每步时间怎样变化。为什么重复同一个设备只会更慢？在有两块 GPU 的机器上用 `cuda:0,cuda:1` 试试。
-2. 把 `--batch-size` 设成 2，用 3 个副本：几个副本在干活？再设成 5、7，和"切分的规则"一节的表对照。
+2. 把 `--batch-size` 设成 2，用 3 个副本：几个副本在干活？再设成 5、7，和“切分的规则”一节的表对照。
 3. 在 `common/parallel/data_parallel.c` 里让 `reduce_grads` 一开始就返回（只有副本 0 那一块的梯度进入参数）。参数差会变成多少？为什么训练仍然能进行，却不再和单设备等价？
 4. 给 MLP 加一个 `BatchNorm1d` 式的层（或者换成第 6 章带 `--batchnorm` 的 CNN）再比较两次训练。参数差为什么不再是舍入级别？
 5. 读 `common/parallel/data_parallel.c` 的 `parallel_apply`：只有一块时它不开线程。PyTorch 在只有一个设备时也这样做，为什么？

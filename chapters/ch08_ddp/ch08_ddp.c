@@ -3,7 +3,7 @@
 ::: zh
 # 第 8 章　DistributedDataParallel：多个进程，各自一个模型
 
-第 7 章的 DataParallel 是一个进程带着几个线程，主设备负责分发、收集、汇总、更新。种子教程说 DistributedDataParallel（DDP）"需要多进程、比较复杂，因为没有主 GPU 负载瓶颈，性能更优"，然后就不讲了。本章把它讲完：每个进程（**rank**）有自己完整的模型、自己的那一份数据、自己的优化器；每一步只有一件事需要大家一起做：把梯度取平均（**all-reduce**）。平均之后每个 rank 的梯度完全相同，各自走一步，参数也就一直相同，不需要谁把参数广播给谁。
+第 7 章的 DataParallel 是一个进程带着几个线程，主设备负责分发、收集、汇总、更新。种子教程说 DistributedDataParallel（DDP）“需要多进程、比较复杂，因为没有主 GPU 负载瓶颈，性能更优”，然后就不讲了。本章把它讲完：每个进程（**rank**）有自己完整的模型、自己的那一份数据、自己的优化器；每一步只有一件事需要大家一起做：把梯度取平均（**all-reduce**）。平均之后每个 rank 的梯度完全相同，各自走一步，参数也就一直相同，不需要谁把参数广播给谁。
 
 这需要真正的通信引擎。ct 不自己写传输层：进程由 **Open MPI** 启动，CPU 上的集合通信也由它完成；GPU 上用 **NCCL**。`tools/launch` 扮演 `torchrun` 的角色：
 
@@ -86,9 +86,9 @@ static double reduce_scalar(ct_process_group *pg, double v, ct_dist_reduce_op op
 
 `tools/launch --nproc-per-node 2 PROG` 让 `mpirun` 启动两个 PROG 进程，并在每个进程的环境里放上 `torchrun` 放的那几个变量：`RANK`（全局编号）、`LOCAL_RANK`（本机上的编号，决定用哪块 GPU）、`WORLD_SIZE`（总进程数）、`MASTER_ADDR` 和 `MASTER_PORT`（rank 0 所在的地址和端口）。`ct_dist_init_process_group("mpi")` 就是 `dist.init_process_group("gloo")`（CPU）或 `("nccl")`（GPU）加上 `init_method="env://"`：读这些变量，并和 MPI 自己给出的编号核对。变量缺了就报错，说出缺的是哪个、该用什么启动，而不是卡住不动。
 
-后端的选择：`mpi` 处理 CPU 张量（GPU 张量先经锁页内存中转）；`nccl` 要求每个 rank 独占一块 GPU，它的 unique id 由 rank 0 生成，经 MPI 广播给所有人。**一块 GPU 不能放两个 NCCL rank**：NCCL 把同一设备上的两个 rank 视为错误（`ncclInvalidUsage`，"Duplicate GPU detected"），因为它的环和树是按设备建的。所以 `--backend nccl` 时 rank 数不能超过 GPU 数，本章会在初始化时报出这一点。
+后端的选择：`mpi` 处理 CPU 张量（GPU 张量先经锁页内存中转）；`nccl` 要求每个 rank 独占一块 GPU，它的 unique id 由 rank 0 生成，经 MPI 广播给所有人。**一块 GPU 不能放两个 NCCL rank**：NCCL 把同一设备上的两个 rank 视为错误（`ncclInvalidUsage`，“Duplicate GPU detected”），因为它的环和树是按设备建的。所以 `--backend nccl` 时 rank 数不能超过 GPU 数，本章会在初始化时报出这一点。
 
-线程也要分：`tools/launch` 和 `torchrun` 一样，在没有设置 `OMP_NUM_THREADS` 时给每个 rank 分到"核数 ÷ 每台机器的 rank 数"个 OpenMP 线程。否则每个 rank 都开一整台机器那么多的线程，核被超额占用，MPI 忙等的 rank 又抢走别人计算用的核，每一步会慢上许多倍。
+线程也要分：`tools/launch` 和 `torchrun` 一样，在没有设置 `OMP_NUM_THREADS` 时给每个 rank 分到“核数 ÷ 每台机器的 rank 数”个 OpenMP 线程。否则每个 rank 都开一整台机器那么多的线程，核被超额占用，MPI 忙等的 rank 又抢走别人计算用的核，每一步会慢上许多倍。
 
 下面由 rank 0 打印每个 rank 的身份：各 rank 先把自己的 (rank, local rank, 进程号) 放进一个张量，`all_gather` 到每个 rank，rank 0 打印。只有 rank 0 打印（其他 rank 的标准输出被重定向到 `/dev/null`），这是分布式程序的通行做法，否则 N 个进程的输出会混在一起。
 :::
@@ -222,7 +222,7 @@ static int show_collectives(ct_process_group *pg, ct_metrics *m) {
 ::: zh
 ## DistributedSampler：每个 rank 拿哪些样本
 
-每个 rank 必须看到**不同**的样本，合起来又正好是整个数据集。`DistributedSampler` 的做法：每个 epoch 用种子 `seed + epoch` 把下标打乱（所有 rank 用同一个种子，所以打乱的结果相同），不够整除时把开头的几个下标重复补在末尾，使总数是 rank 数的倍数（`drop_last=True` 则丢掉多出来的），然后 rank r 取第 r、r+W、r+2W……个。忘了每个 epoch 调 `set_epoch(e)`，每个 epoch 的顺序就都一样，这是种子代码之外最常见的 DDP 错误。
+每个 rank 必须看到**不同**的样本，合起来又正好是整个数据集。`DistributedSampler` 的做法：每轮（epoch）用种子 `seed + epoch` 把下标打乱（所有 rank 用同一个种子，所以打乱的结果相同），不够整除时把开头的几个下标重复补在末尾，使总数是 rank 数的倍数（`drop_last=True` 则丢掉多出来的），然后 rank r 取第 r、r+W、r+2W……个。忘了每轮调 `set_epoch(e)`，每轮的顺序就都一样，这是种子代码之外最常见的 DDP 错误。
 
 ct 的实现要和 PyTorch 逐个下标地一致，所以它的打乱不用 ct 自己的 Philox，而是复现 `torch.randperm` 在 CPU 上的做法：以 `manual_seed(seed + epoch)` 初始化的 32 位梅森旋转（mt19937），配上 Fisher–Yates 洗牌，第 i 步和 i + (mt() mod (n − i)) 交换。测试 `unit.dist_sampler` 在 1428 种（长度、rank 数、rank、epoch、种子、shuffle、drop_last）组合上和 PyTorch 的 `DistributedSampler` 比对。下表是 10 个样本时各 rank 的份额。
 :::
@@ -268,7 +268,7 @@ N 个 rank 各有 S 字节，怎样最快地求和？最笨的办法是都发给
 
 α 是每条消息的延迟，β 是链路带宽。小消息由延迟项主导（所以 DDP 把梯度攒成桶再发），大消息由带宽项主导。
 
-nccl-tests 报两个数：**algbw** = S/T，和 **busbw** = algbw · 2(N − 1)/N，后者把算法的流量系数除掉，能直接和链路带宽比较。下面测几种大小的 all_reduce（每种取 5 次的中位数，报所有 rank 中最慢的），按这两个定义报告。在一台机器上用 `mpi` 后端时，"链路"是共享内存，两个 rank 还在抢同样的两个核，数字只说明趋势，不代表网络。
+nccl-tests 报两个数：**algbw** = S/T，和 **busbw** = algbw · 2(N − 1)/N，后者把算法的流量系数除掉，能直接和链路带宽比较。下面测几种大小的 all_reduce（每种取 5 次的中位数，报所有 rank 中最慢的），按这两个定义报告。在一台机器上用 `mpi` 后端时，“链路”是共享内存，两个 rank 还在抢同样的两个核，数字只说明趋势，不代表网络。
 :::
 ::: en
 ## What a ring all-reduce costs
@@ -333,7 +333,7 @@ static int show_bandwidth(ct_process_group *pg, bool quick, ct_metrics *m) {
 
 1. 载入数据集（每个进程各自载入一份；Fashion-MNIST 只有 47 MB，大数据集则每个 rank 只读自己的份额）；
 2. 建模型，搬到本 rank 的设备上，用 `ct_ddp_create` 包起来：这一步把 rank 0 的参数广播给所有人，不管各 rank 的随机初始化是否相同；
-3. 每个 epoch 调 `set_epoch`，取自己那份下标，按 `--batch-size`（**每个 rank 的** batch，全局 batch 是它乘以 rank 数）一批一批地训练；
+3. 每轮调 `set_epoch`，取自己那份下标，按 `--batch-size`（**每个 rank 的** batch，全局 batch 是它乘以 rank 数）一批一批地训练；
 4. 损失只在本 rank 的 batch 上算；`ct_ddp_backward_params` 在反向时把梯度平均掉，所以每个 rank 的 `optimizer.step()` 做的是同一步。
 
 `--accumulate K` 演示梯度累积：每 K 个 micro-batch 才同步一次，前 K − 1 个在 `no_sync` 里只在本地累加梯度。梯度要除以 K（这里缩放的是 dL/dlogits），更新才相当于一个 K 倍大的 batch。
@@ -499,9 +499,9 @@ static int train(const settings *st, ct_process_group *pg, trained *t, ct_metric
 ::: zh
 ## 桶和重叠：为什么 DDP 在反向时就开始通信
 
-如果等反向全部算完再对所有梯度做 all-reduce，通信时间就完整地加在每一步上。DDP 的做法是：参数按**注册的逆序**（也就是反向算出它们梯度的顺序）分进若干个**桶**，每个桶约 `bucket_cap_mb`（默认 25 MB；第一个桶只有 1 MB，让第一次通信尽早开始，这是 PyTorch 的规则）。反向每算完一层，那一层的参数就标为"就绪"；一个桶里的参数全部就绪，立即把它们拷进桶的连续缓冲区，启动一次**异步** all-reduce，反向接着算前面的层。反向结束时，多数桶的通信已经在路上或已完成，只需等剩下的。
+如果等反向全部算完再对所有梯度做 all-reduce，通信时间就完整地加在每一步上。DDP 的做法是：参数按**注册的逆序**（也就是反向算出它们梯度的顺序）分进若干个**桶**，每个桶约 `bucket_cap_mb`（默认 25 MB；第一个桶只有 1 MB，让第一次通信尽早开始，这是 PyTorch 的规则）。反向每算完一层，那一层的参数就标为“就绪”；一个桶里的参数全部就绪，立即把它们拷进桶的连续缓冲区，启动一次**异步** all-reduce，反向接着算前面的层。反向结束时，多数桶的通信已经在路上或已完成，只需等剩下的。
 
-在 CPU 上，异步的是 `MPI_Iallreduce`。Open MPI 默认没有后台进度线程，非阻塞集合通信只在进程调用 MPI 函数时才前进，所以 ct 的"梯度就绪"钩子每次被调用时都对已启动的桶做一次 `MPI_Test`，推着通信往前走。在 GPU 上，NCCL 在自己的流上运行，计算流和通信流之间用事件排序，真正并行。
+在 CPU 上，异步的是 `MPI_Iallreduce`。Open MPI 默认没有后台进度线程，非阻塞集合通信只在进程调用 MPI 函数时才前进，所以 ct 的“梯度就绪”钩子每次被调用时都对已启动的桶做一次 `MPI_Test`，推着通信往前走。在 GPU 上，NCCL 在自己的流上运行，计算流和通信流之间用事件排序，真正并行。
 
 下面用同一个模型各跑若干步：重叠打开和关闭（关闭时所有桶都等反向结束才启动），报告每步时间，以及反向算完之后还要等待通信的时间（各 rank 的最大值）。本章的 MLP 只有约 0.9 MB 的梯度，全部落在第一个桶里，所以默认的桶大小下没什么可重叠的；`--bucket-mb` 改变的只是第一个桶之后的桶。要看到重叠的效果，得有更大的模型或 GPU 上真正并行的通信。
 :::
@@ -754,8 +754,8 @@ int main(int argc, char **argv) {
 ::: zh
 ## 练习
 
-1. 用 `--nproc 1`、`2`、`4` 各跑一次，比较每个 epoch 的图片/秒。4 个 rank 在 2 个核上为什么不会更快？`all-reduce bandwidth` 一节的 busbw 随 rank 数怎样变化？
-2. 把 `train` 里的 `sampler.epoch = e` 删掉（忘了 `set_epoch`）。损失曲线会变吗？每个 epoch 每个 rank 看到的样本有什么不同？
+1. 用 `--nproc 1`、`2`、`4` 各跑一次，比较每轮的图片/秒。4 个 rank 在 2 个核上为什么不会更快？`all-reduce bandwidth` 一节的 busbw 随 rank 数怎样变化？
+2. 把 `train` 里的 `sampler.epoch = e` 删掉（忘了 `set_epoch`）。损失曲线会变吗？每轮每个 rank 看到的样本有什么不同？
 3. 用 `--accumulate 4 --batch-size 16` 和 `--batch-size 64` 各训练一次。两者每步用的样本数相同，损失应该接近，为什么不完全相同？
 4. 用 `--bucket-mb 0.05` 运行，`training` 一节报告的桶数是多少？为什么第一个桶仍然装下了几乎所有参数？
 5. 让 rank 1 在训练途中退出（比如在 `train_step` 里加 `if (ct_dist_get_rank(...) == 1 && k == 5) exit(3);`），看看 `tools/launch` 多久结束、报了什么。不用启动器时 `mpirun` 会怎样？

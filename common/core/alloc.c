@@ -400,6 +400,7 @@ static void free_list_remove(ct_block *b) {
   b->free_prev = b->free_next = NULL;
 }
 
+// region: best_fit
 // Best fit: the smallest free block of the pool that holds `size` bytes and
 // belongs to `stream`; ties go to the lower address (PyTorch orders its free
 // set by stream, size, address).
@@ -412,6 +413,7 @@ static ct_block *best_fit(ct_mempool *p, bool small, ct_stream *stream, size_t s
   }
   return best;
 }
+// endregion
 
 // ---- segments -----------------------------------------------------------------------
 static void stats_segment_added(alloc_stats *s, size_t size) {
@@ -624,6 +626,7 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
     return NULL;
   }
   process_events(ds, false); // blocks whose other-stream work has finished
+  // region: cache
   size_t rounded = round_request(nbytes);
   bool small = rounded <= SMALL_SIZE;
   ct_block *b = best_fit(p, small, stream, rounded);
@@ -647,6 +650,8 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
     }
     b = best_fit(p, small, stream, rounded); // the new segment's block
   }
+  // endregion
+  // region: split
   free_list_remove(b);
   size_t remainder = b->size - rounded;
   if (small ? remainder >= ROUND_BYTES : remainder > SMALL_SIZE) {
@@ -664,6 +669,7 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
       free_list_insert(r);
     }
   }
+  // endregion
   b->live = true;
   b->rounded = rounded;
   b->seg->live++;

@@ -7,8 +7,12 @@
 #                  recorded transcripts, twins, figures; FILE:LINE errors
 #   book.build     tools/book --quick --no-bootstrap --no-build into
 #                  ${CMAKE_BINARY_DIR}/book-test with this build's chapters
-#   book.html      both editions, every chapter in both, no broken internal link
-#   book.pdf       the PDFs hold Chinese and English text and every chapter title
+#   book.html      both editions, every chapter in both, no broken internal link,
+#                  no Pandoc fence text (:::) in any page, every chapter's .cu file
+#                  shown in its chapter, figure numbers unique per chapter,
+#                  recordings.json and the CPU-only notes agree with book/recorded/
+#   book.pdf       the PDFs hold Chinese and English text and every chapter title,
+#                  no Pandoc fence text (:::)
 #   book.chromium  headless Chromium opens every chapter page of both editions
 #                  with no console message; screenshots in book-test/screenshots/
 # A test whose tool is missing (pandoc, xelatex, gnuplot, pdftotext,

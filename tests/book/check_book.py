@@ -5,7 +5,11 @@
     check_book.py build  REPO OUT [BUILD_DIR]  runs tools/book --quick --no-bootstrap --no-build
                                                --build-dir BUILD_DIR --out OUT, then checks that both
                                                editions were built with every chapter
-    check_book.py html     REPO OUT            every chapter in both editions; no broken internal link
+    check_book.py html     REPO OUT            every chapter in both editions; no broken internal link;
+                                               no Pandoc fence text (:::); every chapter's .cu
+                                               file shown in its chapter; figure numbers unique
+                                               per chapter; recordings.json and the CPU-only notes
+                                               agree with book/recorded/
     check_book.py pdf      REPO OUT            pdftotext: Chinese and English text, every chapter title,
                                                numbered pages, no glyph missing from the fonts
     check_book.py chromium REPO OUT            headless Chromium opens every chapter page of each
@@ -184,6 +188,10 @@ def cmd_html(root, out):
                     broken += 1
                     check(False, f"{where}: no id {frag!r} in {os.path.relpath(target, out)}")
     check(broken == 0, f"{checked} internal links and images, {broken} broken")
+    check_no_fence_html(out, pages)
+    check_cu_shown(root, out, pages)
+    check_figure_numbers(root, out)
+    check_recordings(root, out)
 
 
 def cmd_pdf(root, out):
@@ -206,6 +214,7 @@ def cmd_pdf(root, out):
             check(words > 200, f"workbook-zh.pdf has English text too: code, outputs ({words} words)")
         else:
             check(words > 2000, f"workbook-en.pdf has English text ({words} words)")
+        check_no_fence_pdf(lang, text)
         flat = re.sub(r"\s+", "", text)
         for slug, titles in chs:
             t = re.sub(r"\s+", "", titles[lang])
@@ -224,6 +233,100 @@ def cmd_pdf(root, out):
         r = subprocess.run(["pdftotext", "-f", str(pages), "-l", str(pages), "-layout", pdf, "-"],
                            capture_output=True, text=True)
         check(re.search(r"\b\d+\s*$", r.stdout.strip()) is not None, f"workbook-{lang}.pdf pages are numbered")
+
+
+# ---------------------------------------------------------------------------
+# Rendering leaks: a Pandoc fence (::: / ::::) that reaches the reader means a
+# div's attributes did not parse (a class written without its dot, an
+# unbalanced fence). Its text must never show in a page or a PDF.
+
+def fence_leaks(text):
+    """The lines of text that show a Pandoc fence (':::')."""
+    return [t.strip() for t in text.split("\n") if ":::" in t]
+
+
+def check_no_fence_html(out, pages):
+    for path, p in sorted(pages.items()):
+        leaks = fence_leaks("".join(p.text))
+        check(not leaks, f"{os.path.relpath(path, out)}: no Pandoc fence text ':::'" +
+              "".join("\n     " + t[:100] for t in leaks[:5]))
+
+
+def check_cu_shown(root, out, pages):
+    """Every .cu file of a chapter's folder is shown in its chapter, both editions: the page
+    names the file and holds every line of it that declares a __global__ kernel."""
+    for slug, _ in chapters(root):
+        for cu in sorted(glob.glob(os.path.join(root, "chapters", slug, "*.cu"))):
+            name = os.path.relpath(cu, root)
+            with open(cu, encoding="utf-8") as f:
+                kernels = [re.sub(r"\s+", " ", t.strip()) for t in f
+                           if re.match(r"^\s*(static\s+)?__global__\b", t)]
+            for lang in ("zh", "en"):
+                p = pages.get(os.path.abspath(os.path.join(out, lang, slug + ".html")))
+                if p is None:
+                    continue  # reported above
+                text = re.sub(r"\s+", " ", "".join(p.text))
+                missing = [k for k in kernels if k not in text]
+                check(name in text and kernels and not missing,
+                      f"{lang}/{slug}.html shows {name} ({len(kernels)} kernels" +
+                      (f"; missing: {missing}" if missing else "") + ")")
+
+
+def check_figure_numbers(root, out):
+    """Within a chapter every figure has its own number (图 N.k / Figure N.k.)."""
+    for slug, _ in chapters(root):
+        number = int(slug[2:].split("_")[0])
+        for lang in ("zh", "en"):
+            path = os.path.join(out, lang, slug + ".html")
+            if not os.path.exists(path):
+                continue
+            with open(path, encoding="utf-8") as f:
+                caps = re.findall(r"<figcaption[^>]*>(.*?)</figcaption>", f.read(), re.S)
+            nums = [m.group(1) for c in caps for m in [re.match(r"\s*(?:图|Figure)\s*(\d+\.\d+)", c)] if m]
+            dup = sorted({n for n in nums if nums.count(n) > 1})
+            wrong = [n for n in nums if not n.startswith(f"{number}.")]
+            check(len(nums) == len(caps) and not dup and not wrong,
+                  f"{lang}/{slug}.html: {len(caps)} figures, numbers {nums} unique and of chapter {number}" +
+                  (f"; repeated: {dup}" if dup else "") + (f"; numbered {len(nums)} of {len(caps)}"
+                                                             if len(nums) != len(caps) else ""))
+
+
+def check_recordings(root, out):
+    """OUT/recordings.json has every chapter, and says 'gpu' exactly when book/recorded/
+    holds a transcript of it whose header names a GPU (not 'CPU...', driver not 'none');
+    a chapter whose outputs are all CPU ones opens with the CPU-only note."""
+    path = os.path.join(out, "recordings.json")
+    check(os.path.exists(path), "recordings.json written")
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        recs = json.load(f)
+    for slug, _ in chapters(root):
+        cid = slug.split("_")[0]
+        gpu = False
+        for t in glob.glob(os.path.join(root, "book", "recorded", f"{cid}-*.txt")):
+            with open(t, encoding="utf-8", errors="replace") as f:
+                head = dict(re.findall(r"^#\s*(\w+):\s*(.*?)\s*$", f.read(2000), re.M))
+            gpu = gpu or not (head.get("device", "").lower().startswith("cpu") or
+                              head.get("driver", "").lower().startswith("none"))
+        entry = recs.get(cid)
+        check(entry is not None and entry.get("gpu") is gpu,
+              f"recordings.json: {cid} gpu={entry.get('gpu') if entry else None}, book/recorded says {gpu}")
+        if entry is None:
+            continue
+        live_cpu = not (entry.get("live_device") or "").startswith("cuda")
+        for lang in ("zh", "en"):
+            page = os.path.join(out, lang, slug + ".html")
+            if os.path.exists(page):
+                with open(page, encoding="utf-8") as f:
+                    has = "cpu-only" in f.read()
+                check(has == (live_cpu and not gpu), f"{lang}/{slug}.html: CPU-only note {'shown' if has else 'absent'}")
+
+
+def check_no_fence_pdf(lang, text):
+    leaks = fence_leaks(text)
+    check(not leaks, f"workbook-{lang}.pdf: no Pandoc fence text ':::'" +
+          "".join("\n     " + t[:100] for t in leaks[:5]))
 
 
 def chromium_binary():

@@ -112,6 +112,10 @@ SPEC = """# x: sizes
 # xlabel-zh: 大小
 # xlabel-en: size
 # ylabel-en: speed
+# legend-zh-fast: 快的版本
+# legend-en-fast: the fast version
+# legend-zh-slow: 慢的版本
+# legend-en-slow: the slow version
 plot for [i=2:nseries+1] datafile using 1:i title columnhead(i)
 """
 
@@ -189,8 +193,11 @@ def test_good(tmp):
     check("#include <stdio.h>\nstatic int helper(void) { return 1; }" in cblocks, "folded code is verbatim")
 
     check("== greet ==\nhello 1" in en, "output section from the capture")
-    check("(`--quick`)" in en and "`device: cpu (CUDA unavailable: no driver)`" in en,
-          "the live output is labelled with --quick and its device line")
+    check("[Smoke run: the `--quick` run made when this book was built" in en and
+          "[冒烟运行：本书构建时的 `--quick` 运行" in zh and "`device: cpu (CUDA unavailable: no driver)`" in en,
+          "a --quick output box says it is a smoke run (both languages), with its device line")
+    check("Smoke run: the `--quick` run made when this book was built (its timings mean nothing): "
+          "`python3 ch09_pytorch.py --quick`" in en, "so does the twin's --quick box")
     check("Recorded on NVIDIA H100 80GB HBM3 (driver 580.95.05, 2025-11-22)" in en and
           "hello from the GPU" in en and "hello from the OLD" not in en,
           "the newest recorded transcript is shown beside, with device, driver and date")
@@ -202,26 +209,34 @@ def test_good(tmp):
     check(any("# twin:" not in b and "def main():" in b for b in py), "the whole twin, without marker lines")
     check("{#ch09-twin .twin-section}" in en and "python3 ch09_pytorch.py --quick" in en,
           "the twin section with the twin's output")
+    check_div_attributes(en)
 
     if have_gnuplot:
-        check("![Figure 9.1. Speed by size — this run](figures/ch09_speed.en.svg){#fig:ch09-speed" in en,
-              "figure numbered and captioned (en)")
-        check("![图 9.1　速度随大小变化 — 本次运行](figures/ch09_speed.zh.svg)" in zh, "figure numbered and captioned (zh)")
+        check("![Figure 9.1. Speed by size — the smoke run (`--quick`) made when this book was built, on cpu]"
+              "(figures/ch09_speed.en.svg){#fig:ch09-speed" in en,
+              "figure numbered and captioned with its run and device (en)")
+        check("![图 9.1　速度随大小变化 — 本书构建时的冒烟运行（`--quick`），在 cpu 上](figures/ch09_speed.zh.svg)" in zh,
+              "figure numbered and captioned with its run and device (zh)")
         for ext in ("zh.svg", "en.svg", "zh.pdf", "en.pdf"):
             f = os.path.join(out, "figures", f"ch09_speed.{ext}")
             check(os.path.exists(f) and os.path.getsize(f) > 500, f"gnuplot drew ch09_speed.{ext}")
         with open(os.path.join(out, "figures", "ch09_speed.en.dat")) as f:
             dat = f.read().split("\n")
-        check(dat[0] == '"sizes" "fast" "slow"' and dat[3] == "4.0 ? 1.0",
-              "the .dat has the present series only, '?' for null")
+        check(dat[0] == '"sizes" "the fast version" "the slow version"' and dat[3] == "4.0 ? 1.0",
+              "the .dat has the present series only, titled by their legends, '?' for null")
+        with open(os.path.join(out, "figures", "ch09_speed.zh.dat"), encoding="utf-8") as f:
+            check(f.readline().strip() == '"sizes" "快的版本" "慢的版本"', "the zh legends are Chinese")
         with open(os.path.join(out, "figures", "ch09_speed.en.svg"), encoding="utf-8") as f:
             svg = f.read()
         check(">size<" in svg and ">speed<" in svg, "axis labels from the spec")
-        check("![Figure 9.1. Speed by size — Recorded on NVIDIA H100 80GB HBM3 (driver 580.95.05, 2025-11-22)]"
-              "(figures/ch09_speed-nvidia-h100-80gb-hbm3-2025-11-22.en.svg)" in en,
-              "the recorded run's metrics give a second, labelled figure")
-    check("![Figure 9.2. Predictions](figures/ch09_preds.png){#fig:ch09-preds" in en and
-          "![图 9.2　预测](figures/ch09_preds.png)" in zh, "a chapter's own image, numbered and captioned")
+        check("![Figure 9.2. Speed by size — Recorded on NVIDIA H100 80GB HBM3 (driver 580.95.05, 2025-11-22) · "
+              "`./ch09 --device cuda`](figures/ch09_speed-nvidia-h100-80gb-hbm3-2025-11-22.en.svg)" in en,
+              "the recorded run's metrics give a second figure with its own number, labelled with its run")
+    n = "3" if have_gnuplot else "2"
+    check(f"![Figure 9.{n}. Predictions — the smoke run" in en and "](figures/ch09_preds.png){#fig:ch09-preds" in en
+          and f"![图 9.{n}　预测 — 本书构建时的冒烟运行" in zh, "a chapter's own image, numbered and captioned")
+    nums = re.findall(r"!\[Figure (9\.\d+)\.", en)
+    check(len(nums) == len(set(nums)) and len(nums) >= 2, f"figure numbers unique in the chapter: {nums}")
     with open(os.path.join(out, "figures", "ch09_preds.png"), encoding="utf-8") as f:
         check(f.read() == "a chapter's own image", "the image is copied as the chapter wrote it")
     for lang in ("zh", "en"):
@@ -235,6 +250,211 @@ def test_good(tmp):
     write(os.path.join(run, "ch09.out"), "device: cpu\n== other ==\n")
     expect_error(lambda: weave.weave(src, run, out, recorded_dir=rec),
                  src, lines.index("/*md output greet*/") + 1, "has no section '== greet ==' (it has: other)")
+
+
+def check_div_attributes(md):
+    """Every div's attribute list parses: classes carry their dot (.live .twin, not .live twin)."""
+    check(":::: {.output .live .twin}" in md, "the twin's output box has the classes .live .twin")
+    bad = []
+    for m in re.finditer(r"^:{3,} \{([^}]*)\}", md, re.M):
+        words = re.findall(r'(?:[^\s"]+="(?:[^"\\]|\\.)*"|\S+)', m.group(1))
+        bad += [w for w in words if not (w.startswith((".", "#")) or "=" in w)]
+    check(not bad, f"every div attribute is .class, #id or key=value (bad: {bad})")
+
+
+CU_CHAPTER = """/*md
+::: zh
+# 第 9 章　演示
+:::
+::: en
+# Chapter 9. A demo
+:::
+*/
+int main(void) { return 0; }
+/*md source ch09_kernels.cu*/
+/*md source lib/pool.c split*/
+/*md
+::: zh
+## 练习
+:::
+::: en
+## Exercises
+:::
+*/
+"""
+
+CU_FILE = """// SPDX-License-Identifier: MIT
+//
+// ch09_kernels: the demo's kernel.
+/*md hide*/
+#include <cuda_runtime.h>
+/*md show*/
+/*md
+::: zh
+每个线程加一。
+:::
+::: en
+Each thread adds one.
+:::
+*/
+static __global__ void add_one(float *x, int n) {
+  /* LAB BEGIN: add one | test: gpu.ch09 */
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1.0f;
+  /* LAB END */
+}
+"""
+
+POOL = """int f(void) {
+  int a = 1;
+  // region: split
+  a += 2;
+  // endregion
+  return a;
+}
+"""
+
+
+def test_sources(tmp):
+    """/*md source FILE*/ weaves a .cu file (prose, hide/show, lab markers cut);
+    /*md source FILE REGION*/ places a named region of another file."""
+    src = make_chapter(tmp, CU_CHAPTER)
+    write(os.path.join(os.path.dirname(src), "ch09_kernels.cu"), CU_FILE)
+    old_root = weave.ROOT
+    weave.ROOT = tmp
+    try:
+        write(os.path.join(tmp, "lib", "pool.c"), POOL)
+        _, docs = weave.weave(src, None, None)
+        en, zh = docs["en"], docs["zh"]
+        check("Each thread adds one." in en and "每个线程加一。" in zh and "每个线程加一" not in en,
+              ".cu prose blocks go to their language's edition")
+        cpp = code_blocks(en, "cpp")
+        check(any(b.startswith("static __global__ void add_one(float *x, int n) {\n"
+                               "  int i = blockIdx.x") for b in cpp),
+              "the .cu kernel is shown verbatim as cpp, its lab markers cut")
+        check("LAB" not in en and "SPDX" not in en, "no lab marker or SPDX line")
+        check(re.search(r'::: \{\.folded summary="Folded code: lines 5–5', en) is not None,
+              "/*md hide*/ in a .cu file folds its code")
+        check('[Source file `chapters/ch09_demo/ch09_kernels.cu`]{.label}' in en, "the .cu file is named")
+        check("[`lib/pool.c:4–4` (region `split`)]{.label}" in en and "```c\n  a += 2;\n```" in en and
+              "int a = 1" not in en, "a named region: its lines only, labelled with file and lines")
+        # A missing region, a missing file and an output directive inside a .cu: FILE:LINE
+        lines = CU_CHAPTER.split("\n")
+        bad = make_chapter(tmp, CU_CHAPTER.replace("pool.c split", "pool.c nosuch"))
+        write(os.path.join(os.path.dirname(bad), "ch09_kernels.cu"), CU_FILE)
+        expect_error(lambda: weave.weave(bad, None, None), bad, lines.index("/*md source lib/pool.c split*/") + 1,
+                     "has no region '// region: nosuch'")
+        bad = make_chapter(tmp, CU_CHAPTER.replace("lib/pool.c", "lib/none.c"))
+        write(os.path.join(os.path.dirname(bad), "ch09_kernels.cu"), CU_FILE)
+        expect_error(lambda: weave.weave(bad, None, None), bad, lines.index("/*md source lib/pool.c split*/") + 1,
+                     "no such file")
+        bad = make_chapter(tmp, CU_CHAPTER)
+        cu = os.path.join(os.path.dirname(bad), "ch09_kernels.cu")
+        write(cu, CU_FILE + "/*md output greet*/\n")
+        expect_error(lambda: weave.weave(bad, None, None), cu, len(CU_FILE.split("\n")), "in a woven source file")
+    finally:
+        weave.ROOT = old_root
+
+
+def test_metrics(tmp):
+    """{{metric ...}} placeholders are filled from the run's --metrics JSON."""
+    m = {"peak": 332.300544, "cores": 2, "sizes": [64, 128, 256], "gflops": [5.7, None, 1.5], "name": "cpu"}
+    f = lambda t: weave.fill_metrics(t, m, ("x.c", 7))
+    check(f("{{metric peak %.0f}} GFLOP/s on {{metric cores}} cores") == "332 GFLOP/s on 2 cores",
+          "a formatted number and an integer")
+    check(f("{{metric peak}}") == "332", "default: 3 significant digits")
+    check(f("n = {{metric sizes[-1]}}, {{metric sizes list}}") == "n = 256, 64, 128, 256", "index and list")
+    check(f("{{metric gflops[1]}} {{metric name}}") == "— cpu", "null is a dash, strings as they are")
+    check(weave.fill_metrics("{{metric peak}}", None, ("x.c", 7)) == "⟨peak⟩", "a preview shows the key")
+    for text, words in (("{{metric nope}}", "no key 'nope'"), ("{{metric sizes}}", "is a list"),
+                        ("{{metric sizes[3]}}", "not a list with an element 3"),
+                        ("{{metric peak %q}}", "malformed placeholder"), ("{{ metric peak }}", "malformed")):
+        expect_error(lambda: f(text), "x.c", 7, words)
+    # Through a chapter: the prose shows the run's number.
+    src = make_chapter(tmp, GOOD.replace("Shared formula: $a^2$", "Largest size {{metric sizes[-1]}}."), TWIN)
+    run = os.path.join(tmp, "run-metrics", "ch09")
+    write(os.path.join(run, "ch09.out"), "device: cpu\n== greet ==\nhello 1\n")
+    write(os.path.join(run, "ch09.json"), json.dumps({"sizes": [1, 2, 4]}))
+    weave.SPEC_DIR = os.path.join(tmp, "no-figures")
+    write(os.path.join(run, "speed.png"), "x")
+    write(os.path.join(run, "preds.png"), "x")
+    _, docs = weave.weave(src, run, os.path.join(tmp, "md-metrics"))
+    check("Largest size 4." in docs["en"] and "Largest size 4." in docs["zh"], "the placeholder is filled in both")
+
+
+CPU_RECORDED = """# chapter: ch09
+# device: CPU: AMD EPYC, 2 cores
+# driver: none (CPU run)
+# date: 2026-11-22
+# command: ./ch09 --device cpu
+# commit: 444dc41fd3fa0123
+
+device: cpu
+== greet ==
+hello from the full run
+"""
+
+
+def test_provenance(tmp):
+    """Recorded boxes name device, date and commit; a chapter with only CPU outputs gets a
+    banner; recordings.json says per chapter whether GPU recordings exist."""
+    src = make_chapter(tmp, GOOD, TWIN)
+    weave.SPEC_DIR = os.path.join(tmp, "no-figures")
+    run = os.path.join(tmp, "run-prov", "ch09")
+    write(os.path.join(run, "ch09.out"), "device: cpu\n== greet ==\nhello 1\n")
+    write(os.path.join(run, "ch09.json"), "{}")
+    write(os.path.join(run, "speed.png"), "x")
+    write(os.path.join(run, "preds.png"), "x")
+    rec = os.path.join(tmp, "recorded-prov")
+    write(os.path.join(rec, "ch09-cpu-amd-epyc-2026-11-22.txt"), CPU_RECORDED)
+    out = os.path.join(tmp, "md-prov")
+    meta, docs = weave.weave(src, run, out, recorded_dir=rec)
+    en, zh = docs["en"], docs["zh"]
+    check("Full run recorded on CPU: AMD EPYC, 2 cores (2026-11-22, commit 444dc41fd3fa)" in en and
+          "在 CPU: AMD EPYC, 2 cores 上录制的完整运行（2026-11-22，提交 444dc41fd3fa）" in zh,
+          "a CPU recording is labelled as one, with its date and commit, in both languages")
+    check("H100" not in en and "driver none" not in en, "no GPU or driver claimed for a CPU recording")
+    title_at = en.index("# Chapter 9. A demo")
+    banner_at = en.find("::: {.note .cpu-only}")
+    check(0 < banner_at and banner_at - title_at < 80 and "outputs all come from a CPU" in en and
+          "本章的输出都来自 CPU" in zh, "the chapter opens with the CPU-only banner, in both languages")
+    with open(os.path.join(out, "recordings.json"), encoding="utf-8") as f:
+        recs = json.load(f)
+    check(recs.get("ch09", {}).get("gpu") is False and recs["ch09"]["live_device"] == "cpu" and
+          recs["ch09"]["recorded"][0]["commit"] == "444dc41fd3fa0123", f"recordings.json: {recs}")
+    # With a GPU transcript: no banner, gpu true, and the GPU label names the commit.
+    write(os.path.join(rec, "ch09-nvidia-h100-80gb-hbm3-2025-11-22.txt"),
+          RECORDED.replace("# command:", "# commit: abcdef123456789\n# command:"))
+    meta, docs = weave.weave(src, run, out, recorded_dir=rec)
+    check(".cpu-only" not in docs["en"] and meta["recordings"]["gpu"] is True,
+          "a chapter with a GPU recording has no CPU-only banner")
+    check("Recorded on NVIDIA H100 80GB HBM3 (driver 580.95.05, 2025-11-22, commit abcdef123456)" in docs["en"],
+          "a GPU recording names its GPU, driver, date and commit")
+    with open(os.path.join(out, "recordings.json"), encoding="utf-8") as f:
+        check(json.load(f)["ch09"]["gpu"] is True, "recordings.json is updated")
+
+
+def test_figure_rules(tmp):
+    """A series without a legend in words is an error; a run with one point draws no figure."""
+    src = make_chapter(tmp, GOOD, TWIN)
+    weave.SPEC_DIR = os.path.join(tmp, "figures-rules")
+    spec_path = os.path.join(weave.SPEC_DIR, "ch09_speed.gp")
+    run = os.path.join(tmp, "run-rules", "ch09")
+    write(os.path.join(run, "ch09.out"), "device: cpu\n== greet ==\nhello 1\n")
+    write(os.path.join(run, "preds.png"), "x")
+    if not shutil.which("gnuplot"):
+        print("skip figure rules: no gnuplot")
+        return
+    write(spec_path, SPEC.replace("# legend-zh-slow: 慢的版本\n", ""))
+    write(os.path.join(run, "ch09.json"), json.dumps({"sizes": [1, 2], "fast": [3, 4], "slow": [1, 1]}))
+    expect_error(lambda: weave.weave(src, run, os.path.join(tmp, "md-rules"), recorded_dir=tmp), spec_path, 1,
+                 "no zh legend for the series slow")
+    write(spec_path, SPEC)
+    write(os.path.join(run, "ch09.json"), json.dumps({"sizes": [1], "fast": [3], "slow": [1]}))
+    _, docs = weave.weave(src, run, os.path.join(tmp, "md-rules"), recorded_dir=tmp)
+    check("ch09_speed.en.svg" not in docs["en"] and "single data point" in docs["en"] and
+          "只有一个数据点" in docs["zh"], "a one-point run draws no figure and says why")
+    check("![Figure 9.1. Predictions" in docs["en"], "the next figure takes the number")
 
 
 def expect_error(fn, path, line, words):
@@ -298,6 +518,10 @@ def main():
     try:
         test_good(tmp)
         test_bad(tmp)
+        test_sources(tmp)
+        test_metrics(tmp)
+        test_provenance(tmp)
+        test_figure_rules(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
