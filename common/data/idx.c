@@ -27,6 +27,7 @@
 //    stream, which we reach by reading one byte past the payload.
 // Element types are widened where ct has no such dtype: i8 and i16 -> i32.
 // Every failure is CT_ERR_IO with a message "ct_idx_read: PATH: what".
+#define _POSIX_C_SOURCE 200809L // fileno, fdopen
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
