@@ -13,6 +13,7 @@
 --                          checkout); LaTeX: BOOK_REPO_URL .. PATH, or the path
 --                          as code when no URL is configured
 --   [text](glossary:ID)    HTML: glossary.html#glossary-ID; LaTeX: #glossary-ID
+--   ::: {.chapter-card}    LaTeX: a framed box (bookcard, book/pdf-header.tex), ragged right
 --
 -- tools/book sets BOOK_CHAPTERS ("1=ch01_device_query.html;3=ch03_memory.html"),
 -- BOOK_REPO_BASE and BOOK_REPO_URL in the environment.
@@ -134,7 +135,17 @@ local function resolve(el)
   return nil
 end
 
+local function card(el)
+  if is_latex() and el.classes:includes("chapter-card") then
+    local out = {pandoc.RawBlock("latex", "\\begin{bookcard}\\small\\raggedright")}
+    for _, b in ipairs(el.content) do table.insert(out, b) end
+    table.insert(out, pandoc.RawBlock("latex", "\\end{bookcard}"))
+    return out
+  end
+  return nil
+end
+
 return {
   {Para = xref_block, Plain = xref_block},
-  {Link = resolve},
+  {Link = resolve, Div = card},
 }

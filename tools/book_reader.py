@@ -28,7 +28,7 @@ LANGS = ("zh", "en")
 
 WORDS = {
     "zh": {
-        "learn": "你将学到", "apis": "本章重写的 PyTorch API", "prereq": "预备知识", "gpu": "需要 GPU 吗？", "colon": "：",
+        "learn": "你将学到", "apis": "本章重写的 PyTorch API", "prereq": "预备知识", "gpu": "需要 GPU 吗？", "colon": "：", "sep": "、",
         "source": "源代码", "twin": "PyTorch 孪生程序", "terms": "本章术语",
         "terms_title": "本章术语", "glossary": "术语表", "search": "搜索",
         "glossary_intro": "全书各章引入的术语，按章排列；每条链接到引入它的那一章。",
@@ -43,7 +43,7 @@ WORDS = {
     },
     "en": {
         "learn": "What you will learn", "apis": "PyTorch APIs it rebuilds", "prereq": "Prerequisites",
-        "gpu": "Is a GPU needed?", "colon": ": ", "source": "Source", "twin": "PyTorch twin", "terms": "Terms",
+        "gpu": "Is a GPU needed?", "colon": ": ", "sep": " · ", "source": "Source", "twin": "PyTorch twin", "terms": "Terms",
         "terms_title": "Terms in this chapter", "glossary": "Glossary", "search": "Search",
         "glossary_intro": "The terms the chapters introduce, chapter by chapter; each links to the chapter that introduces it.",
         "introduced": "see", "none": "none",
@@ -160,18 +160,18 @@ def repo_base(root, page_dir, repo_url):
 def header_card(lang, m, cm):
     """The box under a chapter's title. m: weave's meta of the chapter; cm: its chapters.json entry."""
     w = WORDS[lang]
-    c = w["colon"]
+    c, sep = w["colon"], w["sep"]
     out = ["::: {.chapter-card}", f"**{w['learn']}**", ""]
     out += [f"- {t}" for t in cm["learn"][lang]]
-    out += ["", f"**{w['apis']}**{c}" + " · ".join(inline_code(a) for a in cm["apis"]), ""]
+    out += ["", f"**{w['apis']}**{c}" + sep.join(inline_code(a) for a in cm["apis"]), ""]
     out += [f"**{w['prereq']}**{c}{cm['prerequisites'][lang]}", ""]
     out += [f"**{w['gpu']}** {cm['gpu'][lang]}", ""]
     links = [f"**{w['source']}**{c}[{inline_code(m['source'])}](repo:{m['source']})"]
     if m.get("twin"):
         links.append(f"**{w['twin']}**{c}[{inline_code(os.path.basename(m['twin']))}](repo:{m['twin']})")
-    out += [" · ".join(links), ""]
+    out += ["\n\n".join(links), ""]
     if cm.get("terms"):
-        out += [f"**{w['terms']}**{c}" + " · ".join(f"[{t[lang]['term']}](#term-{t['id']})" for t in cm["terms"]), ""]
+        out += [f"**{w['terms']}**{c}" + sep.join(f"[{t[lang]['term']}](#term-{t['id']})" for t in cm["terms"]), ""]
     out += [":::"]
     return "\n".join(out)
 
