@@ -83,12 +83,17 @@
     index = window.BOOK_SEARCH;
     for (var i = 0; i < index.s.length; i++) {
       var e = index.s[i];
-      e.lh = e[2].toLowerCase();
-      e.lt = e[3].toLowerCase();
+      e.lh = fold(e[2]);
+      e.lt = fold(e[3]);
     }
   }
+  // Case and curly quotes do not matter ("program's" finds "program’s"); one character
+  // stays one character, so positions in the folded text are positions in the text.
+  function fold(s) {
+    return s.toLowerCase().replace(/[\u2018\u2019]/g, "'").replace(/[\u201c\u201d]/g, '"');
+  }
   function terms(q) {
-    return q.toLowerCase().split(/\s+/).filter(function (t) { return t.length > 0; });
+    return fold(q).split(/\s+/).filter(function (t) { return t.length > 0; });
   }
   function count(hay, t) {
     var n = 0, i = hay.indexOf(t);
@@ -114,13 +119,20 @@
   function escapeHtml(s) {
     return s.replace(/[&<>"]/g, function (c) { return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]; });
   }
+  // The hits of the terms in s, marked: the same matching as fold(), on the text as shown.
   function mark(s, ts) {
-    var out = escapeHtml(s);
+    var spans = [], low = fold(s);
     ts.forEach(function (t) {
-      var re = new RegExp(escapeHtml(t).replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "gi");
-      out = out.replace(re, function (m) { return "<mark>" + m + "</mark>"; });
+      for (var i = low.indexOf(t); i >= 0; i = low.indexOf(t, i + t.length)) spans.push([i, i + t.length]);
     });
-    return out;
+    spans.sort(function (a, b) { return a[0] - b[0]; });
+    var out = "", at = 0;
+    spans.forEach(function (sp) {
+      if (sp[0] < at) return;
+      out += escapeHtml(s.slice(at, sp[0])) + "<mark>" + escapeHtml(s.slice(sp[0], sp[1])) + "</mark>";
+      at = sp[1];
+    });
+    return out + escapeHtml(s.slice(at));
   }
   function snippet(e, ts) {
     var at = e.lt.indexOf(ts[0]);
