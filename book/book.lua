@@ -9,6 +9,7 @@
 --   "..." in the Chinese edition          “...”, paired within each block (tools/book
 --                                       reads zh with -smart: Pandoc's smart quotes
 --                                       turn a quote after a CJK character the wrong way)
+--   a table                             HTML: inside div.table-wrap, which scrolls sideways
 
 local function is_latex() return FORMAT:match("latex") ~= nil end
 local function is_html() return FORMAT:match("html") ~= nil end
@@ -90,6 +91,15 @@ function Image(el)
   if is_latex() and el.src:match("%.svg$") then
     el.src = el.src:gsub("%.svg$", ".pdf")
     return el
+  end
+  return nil
+end
+
+-- HTML: a table scrolls sideways inside its own box on a narrow screen,
+-- instead of widening the page.
+function Table(el)
+  if is_html() then
+    return pandoc.Div({el}, pandoc.Attr("", {"table-wrap"}))
   end
   return nil
 end

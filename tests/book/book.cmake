@@ -35,3 +35,22 @@ set_tests_properties(book.build PROPERTIES FIXTURES_SETUP ct_book TIMEOUT 1500)
 set_tests_properties(book.sources book.weave PROPERTIES TIMEOUT 120)
 set_tests_properties(book.sources book.weave book.build book.html book.pdf book.chromium
                      PROPERTIES LABELS book SKIP_RETURN_CODE 77)
+
+# The reader's tools (tests/book/check_reader.py):
+#   book.meta      book/chapters.json complete for every chapter, in zh and en (no build needed)
+#   book.reader    landing page (every chapter, summaries, GPU badges = recordings.json, both
+#                  editions and PDFs), header boxes, terms, page contents, glossary, search
+#                  index; every "chapter N"/"第 N 章" in prose is a link to that chapter
+#   book.fonts     the zh PDF embeds Noto CJK and draws its Chinese with the SC face (pdffonts,
+#                  and the glyphs against the font's own cmaps)
+#   book.search    each edition's own search page in headless Chromium finds each chapter
+#   book.overflow  no page is wider than a 390 px viewport (Chromium); screenshots of a
+#                  chapter in both languages at 1280 and 390 px in book-test/screenshots/
+add_test(NAME book.meta COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_reader.py meta ${PROJECT_SOURCE_DIR})
+set_tests_properties(book.meta PROPERTIES LABELS book TIMEOUT 60)
+foreach(check reader fonts search overflow)
+  add_test(NAME book.${check}
+           COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_reader.py ${check} ${PROJECT_SOURCE_DIR} ${CT_BOOK_OUT})
+  set_tests_properties(book.${check} PROPERTIES FIXTURES_REQUIRED ct_book TIMEOUT 600 LABELS book
+                       SKIP_RETURN_CODE 77)
+endforeach()
