@@ -5,14 +5,18 @@
 //
 // Invariant checked: for L(x, params) = sum(y * R) with a fixed random R,
 // the gradient that backward returns (dL/dx) and accumulates (dL/dparam)
-// equals (L(v + h) - L(v - h)) / 2h for every element v of the input and
+// equals the five-point difference (L(v-2h) - 8L(v-h) + 8L(v+h) - L(v+2h)) / 12h
+// for every element v of the input and
 // of every parameter (48 evenly spread ones in the one large case), to a
 // relative error below 1e-6 (each error divided by
 // max(|numeric|, 1e-3 * the largest |numeric| of that tensor or of any
 // checked tensor), so that near-zero entries are judged on the scale of the
 // check, not against rounding noise). Batch norm is checked
 // in training mode, where dx flows through the batch mean and variance too;
-// pooling inputs are spread apart (no ties, no switching under +-h). The
+// pooling inputs are spread apart (no ties, no switching under +-2h); in
+// the chain, where conv and batch norm feed the pool, a forward hook watches
+// which element wins each pool window, and a stencil that moves a winner
+// (a kink of the max inside +-2h) is retried at h/10 and h/100. The
 // modules are built in float32 and their tensors converted to float64, as
 // the runtime's f64 path exists for exactly this check. On CUDA the test is
 // skipped (exit 77): the f64 finite differences are a CPU check, and the
@@ -25,7 +29,31 @@
 #include "testutil.h"
 #include "tu_ref.h"
 
-static const double H = 1e-6;
+static const double H = 1e-4;
+
+// The chain's pool windows: a forward hook on its MaxPool2d(2, 1) folds the
+// winner of every window into `winners` (FNV-1a), so a stencil point whose
+// winners differ from the unperturbed ones lies across a kink.
+static uint64_t winners;
+static bool watching;
+
+static void watch_winners(ct_module *pool, const ct_tensor *in, const ct_tensor *out, void *ctx) {
+  (void)pool, (void)out, (void)ctx;
+  const ct_shape s = ct_shape_of(in); // in is (N,C,H,W), the pool is 2x2, stride 1
+  const double *z = ct_data_ptr(in);
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t nc = 0; nc < s.d[0] * s.d[1]; ++nc)
+    for (int64_t i = 0; i + 1 < s.d[2]; ++i)
+      for (int64_t j = 0; j + 1 < s.d[3]; ++j) {
+        const double *w = z + (nc * s.d[2] + i) * s.d[3] + j;
+        const double c[4] = {w[0], w[1], w[s.d[3]], w[s.d[3] + 1]};
+        int best = 0;
+        for (int k = 1; k < 4; ++k)
+          if (c[k] > c[best]) best = k;
+        h = (h ^ (uint64_t)best) * 1099511628211ull;
+      }
+  winners = h;
+}
 
 // Converts every tensor of m (parameters and float buffers) to float64.
 static void to_f64(ct_module *m) {
@@ -56,25 +84,45 @@ static double loss(ct_module *m, const ct_tensor *x, const double *r) {
 // all of them, but in the one case that is large on purpose.
 static int64_t max_checks = INT64_MAX;
 
-// Central differences of L over the n doubles at `v` (a CPU tensor's data);
+// Five-point central differences of L over the n doubles at `v` (a CPU
+// tensor's data): truncation O(H^4), rounding ~1e-16 * |L| / H, both far
+// under the 1e-6 asked (the three-point rule at H = 1e-6 left ~1e-8 of
+// rounding noise, which failed BatchNorm's small dL/dx on one seed in CI);
 // entries not checked (large tensors) are taken from ana.
 static double *numeric(ct_module *m, const ct_tensor *x, const double *r, double *v,
                        const double *ana, int64_t n) {
   double *num = ref_alloc(n);
   const int64_t step = n > max_checks ? (n + max_checks - 1) / max_checks : 1;
+  if (watching) (void)loss(m, x, r); // the unperturbed winners
+  const uint64_t base = winners;
+  int64_t across = 0; // entries whose every stencil lies across a kink
   for (int64_t i = 0; i < n; ++i) {
     if (i % step) {
       num[i] = ana[i];
       continue;
     }
     const double keep = v[i];
-    v[i] = keep + H;
-    const double lp = loss(m, x, r);
-    v[i] = keep - H;
-    const double lm = loss(m, x, r);
+    bool kink = true;
+    for (double h = H; kink && h >= H / 100; h /= 10) {
+      double l[4]; // L at keep - 2h, keep - h, keep + h, keep + 2h
+      const double at[4] = {-2 * h, -h, h, 2 * h};
+      kink = false;
+      for (int k = 0; k < 4; ++k) {
+        v[i] = keep + at[k];
+        l[k] = loss(m, x, r);
+        kink |= watching && winners != base;
+      }
+      num[i] = (l[0] - 8 * l[1] + 8 * l[2] - l[3]) / (12 * h);
+    }
     v[i] = keep;
-    num[i] = (lp - lm) / (2 * H);
+    if (kink) num[i] = ana[i], ++across; // not differentiable at this scale: unchecked
   }
+  // a kink within +-2e-6 of an entry is rare; many would mean winners move
+  // for another reason (a pool that no longer sees the input it should)
+  if (across > n / 10 + 1)
+    fail_msg("%lld of %lld entries lie across a pool kink at every step", (long long)across,
+             (long long)n);
+  if (across) printf("  %lld of %lld entries lie across a pool kink: unchecked\n", (long long)across, (long long)n);
   return num;
 }
 
@@ -215,7 +263,10 @@ static void test_chain(void **state) {
   ct_module *m = ct_nn_sequential(4, mods);
   TU_CHECK(m);
   to_f64(m);
+  ct_module_register_forward_hook(mods[2], watch_winners, NULL);
+  watching = true;
   gradcheck(m, CT_SHAPE(2, 2, 9, 8), false, "conv-bn-pool-conv");
+  watching = false;
   ct_module_free(m);
 }
 
