@@ -69,6 +69,31 @@
     if (d && window.matchMedia && window.matchMedia("(min-width: 76rem)").matches) d.open = true;
   }
 
+  // The entry of the section being read is marked (a.current) as the page scrolls.
+  function followToc() {
+    var links = document.querySelectorAll(".page-toc a[href^='#']");
+    if (!links.length || !("IntersectionObserver" in window)) return;
+    var byId = {}, current = null;
+    for (var i = 0; i < links.length; i++) byId[decodeURIComponent(links[i].getAttribute("href").slice(1))] = links[i];
+    var io = new IntersectionObserver(function (entries) {
+      entries.forEach(function (en) {
+        if (!en.isIntersecting) return;
+        var a = en.target.bookTocLink;
+        if (!a) return;
+        if (current) current.classList.remove("current");
+        current = a;
+        a.classList.add("current");
+      });
+    }, { rootMargin: "0px 0px -70% 0px" });
+    Object.keys(byId).forEach(function (id) {
+      var sec = document.getElementById(id);
+      if (!sec) return;
+      var h = sec.querySelector("h1, h2, h3") || sec;
+      h.bookTocLink = byId[id];
+      io.observe(h);
+    });
+  }
+
   // -- search -----------------------------------------------------------------
   var index = null;
   function loadIndex(then) {
@@ -188,6 +213,7 @@
   function start() {
     addCopyButtons();
     openToc();
+    followToc();
     var box = document.getElementById("search-page");
     if (box) loadIndex(function () { searchPage(box); });
     var input = document.querySelector(".bookbar input[type=search]");

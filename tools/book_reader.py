@@ -32,7 +32,7 @@ WORDS = {
         "source": "源代码", "twin": "PyTorch 孪生程序", "terms": "本章术语",
         "terms_title": "本章术语", "glossary": "术语表", "search": "搜索",
         "glossary_intro": "全书各章引入的术语，按章排列；每条链接到引入它的那一章。",
-        "introduced": "见", "none": "无",
+        "introduced": "（见{chapter}）", "none": "无",
         "gpu_yes": "有 GPU 录制", "gpu_no": "只有 CPU 输出",
         "gpu_yes_long": "本章有在 GPU 上录制的输出。",
         "gpu_no_long": "本章的输出都来自 CPU（还没有 GPU 录制）。",
@@ -46,7 +46,7 @@ WORDS = {
         "gpu": "Is a GPU needed?", "colon": ": ", "sep": " · ", "source": "Source", "twin": "PyTorch twin", "terms": "Terms",
         "terms_title": "Terms in this chapter", "glossary": "Glossary", "search": "Search",
         "glossary_intro": "The terms the chapters introduce, chapter by chapter; each links to the chapter that introduces it.",
-        "introduced": "see", "none": "none",
+        "introduced": " (see {chapter})", "none": "none",
         "gpu_yes": "GPU recordings", "gpu_no": "CPU outputs only",
         "gpu_yes_long": "This chapter has outputs recorded on a GPU.",
         "gpu_no_long": "This chapter's outputs all come from a CPU (no GPU recording yet).",
@@ -234,9 +234,9 @@ def glossary_md(lang, metas, meta):
         out += [f"## {m['titles'][lang]} {{#glossary-{m['id']}}}", ""]
         for t in cm["terms"]:
             e = t[lang]
+            where = f"[{w['chapter_word'].format(n=m['number'])}](chapter:{m['id']}#term-{t['id']})"
             out += [f"[{e['term']}]{{#glossary-{t['id']}}}",
-                    f":   {e['def']} ([{w['introduced']} {w['chapter_word'].format(n=m['number'])}]"
-                    f"(chapter:{m['id']}#term-{t['id']}))", ""]
+                    f":   {e['def']}{w['introduced'].format(chapter=where)}", ""]
     return "\n".join(out)
 
 

@@ -4,7 +4,9 @@
 
     check_reader.py meta     REPO       book/chapters.json: every chapter has its summary, what
                                         you will learn, APIs, prerequisites (earlier chapters, each
-                                        named in both texts), GPU note and terms, in zh and en
+                                        named in both texts), GPU note and terms, in zh and en;
+                                        GPU recordings from recordings.json or, without it, from
+                                        book/recorded/'s file names
     check_reader.py reader   REPO OUT   the landing page lists every chapter (both titles, both
                                         summaries, its GPU badge = recordings.json, links to both
                                         editions) and links both editions and both PDFs; every
@@ -119,6 +121,27 @@ def cmd_meta(root):
                       f"{cid}: prerequisite {p} is named in the {lang} text (so it becomes a link)")
         terms = m.get("terms", [])
         check(len(terms) >= 3, f"{cid}: {len(terms)} glossary terms (at least 3)")
+    check_gpu_fallback(reader)
+
+
+def check_gpu_fallback(reader):
+    """Without OUT/recordings.json, which chapters have GPU recordings comes from book/recorded/'s
+    file names: chNN-DEVICE-DATE.txt, a CPU run when DEVICE says cpu."""
+    with tempfile.TemporaryDirectory() as d:
+        rec = os.path.join(d, "recorded")
+        os.makedirs(rec)
+        for name in ("ch01-cpu-amd-epyc-2026-11-22.txt", "ch02-nvidia-h100-80gb-hbm3-2026-11-23.txt",
+                     "ch03-cpu-amd-epyc-mlp-2026-11-22.txt", "ch03-nvidia-h200-2026-11-24.txt",
+                     "ch04-nvidia-h100-2026-11-24.json"):
+            open(os.path.join(rec, name), "w").close()
+        got = reader.gpu_recordings(os.path.join(d, "out"), rec, ["ch01", "ch02", "ch03", "ch04"])
+        want = {"ch01": False, "ch02": True, "ch03": True, "ch04": False}
+        check(got == want, f"GPU recordings from file names without recordings.json: {got}")
+        os.makedirs(os.path.join(d, "out"))
+        with open(os.path.join(d, "out", "recordings.json"), "w") as f:
+            json.dump({"ch01": {"gpu": True}, "ch02": {"gpu": False}}, f)
+        got = reader.gpu_recordings(os.path.join(d, "out"), rec, ["ch01", "ch02", "ch03"])
+        check(got == {"ch01": True, "ch02": False, "ch03": False}, f"GPU recordings from recordings.json: {got}")
 
 
 # ---------------------------------------------------------------------------
