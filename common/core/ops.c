@@ -21,6 +21,7 @@
 #include "backend.h"
 #include "error.h"
 #include "stream.h"
+#include "sync_point.h"
 #include "tensor_impl.h"
 
 static bool allow_tf32 = false;
@@ -430,10 +431,14 @@ int ct_any_nonfinite(const ct_tensor *a, bool *out) {
   if (!ct_dtype_is_floating(ct_dtype_of(a)) || ct_numel(a) == 0) return CT_OK;
   const cti_backend *be = cti_backend_for("ct_any_nonfinite", ct_device_of(a));
   if (!be) return ct_last_status();
+  // The answer is a host bool: the host waits for it (a sync point).
+  int rc = cti_sync_begin("ct_any_nonfinite", ct_device_of(a));
+  if (rc) return rc;
   ct_tensor *c = ct_contiguous(a);
-  if (!c) return ct_last_status();
-  int rc = be->any_nonfinite(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), out, stream_of(c));
+  rc = c ? be->any_nonfinite(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), out, stream_of(c))
+         : (int)ct_last_status();
   ct_free(c);
+  cti_sync_end();
   return rc;
 }
 

@@ -19,6 +19,7 @@
 #include "error.h"
 #include "random.h"
 #include "stream.h"
+#include "sync_point.h"
 
 // ---- shapes ----------------------------------------------------------------
 int64_t ct_shape_numel(ct_shape s) {
@@ -304,12 +305,14 @@ ct_tensor *ct_from_host(const void *data, ct_shape shape, ct_dtype dtype, ct_dev
     ct_fail(CT_ERR_VALUE, "ct_from_host: NULL data");
     return NULL;
   }
+  // A blocking copy from the caller's (pageable) memory: a sync point.
+  if (!cti_backend_for("ct_from_host", device) || cti_sync_begin("ct_from_host", device)) return NULL;
   ct_tensor *t = ct_empty(shape, dtype, device);
-  if (!t) return NULL;
-  if (cti_memcpy(device, ct_data_ptr(t), ct_device_cpu(), data, ct_nbytes(t), false, NULL) != CT_OK) {
+  if (t && cti_memcpy(device, ct_data_ptr(t), ct_device_cpu(), data, ct_nbytes(t), false, NULL) != CT_OK) {
     ct_free(t);
-    return NULL;
+    t = NULL;
   }
+  cti_sync_end();
   return t;
 }
 
@@ -558,10 +561,10 @@ ct_tensor *ct_clone(const ct_tensor *t) {
   return c;
 }
 
-// The CUDA side of a host<->device pair, whose current stream carries the copy.
-static ct_stream *transfer_stream(ct_device a, ct_device b) {
-  return ct_current_stream(a.type == CT_CUDA ? a : b);
-}
+// The CUDA side of a host<->device pair, whose current stream carries the copy
+// (the destination when both are GPUs).
+static ct_device gpu_side(ct_device a, ct_device b) { return a.type == CT_CUDA ? a : b; }
+static ct_stream *transfer_stream(ct_device a, ct_device b) { return ct_current_stream(gpu_side(a, b)); }
 
 ct_tensor *ct_to(const ct_tensor *t, ct_device device, ct_dtype dtype, bool non_blocking) {
   CHECK_T("ct_to", t);
@@ -589,13 +592,16 @@ ct_tensor *ct_to(const ct_tensor *t, ct_device device, ct_dtype dtype, bool non_
   bool to_host = device.type == CT_CPU;
   bool async = non_blocking && !(to_host && cast_after) &&
                (to_host || ct_is_pinned(src));
-  ct_tensor *moved = cti_tensor_new(ct_shape_of(t), t->dtype, device, to_host && async);
-  if (!moved) {
+  // A blocking copy waits for the GPU side's stream: a sync point.
+  if (!async && cti_sync_begin("ct_to", gpu_side(device, src_dev)) != CT_OK) {
     ct_free(src);
     return NULL;
   }
-  int rc = cti_memcpy(device, ct_data_ptr(moved), src_dev, ct_data_ptr(src), ct_nbytes(src), async,
-                     transfer_stream(device, src_dev));
+  ct_tensor *moved = cti_tensor_new(ct_shape_of(t), t->dtype, device, to_host && async);
+  int rc = moved ? cti_memcpy(device, ct_data_ptr(moved), src_dev, ct_data_ptr(src), ct_nbytes(src),
+                              async, transfer_stream(device, src_dev))
+                 : (int)ct_last_status();
+  if (!async) cti_sync_end();
   ct_free(src);
   if (rc != CT_OK) {
     ct_free(moved);
@@ -698,15 +704,25 @@ int ct_copy_(ct_tensor *dst, const ct_tensor *src, bool non_blocking) {
     } else {
       rc = overlap == 1 && dst->dtype == b->dtype ? CT_OK : copy_same_device(dst, b);
     }
-  } else if (ct_is_contiguous(dst) && ct_is_contiguous(b) && ct_numel(src) == ct_numel(dst) &&
-             dst->dtype == src->dtype) {
-    bool host_pinned = dd.type == CT_CPU ? ct_is_pinned(dst) : ct_is_pinned(src);
-    rc = cti_memcpy(dd, ct_data_ptr(dst), sd, ct_data_ptr(b), ct_nbytes(dst),
-                   non_blocking && host_pinned, transfer_stream(dd, sd));
   } else {
-    ct_tensor *moved = ct_to(b, dd, dst->dtype, false);
-    rc = moved ? copy_same_device(dst, moved) : (int)ct_last_status();
-    ct_free(moved);
+    // Across devices: one copy of the bytes when the layouts agree, else a
+    // blocking ct_to and a copy on dst's device. Unless the bytes may go
+    // asynchronously (pinned host memory, non_blocking) this waits: a sync point.
+    bool direct = ct_is_contiguous(dst) && ct_is_contiguous(b) && ct_numel(src) == ct_numel(dst) &&
+                  dst->dtype == src->dtype;
+    bool host_pinned = dd.type == CT_CPU ? ct_is_pinned(dst) : ct_is_pinned(src);
+    bool async = direct && non_blocking && host_pinned;
+    rc = async ? CT_OK : cti_sync_begin("ct_copy_", gpu_side(dd, sd));
+    bool opened = !async && rc == CT_OK;
+    if (rc == CT_OK && direct) {
+      rc = cti_memcpy(dd, ct_data_ptr(dst), sd, ct_data_ptr(b), ct_nbytes(dst), async,
+                      transfer_stream(dd, sd));
+    } else if (rc == CT_OK) {
+      ct_tensor *moved = ct_to(b, dd, dst->dtype, false);
+      rc = moved ? copy_same_device(dst, moved) : (int)ct_last_status();
+      ct_free(moved);
+    }
+    if (opened) cti_sync_end();
   }
   ct_free(b);
   return rc;
@@ -738,11 +754,14 @@ int ct_copy_to_host(const ct_tensor *t, void *dst, size_t dst_bytes) {
   if (dst_bytes < ct_nbytes(t))
     return ct_fail(CT_ERR_VALUE, "ct_copy_to_host: destination holds %zu bytes, the tensor needs %zu",
                    dst_bytes, ct_nbytes(t));
+  int rc = cti_sync_begin("ct_copy_to_host", ct_device_of(t)); // the host waits for the values
+  if (rc) return rc;
   ct_tensor *c = ct_contiguous(t);
-  if (!c) return ct_last_status();
-  int rc = cti_memcpy(ct_device_cpu(), dst, ct_device_of(c), ct_data_ptr(c), ct_nbytes(c), false,
-                     transfer_stream(ct_device_cpu(), ct_device_of(c)));
+  rc = c ? cti_memcpy(ct_device_cpu(), dst, ct_device_of(c), ct_data_ptr(c), ct_nbytes(c), false,
+                      transfer_stream(ct_device_cpu(), ct_device_of(c)))
+         : (int)ct_last_status();
   ct_free(c);
+  cti_sync_end();
   return rc;
 }
 
@@ -751,8 +770,11 @@ int ct_item(const ct_tensor *t, double *out) {
   if (ct_numel(t) != 1)
     return ct_fail(CT_ERR_VALUE, "ct_item: a Tensor with %" PRId64
                    " elements cannot be converted to Scalar", ct_numel(t));
+  int rc = cti_sync_begin("ct_item", ct_device_of(t)); // Tensor.item() waits for the value
+  if (rc) return rc;
   unsigned char buf[8];
-  int rc = ct_copy_to_host(t, buf, sizeof buf);
+  rc = ct_copy_to_host(t, buf, sizeof buf);
   if (rc == CT_OK) *out = ct_load_f64(buf, t->dtype);
+  cti_sync_end();
   return rc;
 }

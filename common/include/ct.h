@@ -20,6 +20,7 @@
 #include "progress.h"
 #include "random.h"
 #include "stream.h"
+#include "sync_debug.h"
 #include "tensor.h"
 
 #endif
