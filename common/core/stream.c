@@ -51,6 +51,7 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "san_hooks.h"
 #include "sync_point.h"
 
 #ifdef CT_HAVE_CUDA
@@ -72,6 +73,7 @@ struct ct_event {
   bool enable_timing;
   bool recorded;
   double host_ms; // CPU: CLOCK_MONOTONIC at the last record, in ms
+  void *san;      // the sanitizer's clock at the last record (san_hooks.h), or NULL
   uint64_t held;  // CPU: nonzero = recorded during hold number `held` (ct_cpu_events_hold_)
   void *handle;   // cudaEvent_t on CUDA, NULL on the CPU
 };
@@ -269,6 +271,7 @@ void ct_stream_destroy(ct_stream *s) {
     }
   }
 #endif
+  cti_san_stream_destroyed(s);
   ct_alloc_stream_retire(s, ct_default_stream(s->device));
   free(s);
 }
@@ -280,6 +283,7 @@ void *ct_stream_handle(const ct_stream *s) { return s ? s->handle : NULL; }
 // Waits for s. Not a sync point itself: ct_stream_synchronize is; the
 // runtime's own waits (ct_stream_wait_stream from the CPU) call this.
 static int stream_sync(ct_stream *s) {
+  cti_san_host_waits(s); // (a failure below is reported anyway)
   if (s->device.type == CT_CPU) return CT_OK;
 #ifdef CT_HAVE_CUDA
   dev_guard g;
@@ -327,20 +331,23 @@ bool ct_stream_query(ct_stream *s) {
     ct_fail(CT_ERR_VALUE, "ct_stream_query: stream is NULL");
     return true;
   }
-  if (s->device.type == CT_CPU) return true;
+  bool done = true;
 #ifdef CT_HAVE_CUDA
-  dev_guard g;
-  if (guard_enter(&g, s->device.index)) return true;
-  cudaError_t e = cudaStreamQuery(cu_stream(s));
-  guard_exit(&g);
-  return query_result(e, "cudaStreamQuery(s)");
-#else
-  return true;
+  if (s->device.type == CT_CUDA) {
+    dev_guard g;
+    if (guard_enter(&g, s->device.index)) return true;
+    cudaError_t e = cudaStreamQuery(cu_stream(s));
+    guard_exit(&g);
+    done = query_result(e, "cudaStreamQuery(s)");
+  }
 #endif
+  if (done) cti_san_host_waits(s); // "done" tells the host what a synchronize would
+  return done;
 }
 
 int ct_stream_wait_event(ct_stream *s, ct_event *e) {
   if (!s || !e) return ct_fail(CT_ERR_VALUE, "ct_stream_wait_event: stream or event is NULL");
+  cti_san_wait_event(s, &e->san); // also where nothing below has to wait
   // A CPU event marks work that has already run, and an unrecorded event
   // marks nothing: nothing to wait for (cudaStreamWaitEvent agrees).
   if (e->device.type == CT_CPU || !e->recorded) return CT_OK;
@@ -360,6 +367,7 @@ int ct_stream_wait_event(ct_stream *s, ct_event *e) {
 
 int ct_stream_wait_stream(ct_stream *s, ct_stream *other) {
   if (!s || !other) return ct_fail(CT_ERR_VALUE, "ct_stream_wait_stream: stream is NULL");
+  cti_san_wait_stream(s, other); // also where nothing below has to wait
   if (other->device.type == CT_CPU || s == other) return CT_OK; // nothing pending
   if (s->device.type == CT_CPU) return stream_sync(other); // the host is the CPU's stream
   // As torch.cuda.Stream.wait_stream: an event recorded on `other` now.
@@ -406,6 +414,7 @@ ct_event *ct_event_create(ct_device d, bool enable_timing) {
 
 void ct_event_destroy(ct_event *e) {
   if (!e) return;
+  cti_san_event_free(&e->san);
 #ifdef CT_HAVE_CUDA
   if (e->device.type == CT_CUDA && e->handle) {
     dev_guard g;
@@ -434,6 +443,7 @@ int ct_event_record(ct_event *e, ct_stream *s) {
     e->host_ms = monotonic_ms();
     e->held = atomic_load(&holding) ? atomic_load(&hold_gen) : 0;
     e->recorded = true;
+    cti_san_event_record(&e->san, s);
     return CT_OK;
   }
 #ifdef CT_HAVE_CUDA
@@ -444,6 +454,7 @@ int ct_event_record(ct_event *e, ct_stream *s) {
   guard_exit(&g);
   if (err != cudaSuccess) return CT_CUDA_FAILED(err, "cudaEventRecord(e, s)");
   e->recorded = true;
+  cti_san_event_record(&e->san, s);
   return CT_OK;
 #else
   return check_device("ct_event_record", e->device);
@@ -452,6 +463,7 @@ int ct_event_record(ct_event *e, ct_stream *s) {
 
 int ct_event_synchronize(ct_event *e) {
   if (!e) return ct_fail(CT_ERR_VALUE, "ct_event_synchronize: event is NULL");
+  cti_san_host_waits_event(&e->san);
   if (e->device.type == CT_CPU || !e->recorded) return CT_OK;
 #ifdef CT_HAVE_CUDA
   dev_guard g;
@@ -474,16 +486,18 @@ bool ct_event_query(ct_event *e) {
     return true;
   }
   if (!e->recorded) return true;
-  if (e->device.type == CT_CPU) return !cpu_event_pending(e);
+  bool done = e->device.type != CT_CPU || !cpu_event_pending(e);
 #ifdef CT_HAVE_CUDA
-  dev_guard g;
-  if (guard_enter(&g, e->device.index)) return true;
-  cudaError_t err = cudaEventQuery(cu_event(e));
-  guard_exit(&g);
-  return query_result(err, "cudaEventQuery(e)");
-#else
-  return true;
+  if (e->device.type == CT_CUDA) {
+    dev_guard g;
+    if (guard_enter(&g, e->device.index)) return true;
+    cudaError_t err = cudaEventQuery(cu_event(e));
+    guard_exit(&g);
+    done = query_result(err, "cudaEventQuery(e)");
+  }
 #endif
+  if (done) cti_san_host_waits_event(&e->san);
+  return done;
 }
 
 int ct_event_elapsed_time(ct_event *start, ct_event *end, float *ms) {

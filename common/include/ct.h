@@ -19,6 +19,7 @@
 #include "print.h"
 #include "progress.h"
 #include "random.h"
+#include "sanitizer.h"
 #include "stream.h"
 #include "sync_debug.h"
 #include "tensor.h"
