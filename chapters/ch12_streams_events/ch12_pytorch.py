@@ -124,7 +124,7 @@ def show_ordering(torch, dev, m):
         v = x.max().item()
         print(f"one stream: x = 1; x *= 2; x += 3 -> max(x) on the CPU, in call order: {v:g}")
         print("event times along the stream: torch.cuda.Event needs CUDA")
-        print("elapsed_time's errors (PyTorch 2.x, on a GPU): \"Both events must be created with argument "
+        print("elapsed_time's errors (current PyTorch, on a GPU): \"Both events must be created with argument "
               "'enable_timing=True'.\", \"Both events must be recorded before calculating elapsed time.\"")
         m["order_result"] = v
         return

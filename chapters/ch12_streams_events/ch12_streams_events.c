@@ -98,7 +98,7 @@ typedef struct settings {
 
 一个流里的工作严格按发起的顺序执行，这是流唯一的保证。下面把 `x = 1`、`x *= 2`、`x += 3` 依次排进一个流：结果是 5，换个顺序会是 8。在 GPU 上，三步发起时都还没开始执行（流前面还有别的工作），顺序完全由流来保证。
 
-**优先级。**调度器在两个流都有工作可发时，优先发优先级高的。数值越小优先级越高：CUDA 报告的范围在今天的 GPU 上是 (0, −5)，PyTorch 2.x 只用其中四级，`torch.cuda.Stream.priority_range()` 返回 (0, −3)（c10 的 `max_compile_time_stream_priorities = 4`）。运行时的 `ct_stream_priority_range` 给出同样的范围，创建流时把超出范围的优先级截到边界上，`ct_stream_priority` 读回截过的值（`Stream.priority`）。优先级只影响**还没开始**的工作谁先上，已经在跑的 kernel 不会被打断；CPU 上只有一级 (0, 0)。
+**优先级。**调度器在两个流都有工作可发时，优先发优先级高的。数值越小优先级越高：CUDA 报告的范围在近几代 GPU 上是 (0, −5)，当前的 PyTorch 只用其中四级，`torch.cuda.Stream.priority_range()` 返回 (0, −3)（c10 的 `max_compile_time_stream_priorities = 4`）。运行时的 `ct_stream_priority_range` 给出同样的范围，创建流时把超出范围的优先级截到边界上，`ct_stream_priority` 读回截过的值（`Stream.priority`）。优先级只影响**还没开始**的工作谁先上，已经在跑的 kernel 不会被打断；CPU 上只有一级 (0, 0)。
 :::
 ::: en
 ## The default stream, the current stream and priorities
@@ -107,7 +107,7 @@ Each device has a **default stream**. PyTorch's CUDA default stream is the so-ca
 
 Work on one stream runs strictly in the order it was issued: that is the one promise a stream makes. Below, `x = 1`, `x *= 2`, `x += 3` go onto one stream in turn: the result is 5, where another order would give 8. On a GPU none of the three has started when it is issued (the stream has earlier work ahead of them): the order is the stream's doing alone.
 
-**Priorities.** When two streams both have work ready, the scheduler launches the higher-priority one's first. Lower numbers are higher priorities: CUDA reports a range of (0, −5) on today's GPUs, of which PyTorch 2.x uses four levels, so `torch.cuda.Stream.priority_range()` returns (0, −3) (c10's `max_compile_time_stream_priorities = 4`). The runtime's `ct_stream_priority_range` gives the same range; creating a stream clamps a priority outside it to the nearest end, and `ct_stream_priority` reads back the clamped value (`Stream.priority`). A priority only decides which **pending** work goes first; a kernel already running is not interrupted. The CPU has a single level, (0, 0).
+**Priorities.** When two streams both have work ready, the scheduler launches the higher-priority one's first. Lower numbers are higher priorities: CUDA reports a range of (0, −5) on recent GPUs, of which current PyTorch uses four levels, so `torch.cuda.Stream.priority_range()` returns (0, −3) (c10's `max_compile_time_stream_priorities = 4`). The runtime's `ct_stream_priority_range` gives the same range; creating a stream clamps a priority outside it to the nearest end, and `ct_stream_priority` reads back the clamped value (`Stream.priority`). A priority only decides which **pending** work goes first; a kernel already running is not interrupted. The CPU has a single level, (0, 0).
 :::
 */
 static void show_streams(ct_device dev, ct_metrics *m) {
@@ -139,7 +139,7 @@ static void show_streams(ct_device dev, ct_metrics *m) {
 
 **事件**（event）是插在流里的一个记号：`ct_event_record(e, s)` 把它排进 `s`，流做到这里时事件就“完成”了，GPU 同时记下时间。事件有三种用法：
 
-- **计时**：两个创建时打开了计时（`enable_timing=True`）的事件，都记录过并完成之后，`ct_event_elapsed_time(start, end, &ms)` 给出两者之间 GPU 上经过的毫秒数（`start.elapsed_time(end)`）。时间来自 GPU 自己的时钟，主机那边慢不慢都不影响。PyTorch 的规则和报错按这个顺序：先查计时（“Both events must be created with argument 'enable_timing=True'.”），再查记录（“Both events must be recorded before calculating elapsed time.”）。PyTorch 2.x 还要求两个事件都已完成，否则报错；运行时在这里替调用者等它们完成。
+- **计时**：两个创建时打开了计时（`enable_timing=True`）的事件，都记录过并完成之后，`ct_event_elapsed_time(start, end, &ms)` 给出两者之间 GPU 上经过的毫秒数（`start.elapsed_time(end)`）。时间来自 GPU 自己的时钟，主机那边慢不慢都不影响。当前 PyTorch 的规则和报错按这个顺序：先查计时（“Both events must be created with argument 'enable_timing=True'.”），再查记录（“Both events must be recorded before calculating elapsed time.”）。它还要求两个事件都已完成，否则报错（1.13 则是 CUDA 的 `cudaErrorNotReady`）；运行时在这里替调用者等它们完成。
 - **主机等待**：`ct_event_synchronize(e)` 让主机等到事件完成，`ct_event_query(e)` 只问不等。
 - **流等待**：`ct_stream_wait_event(b, e)` 让流 `b` 之后的工作等到 `e` 完成才开始，主机不等（`b.wait_event(e)`）；`ct_stream_wait_stream(b, a)` 是在 `a` 上记录一个新事件再让 `b` 等它（`b.wait_stream(a)`）。跨流的先后只能这样建立。
 
@@ -150,7 +150,7 @@ static void show_streams(ct_device dev, ct_metrics *m) {
 
 An **event** is a marker in a stream: `ct_event_record(e, s)` queues it on `s`, and when the stream gets there the event is "complete" and the GPU notes the time. Events serve three purposes:
 
-- **Timing**: for two events created with timing on (`enable_timing=True`), both recorded and complete, `ct_event_elapsed_time(start, end, &ms)` gives the milliseconds that passed on the GPU between them (`start.elapsed_time(end)`). The time comes from the GPU's own clock, whatever the host was doing meanwhile. PyTorch's rules and errors come in this order: timing first ("Both events must be created with argument 'enable_timing=True'."), then recording ("Both events must be recorded before calculating elapsed time."). PyTorch 2.x also requires both events to be complete and raises otherwise; the runtime waits for them there instead.
+- **Timing**: for two events created with timing on (`enable_timing=True`), both recorded and complete, `ct_event_elapsed_time(start, end, &ms)` gives the milliseconds that passed on the GPU between them (`start.elapsed_time(end)`). The time comes from the GPU's own clock, whatever the host was doing meanwhile. Current PyTorch's rules and errors come in this order: timing first ("Both events must be created with argument 'enable_timing=True'."), then recording ("Both events must be recorded before calculating elapsed time."). It also requires both events to be complete and raises otherwise (1.13 failed with CUDA's `cudaErrorNotReady`); the runtime waits for them there instead.
 - **Host waits**: `ct_event_synchronize(e)` makes the host wait until the event is complete; `ct_event_query(e)` asks without waiting.
 - **Stream waits**: `ct_stream_wait_event(b, e)` makes the work queued on stream `b` afterwards wait until `e` is complete, without the host waiting (`b.wait_event(e)`); `ct_stream_wait_stream(b, a)` records a fresh event on `a` and makes `b` wait for it (`b.wait_stream(a)`). Order across streams is made this way and no other.
 
@@ -587,6 +587,16 @@ The checker has three modes, like the sync debug mode: 0 off (the default; each 
 Below, the pipeline runs on two chunks three times with the checker in error mode: without the wait, the first op of the compute fails, and the report names the tensor, both streams and the op that wrote it; with the wait, silence; with the wait but without `record_stream`, a report when the chunk is freed (a free cannot fail; that report is printed on stderr).
 :::
 */
+/*md
+::: zh
+检查器判断“有没有先后”的全部逻辑就是下面这几行：一次访问排在之前那次访问之后，当且仅当两者在同一个流上，或者访问的流对那个流“知道”的计数不小于那次访问的计数。
+:::
+::: en
+All the checker's judgement of "ordered or not" is in these lines: an access comes after an earlier one exactly when both are on the same stream, or when the accessing stream knows the other stream up to at least that access's count.
+:::
+*/
+/*md source common/sanitizer/sanitizer.c ordered*/
+
 static void show_race(ct_device dev, const settings *s, ct_metrics *m) {
   ct_cli_section("race");
   settings small = *s;
@@ -713,6 +723,16 @@ The CPU reports too: CPU work is done when issued and there is nothing to wait f
 Below, a list of calls runs once each in warn mode, with a hook (`ct_set_sync_debug_hook`) collecting the reports, checked against what each call should do; then `ct_item` is called in error mode and retried in default mode; last, the cost of one `item()` per step is measured.
 :::
 */
+/*md
+::: zh
+每个同步点进门时都经过同一个检查（`common/core/sync_debug.c`）。嵌套的同步点只报告最外层那个调用：`ct_item` 内部的拷贝不再单独报告。
+:::
+::: en
+Every sync point passes the same check on its way in (`common/core/sync_debug.c`). Nested sync points report only the outermost call: the copy inside `ct_item` is not reported again.
+:::
+*/
+/*md source common/core/sync_debug.c sync_begin*/
+
 typedef struct probe_env {
   ct_device dev;
   ct_tensor *x, *loss;

@@ -37,7 +37,7 @@
 //    CT_ERR_DEVICE; it needs both events recorded and created with timing.
 //    The checks come in PyTorch's order and words (timing, then recorded).
 //    On CUDA, ct_event_elapsed_time then waits for both events to complete
-//    (PyTorch 2.x raises "Both events must be completed before calculating
+//    (current PyTorch raises "Both events must be completed before calculating
 //    elapsed time." instead; 1.13 raised cudaErrorNotReady).
 #define _POSIX_C_SOURCE 200809L // clock_gettime under -std=c11
 

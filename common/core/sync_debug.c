@@ -76,6 +76,7 @@ static void report(const char *op, ct_device d, int m) {
   }
 }
 
+// region: sync_begin
 int cti_sync_begin(const char *op, ct_device d) {
   int m = atomic_load(&mode);
   if (depth == 0 && m != CT_SYNC_DEBUG_DEFAULT) {
@@ -93,3 +94,4 @@ int cti_sync_begin(const char *op, ct_device d) {
 void cti_sync_end(void) {
   if (depth > 0) --depth;
 }
+// endregion

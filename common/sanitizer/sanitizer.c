@@ -190,11 +190,6 @@ static void set_access(access *a, int stream, uint32_t at, const char *op) {
   snprintf(a->op, sizeof a->op, "%s", op);
 }
 
-// Whether stream `id` (knowing vc) comes after access a.
-static bool ordered(const access *a, int id, const vclock *vc) {
-  return a->stream == NONE || a->stream == id || vc->c[a->stream] >= a->at;
-}
-
 // Formats the report of `op` on stream id racing with access `prev` of r.
 static void describe(char *msg, size_t n, const char *op, bool writes, const rec *r, const ct_tensor *t,
                      int id, const access *prev, bool prev_write) {
@@ -217,6 +212,12 @@ static void describe(char *msg, size_t n, const char *op, bool writes, const rec
              prev_write ? "write" : "read");
 }
 
+// region: ordered
+// Whether stream `id` (knowing vc) comes after access a.
+static bool ordered(const access *a, int id, const vclock *vc) {
+  return a->stream == NONE || a->stream == id || vc->c[a->stream] >= a->at;
+}
+
 // The first race of an access, into msg; false when there is none.
 static bool find_race(char *msg, size_t n, const char *op, bool writes, const rec *r, const ct_tensor *t,
                       int id, const vclock *vc) {
@@ -231,6 +232,7 @@ static bool find_race(char *msg, size_t n, const char *op, bool writes, const re
     }
   return false;
 }
+// endregion
 
 static void add_read(rec *r, int id, uint32_t at, const char *op) {
   int i = 0;
