@@ -57,6 +57,7 @@ typedef struct access {
 
 struct cti_san_rec {
   char name[NAME_MAX_];
+  uint32_t gen;   // the generation it was written in (see `generation`)
   uint16_t owner; // the stream the storage was allocated for; NONE if unknown
   access write;
   access reads[MAX_READS];
@@ -67,6 +68,10 @@ struct cti_san_rec {
 typedef struct cti_san_rec rec;
 
 static atomic_int mode = -1; // -1: not read from the environment yet
+// Counts the times the sanitizer was turned on. While it is off no wait is
+// seen, so a record written before that is stale: rec_of forgets a record of
+// an older generation (a race across the gap is missed, none is invented).
+static atomic_uint generation = 1; // 0 marks a record not yet initialized
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static stream_ent streams[MAX_STREAMS];
 static int nstreams;
@@ -92,7 +97,8 @@ bool cti_san_on(void) { return current_mode() != CT_SANITIZER_OFF; }
 int ct_sanitizer_set_mode(int m) {
   if (m < CT_SANITIZER_OFF || m > CT_SANITIZER_ERROR)
     return ct_fail(CT_ERR_VALUE, "ct_sanitizer_set_mode: expected 0 (off), 1 (warn) or 2 (error), got %d", m);
-  atomic_store(&mode, m);
+  int was = atomic_exchange(&mode, m);
+  if (was <= CT_SANITIZER_OFF && m != CT_SANITIZER_OFF) atomic_fetch_add(&generation, 1);
   return CT_OK;
 }
 
@@ -175,13 +181,19 @@ static const char *tensor_label(const rec *r, const ct_tensor *t, char *buf, siz
 // ---- records (callers hold mu) -------------------------------------------------------------------
 static rec *rec_of(const ct_tensor *t) {
   cti_storage *st = t->storage;
-  if (!st->san) {
-    st->san = calloc(1, sizeof(rec));
-    if (!st->san) return NULL; // untracked: nothing is invented
-    st->san->owner = NONE;
-    st->san->write.stream = NONE;
+  if (!st->san && !(st->san = calloc(1, sizeof(rec)))) return NULL; // untracked: nothing is invented
+  rec *r = st->san;
+  unsigned g = atomic_load(&generation);
+  if (r->gen != g) { // new, or written before the sanitizer was last off
+    char name[NAME_MAX_];
+    memcpy(name, r->name, sizeof name);
+    memset(r, 0, sizeof *r);
+    memcpy(r->name, name, sizeof name);
+    r->gen = g;
+    r->owner = NONE;
+    r->write.stream = NONE;
   }
-  return st->san;
+  return r;
 }
 
 static void set_access(access *a, int stream, uint32_t at, const char *op) {
@@ -339,7 +351,7 @@ void cti_san_storage_free(cti_storage *st) {
   rec *r = st->san;
   if (!r) return;
   st->san = NULL;
-  if (cti_san_on() && r->owner != NONE) {
+  if (cti_san_on() && r->owner != NONE && r->gen == atomic_load(&generation)) {
     pthread_mutex_lock(&mu);
     const access *bad = unsafe_at_free(r, &r->write) ? &r->write : NULL;
     for (int i = 0; !bad && i < r->nreads; ++i)

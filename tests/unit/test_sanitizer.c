@@ -265,6 +265,24 @@ static void test_warn_and_off(void **state) {
   assert_int_equal(ct_sanitizer_mode(), CT_SANITIZER_OFF);
 }
 
+// A wait made while the sanitizer is off is not seen; records from before
+// the gap are forgotten, so no race is invented across it.
+static void test_off_gap_invents_nothing(void **state) {
+  two *t = *state;
+  TU_OK(ct_sanitizer_set_mode(CT_SANITIZER_ERROR));
+  ct_tensor *x = written_on_a(t, 2.0); // recorded: written on a
+  TU_OK(ct_sanitizer_set_mode(CT_SANITIZER_OFF));
+  TU_OK(ct_stream_wait_stream(t->b, t->a)); // unseen
+  TU_OK(ct_sanitizer_set_mode(CT_SANITIZER_ERROR));
+  uint64_t before = ct_sanitizer_reports();
+  ct_tensor *y = read_on_b(t, x);
+  if (!y) fail_msg("a race invented across the gap: %s", ct_last_error());
+  assert_true(ct_sanitizer_reports() == before);
+  TU_OK(ct_record_stream(x, t->b));
+  drop_on_b(t, y);
+  ct_free(x);
+}
+
 // The host and a GPU (CUDA only): a non-blocking copy to pinned memory read
 // before the stream is waited for races; after a synchronize it does not. A
 // host write before an upload needs no wait (the host's work is done when
@@ -299,6 +317,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_use_before_allocation_stream),
       cmocka_unit_test(test_free_without_record_stream),
       cmocka_unit_test(test_warn_and_off),
+      cmocka_unit_test(test_off_gap_invents_nothing),
       cmocka_unit_test(test_host_and_gpu),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
