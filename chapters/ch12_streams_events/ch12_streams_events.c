@@ -96,18 +96,18 @@ typedef struct settings {
 
 每个设备有一个**默认流**。PyTorch 的 CUDA 默认流是所谓的 legacy 默认流（句柄为 NULL）：它和同一设备上所有“阻塞”流互相排队。`torch.cuda.Stream()` 创建的流则是**非阻塞**的（`cudaStreamNonBlocking`），它不等默认流，默认流也不等它，它们之间的先后只能由事件来定。运行时照此办理：`ct_default_stream(d)` 是默认流，`ct_stream_create(d, priority)` 创建非阻塞流，`ct_set_stream(s)` 让之后的运算都排到 `s` 上（对应 `with torch.cuda.stream(s):`）。当前流是**每个线程**各自的，新线程从默认流开始。
 
-一个流里的工作严格按发起的顺序执行，这是流唯一的保证。下面把 `x = 1`、`x *= 2`、`x += 3` 依次排进一个流：结果是 5，换个顺序会是 8。在 GPU 上，三步发起时都还没开始执行（流前面还有别的工作），顺序完全由流来保证。
+一个流里的工作严格按发起的顺序执行，这是流唯一的保证。下面把 `x = 1`、`x *= 2`、`x += 3` 依次排进一个流：结果是 5，换个顺序会是 8。在 GPU 上，主机一口气把三步都发出去，一步也不等；它们按什么顺序执行，完全由流来保证。
 
-**优先级。**调度器在两个流都有工作可发时，优先发优先级高的。数值越小优先级越高：CUDA 报告的范围在近几代 GPU 上是 (0, −5)，当前的 PyTorch 只用其中四级，`torch.cuda.Stream.priority_range()` 返回 (0, −3)（c10 的 `max_compile_time_stream_priorities = 4`）。运行时的 `ct_stream_priority_range` 给出同样的范围，创建流时把超出范围的优先级截到边界上，`ct_stream_priority` 读回截过的值（`Stream.priority`）。优先级只影响**还没开始**的工作谁先上，已经在跑的 kernel 不会被打断；CPU 上只有一级 (0, 0)。
+**优先级。**调度器在两个流都有工作可发时，优先发优先级高的。数值越小优先级越高：CUDA 报告的范围在近几代 GPU 上是 (0, −5)，当前的 PyTorch 只用其中四级，`torch.cuda.Stream.priority_range()` 返回 (0, −3)（c10 的 `max_compile_time_stream_priorities = 4`）。运行时的 `ct_stream_priority_range` 给出同样的范围，创建流时把超出范围的优先级截到边界上，`ct_stream_priority` 读回截过的值（`Stream.priority`）。优先级决定的是**还在排队**的工作谁先上，细到线程块：高优先级 kernel 的线程块排在低优先级 kernel 还没开始的线程块前面，已经在跑的线程块不会被停下。CPU 上只有一级 (0, 0)。
 :::
 ::: en
 ## The default stream, the current stream and priorities
 
 Each device has a **default stream**. PyTorch's CUDA default stream is the so-called legacy default stream (handle NULL): it queues behind, and ahead of, every "blocking" stream on its device. Streams made by `torch.cuda.Stream()` are **non-blocking** (`cudaStreamNonBlocking`): they do not wait for the default stream, nor it for them, and only events can order them. The runtime does the same: `ct_default_stream(d)` is the default stream, `ct_stream_create(d, priority)` makes a non-blocking stream, and `ct_set_stream(s)` sends the ops that follow to `s` (PyTorch's `with torch.cuda.stream(s):`). The current stream belongs to **each thread**; a new thread starts on the default stream.
 
-Work on one stream runs strictly in the order it was issued: that is the one promise a stream makes. Below, `x = 1`, `x *= 2`, `x += 3` go onto one stream in turn: the result is 5, where another order would give 8. On a GPU none of the three has started when it is issued (the stream has earlier work ahead of them): the order is the stream's doing alone.
+Work on one stream runs strictly in the order it was issued: that is the one promise a stream makes. Below, `x = 1`, `x *= 2`, `x += 3` go onto one stream in turn: the result is 5, where another order would give 8. On a GPU the host issues all three without waiting for any of them: the order they run in is the stream's doing alone.
 
-**Priorities.** When two streams both have work ready, the scheduler launches the higher-priority one's first. Lower numbers are higher priorities: CUDA reports a range of (0, −5) on recent GPUs, of which current PyTorch uses four levels, so `torch.cuda.Stream.priority_range()` returns (0, −3) (c10's `max_compile_time_stream_priorities = 4`). The runtime's `ct_stream_priority_range` gives the same range; creating a stream clamps a priority outside it to the nearest end, and `ct_stream_priority` reads back the clamped value (`Stream.priority`). A priority only decides which **pending** work goes first; a kernel already running is not interrupted. The CPU has a single level, (0, 0).
+**Priorities.** When two streams both have work ready, the scheduler launches the higher-priority one's first. Lower numbers are higher priorities: CUDA reports a range of (0, −5) on recent GPUs, of which current PyTorch uses four levels, so `torch.cuda.Stream.priority_range()` returns (0, −3) (c10's `max_compile_time_stream_priorities = 4`). The runtime's `ct_stream_priority_range` gives the same range; creating a stream clamps a priority outside it to the nearest end, and `ct_stream_priority` reads back the clamped value (`Stream.priority`). A priority decides which **pending** work goes first, down to thread blocks: a high-priority kernel's blocks go ahead of the blocks a running low-priority kernel has not started yet; blocks already running are not stopped. The CPU has a single level, (0, 0).
 :::
 */
 static void show_streams(ct_device dev, ct_metrics *m) {
@@ -227,7 +227,7 @@ static void show_ordering(ct_device dev, ct_metrics *m) {
 - **copy 流**：依次把第 0、1、2……块拷到设备上，每拷完一块记录一个事件 `copied[i]`；
 - **compute 流**：对第 i 块，先 `wait_event(copied[i])`，再计算。
 
-copy 流不等 compute 流，所以第 i 块在计算时，第 i+1 块已经在拷贝了。理想情况下，总时间从“所有拷贝 + 所有计算”降到“较长的那一项，加上第一块的拷贝”。
+copy 流不等 compute 流，所以第 i 块在计算时，第 i+1 块已经在拷贝了。理想情况下，总时间从“所有拷贝 + 所有计算”降到“较长的那一项，再加上较短那一项的一块”（计算较长时，是第一块的拷贝）。
 
 每块的计算是 `y = relu(x @ W₁)`、`y = relu(y @ W₂)`……（`--layers` 层），最后求和。串行的安排把拷贝和计算都放在一个流上，作对照。两种安排的输出必须逐位相同（同样的运算、同样的顺序），这是本章的检查之一；另一个检查是在第一次运行时打开后面要讲的竞争检查器，它不能报告任何问题。
 
@@ -248,7 +248,7 @@ The classic way is to cut the data into chunks and run a pipeline:
 - **copy stream**: copies chunk 0, 1, 2, ... to the device in turn, recording an event `copied[i]` after each;
 - **compute stream**: for chunk i, first `wait_event(copied[i])`, then compute.
 
-The copy stream does not wait for the compute stream, so while chunk i is being computed, chunk i+1 is already being copied. Ideally the total time falls from "all copies plus all compute" to "the longer of the two, plus the first chunk's copy".
+The copy stream does not wait for the compute stream, so while chunk i is being computed, chunk i+1 is already being copied. Ideally the total time falls from "all copies plus all compute" to "the longer of the two, plus one chunk of the shorter" (when compute is longer, the first chunk's copy).
 
 Each chunk's compute is `y = relu(x @ W₁)`, `y = relu(y @ W₂)`, ... (`--layers` layers), then a sum. The serial schedule, with copies and compute on one stream, is the reference. Both schedules must give bit-identical sums (the same ops in the same order): one of the chapter's checks. The other is that the first run is made with the race checker of the next section on, and it must report nothing.
 
@@ -970,7 +970,7 @@ int main(int argc, char **argv) {
 
 1. 把流水线里 `ct_stream_wait_event` 那一行去掉，不开检查器，在 GPU 上多跑几次，比较各块的和与串行的结果。错的结果每次都一样吗？再用 `CT_STREAM_SANITIZER=1 ./ch12` 跑一次，读它的报告。
 2. 改变 `--layers`（1 到 4），让计算比拷贝短、相当、更长，记下双流的加速比。加速比最大在什么时候？和“省下的是较短的那一项”对得上吗？
-3. 把 copy 流的优先级设成 −1（`ct_stream_create(dev, -1)`），时间线有变化吗？为什么优先级帮不了一个已经被拷贝引擎占满的流？
+3. 把 compute 流的优先级设成 −1（`ct_stream_create(dev, -1)`），时间线有变化吗？这条流水线里只有 compute 流在跑 kernel，优先级还能在谁和谁之间做选择？
 4. 在 `show_record_stream` 里，把 `ct_record_stream` 换成释放前的 `ct_stream_wait_stream(copy, compute)`。下一块内存还是同一块吗？这样做的代价是什么？
 5. 在第 6 章的训练循环里打开 `ct_set_sync_debug_mode(1)`，数一数每一步有几个同步点，各是哪个调用。哪些可以挪到每轮结束时再做？
 :::
@@ -979,7 +979,7 @@ int main(int argc, char **argv) {
 
 1. Remove the `ct_stream_wait_event` line from the pipeline and, with the checker off, run it several times on a GPU, comparing each chunk's sum with the serial result. Is the wrong result the same every time? Then run it once with `CT_STREAM_SANITIZER=1 ./ch12` and read the report.
 2. Vary `--layers` (1 to 4) so that the compute is shorter than, about equal to and longer than the copy, and note the two-stream speed-up. When is it largest? Does that agree with "the saving is the shorter of the two"?
-3. Give the copy stream priority −1 (`ct_stream_create(dev, -1)`). Does the timeline change? Why can a priority not help a stream that is waiting on a busy copy engine?
+3. Give the compute stream priority −1 (`ct_stream_create(dev, -1)`). Does the timeline change? In this pipeline only the compute stream runs kernels: between what is there left for a priority to choose?
 4. In `show_record_stream`, replace `ct_record_stream` with `ct_stream_wait_stream(copy, compute)` before the free. Is the next block still the same one? What does this cost?
 5. Turn on `ct_set_sync_debug_mode(1)` in chapter 6's training loop and count the sync points per step, and which calls they are. Which of them could wait until the end of the epoch?
 :::
