@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "train_checkpoint.h"
 #include "error.h"
 #include "strbuf.h"
 
@@ -277,6 +278,9 @@ typedef struct st_json {
   const char *s;
   size_t n, i;
   const char *path;
+  char **meta; // when not NULL... see js_metadata: key, value, ..., NULL
+  int nmeta;
+  bool want_meta;
 } st_json;
 
 static int load_fail(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -504,6 +508,42 @@ check:
   return CT_OK;
 }
 
+// Decodes the string starting at byte `at` (already parsed once) into a new
+// entry of j->meta, which stays NULL-terminated. A string holding NUL is
+// refused: C strings could not carry it.
+static int js_keep(st_json *j, size_t at) {
+  size_t end = j->i, len = 0;
+  bool nul = false;
+  j->i = at;
+  js_string(j, NULL, 0, &len, &nul);
+  if (nul) return load_fail(j->path, "a __metadata__ string holds a NUL character");
+  char *str = malloc(len + 1);
+  char **grown = realloc(j->meta, (size_t)(j->nmeta + 2) * sizeof *grown);
+  if (grown) j->meta = grown;
+  if (!str || !grown) {
+    free(str);
+    return ct_fail(CT_ERR_OOM, LOAD_OP ": %s: out of host memory for the metadata", j->path);
+  }
+  j->i = at;
+  js_string(j, str, len + 1, NULL, NULL);
+  j->i = end;
+  j->meta[j->nmeta++] = str;
+  j->meta[j->nmeta] = NULL;
+  return CT_OK;
+}
+
+void ct_metadata_free(char **metadata) {
+  if (!metadata) return;
+  for (char **p = metadata; *p; ++p) free(*p);
+  free(metadata);
+}
+
+const char *ct_metadata_get(char *const *metadata, const char *key) {
+  for (char *const *p = metadata; p && p[0] && p[1]; p += 2)
+    if (strcmp(p[0], key) == 0) return p[1];
+  return NULL;
+}
+
 // {"key": "value", ...} or null.
 static int js_metadata(st_json *j) {
   js_ws(j);
@@ -514,12 +554,16 @@ static int js_metadata(st_json *j) {
   if (!js_eat(j, '{')) return js_fail(j, "'{' opening __metadata__");
   if (js_eat(j, '}')) return CT_OK;
   for (;;) {
+    size_t at = j->i;
     int rc = js_string(j, NULL, 0, NULL, NULL);
     if (rc) return rc;
+    if (j->want_meta && (rc = js_keep(j, at))) return rc;
     if (!js_eat(j, ':')) return js_fail(j, "':'");
     js_ws(j);
     if (j->i >= j->n || j->s[j->i] != '"') return js_fail(j, "a string value (__metadata__ maps strings to strings)");
+    at = j->i;
     if ((rc = js_string(j, NULL, 0, NULL, NULL))) return rc;
+    if (j->want_meta && (rc = js_keep(j, at))) return rc;
     if (js_eat(j, '}')) return CT_OK;
     if (!js_eat(j, ',')) return js_fail(j, "',' or '}'");
   }
@@ -665,14 +709,21 @@ void ct_named_tensors_free(ct_named_tensor *entries, int n) {
 }
 
 int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **entries, int *n) {
+  return ct_load_safetensors_with_metadata(path, device, entries, n, NULL);
+}
+
+int ct_load_safetensors_with_metadata(const char *path, ct_device device, ct_named_tensor **entries, int *n,
+                                 char ***metadata) {
   if (entries) *entries = NULL;
   if (n) *n = 0;
+  if (metadata) *metadata = NULL;
   if (!path || !entries || !n) return ct_fail(CT_ERR_VALUE, LOAD_OP ": NULL argument");
   FILE *f = fopen(path, "rb");
   if (!f) return ct_fail(CT_ERR_IO, LOAD_OP ": %s: cannot open: %s", path, strerror(errno));
   char *hdr = NULL;
   st_entry *es = NULL;
   ct_named_tensor *out = NULL;
+  st_json j = {0};
   int count = 0, done = 0, rc;
   struct stat sb;
   if (fstat(fileno(f), &sb) != 0) {
@@ -717,7 +768,7 @@ int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **en
     rc = load_fail(path, "the header is not valid UTF-8: the file is corrupt or not safetensors");
     goto out;
   }
-  st_json j = {hdr, hlen, 0, path};
+  j = (st_json){hdr, hlen, 0, path, NULL, 0, metadata != NULL};
   if ((rc = js_header(&j, &es, &count))) goto out;
   uint64_t data_start = 8 + hlen, data_len = size - data_start;
   if ((rc = check_entries(path, es, count, data_len))) goto out;
@@ -773,13 +824,17 @@ int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **en
   }
   }
   rc = CT_OK;
+  if (metadata && !j.meta && !(j.meta = calloc(1, sizeof *j.meta))) // none: an empty list, not NULL
+    rc = ct_fail(CT_ERR_OOM, LOAD_OP ": %s: out of host memory", path);
 out:
   if (rc == CT_OK) {
     *entries = out;
     *n = count;
+    if (metadata) *metadata = j.meta, j.meta = NULL;
   } else {
     ct_named_tensors_free(out, done);
   }
+  ct_metadata_free(j.meta);
   free(es);
   free(hdr);
   fclose(f);
@@ -789,6 +844,25 @@ out:
 // ================================================================================================
 // Modules
 // ================================================================================================
+int cti_keep_prefixed(ct_named_tensor *es, int n, const char *prefix) {
+  const size_t pl = strlen(prefix);
+  int kept = 0;
+  for (int i = 0; i < n; i++) {
+    if (strncmp(es[i].name, prefix, pl) != 0) {
+      ct_free(es[i].tensor);
+      continue;
+    }
+    ct_named_tensor e = es[i];
+    memmove(e.name, e.name + pl, strlen(e.name + pl) + 1);
+    es[kept++] = e;
+  }
+  return kept;
+}
+
+bool cti_is_train_checkpoint(char *const *metadata) {
+  const char *f = ct_metadata_get(metadata, "ct.format");
+  return f && strcmp(f, CTI_TRAIN_FORMAT) == 0;
+}
 int ct_module_save(ct_module *m, const char *path) {
   if (!m) return ct_fail(CT_ERR_VALUE, "ct_module_save: NULL module");
   int n = 0;
@@ -822,8 +896,11 @@ int ct_module_load(ct_module *m, const char *path) {
   ct_param **st = ct_module_state(m, &ns);
   if (ns < 0 || (ns > 0 && !st)) return ct_last_status() != CT_OK ? ct_last_status() : ct_fail(CT_ERR_VALUE, "ct_module_load: no state");
   ct_named_tensor *es = NULL;
-  int rc = ct_load_safetensors(path, ct_module_device(m), &es, &n);
+  char **meta = NULL;
+  int rc = ct_load_safetensors_with_metadata(path, ct_module_device(m), &es, &n, &meta);
   if (rc != CT_OK) return rc;
+  if (cti_is_train_checkpoint(meta)) n = cti_keep_prefixed(es, n, CTI_TRAIN_MODEL_PREFIX); // its model part
+  ct_metadata_free(meta);
 
   // Check everything before changing anything, so a failed load leaves the
   // model as it was (torch copies the matching tensors, then raises).
