@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "san_hooks.h"
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -324,6 +325,7 @@ int ct_cuda_synchronize(int index) {
   if (prev != index) (void)cudaSetDevice(prev);
   if (e != cudaSuccess) return ct_cuda_fail((int)e, "cudaDeviceSynchronize()", __FILE__, __LINE__);
   if (rc != CT_OK) return rc;
+  cti_san_host_waits_device(ct_device_cuda(index)); // every stream of the device is done
 #endif
   return CT_OK;
 }

@@ -19,7 +19,9 @@
 #include "print.h"
 #include "progress.h"
 #include "random.h"
+#include "sanitizer.h"
 #include "stream.h"
+#include "sync_debug.h"
 #include "tensor.h"
 
 #endif
