@@ -80,6 +80,8 @@ int ct_profiler_step(ct_profiler *p);
 int ct_profiler_stop(ct_profiler *p);
 void ct_profiler_free(ct_profiler *p);
 bool ct_profiler_enabled(void); // a session is recording right now
+// Whether ranges also go to NVTX (a CUDA build with the toolkit's nvtx3 headers).
+bool ct_profiler_has_nvtx(void);
 
 // torch.profiler.record_function(name): a named range on this thread, ended
 // by the matching ct_record_function_end (ranges nest). The name is copied
@@ -134,7 +136,9 @@ typedef struct ct_profiler_averages {
   int n;
   ct_profiler_row *rows;
   double self_cpu_total_us, self_device_total_us; // sums of the rows' self times
-  bool has_device, has_memory, by_shape;
+  bool has_device, has_memory, by_shape; // columns: CUDA time, memory (CUDA memory too when
+                                         // has_device or a CUDA memory event), input shapes
+  bool has_device_memory;
 } ct_profiler_averages;
 
 // prof.key_averages(group_by_input_shape): one row per name (and shape),

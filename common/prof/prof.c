@@ -269,6 +269,14 @@ int ct_record_function_end(void) {
 
 bool ct_profiler_enabled(void) { return CTI_PROF_ON != 0; }
 
+bool ct_profiler_has_nvtx(void) {
+#ifdef CTI_HAVE_NVTX
+  return true;
+#else
+  return false;
+#endif
+}
+
 // ---- the session ---------------------------------------------------------------------------
 ct_profiler_options ct_profiler_defaults(void) {
   return (ct_profiler_options){.activities = CT_ACTIVITY_CPU | CT_ACTIVITY_CUDA};

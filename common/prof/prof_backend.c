@@ -31,6 +31,7 @@
 
 atomic_int cti_prof_shapes_on;
 
+// region: wrapper
 static const cti_backend *real_of(const ct_stream *s) {
 #ifdef CT_HAVE_CUDA
   if (ct_stream_device(s).type == CT_CUDA) return &cti_cuda_backend;
@@ -71,6 +72,7 @@ static int w_binary(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
   cti_prof_end(t);
   return rc;
 }
+// endregion
 
 static int w_binary_scalar(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
                            const void *a, double scalar, ct_stream *s) {

@@ -201,6 +201,7 @@ ct_profiler_averages *ct_profiler_key_averages(const ct_profiler *p, bool group_
   for (int i = 0; i < p->nev; ++i) {
     const ct_profiler_event *e = &p->ev[i];
     if (e->kind == CT_EVENT_KERNEL) a->has_device = true;
+    if (e->kind == CT_EVENT_MEMORY && e->device.type == CT_CUDA) a->has_device_memory = true;
     bool stray_memory = e->kind == CT_EVENT_MEMORY && e->parent < 0; // torch's "[memory]" row
     if (!is_range(e->kind) && !stray_memory) continue;
     ct_profiler_row *r = row_for(a, &cap, e);
@@ -225,6 +226,7 @@ ct_profiler_averages *ct_profiler_key_averages(const ct_profiler *p, bool group_
     r->self_device_mem += e->self_mem[1];
     r->device_mem += e->mem[1];
   }
+  a->has_device_memory |= a->has_device;
   for (int i = 0; i < a->n; ++i) {
     a->self_cpu_total_us += a->rows[i].self_cpu_us;
     a->self_device_total_us += a->rows[i].self_device_us;
@@ -335,7 +337,7 @@ static const char *fmt_pct(double part, double total, char *buf, size_t len) {
 typedef struct table {
   cti_strbuf b;
   int namew, shapesw;
-  bool dev, mem, shapes;
+  bool dev, mem, dev_mem, shapes;
 } table;
 
 static void rule(table *t, int ncols) {
@@ -370,7 +372,8 @@ char *ct_profiler_table(ct_profiler_averages *a, const char *sort_by, int row_li
   }
   if (sort_by && ct_profiler_averages_sort(a, sort_by) != CT_OK) return NULL;
   int nrows = row_limit > 0 && row_limit < a->n ? row_limit : a->n;
-  table t = {.namew = 4, .shapesw = 12, .dev = a->has_device, .mem = a->has_memory, .shapes = a->by_shape};
+  table t = {.namew = 4, .shapesw = 12, .dev = a->has_device, .mem = a->has_memory,
+             .dev_mem = a->has_memory && a->has_device_memory, .shapes = a->by_shape};
   for (int i = 0; i < nrows; ++i) {
     int l = (int)strlen(a->rows[i].name), s = (int)strlen(a->rows[i].shapes);
     if (l > t.namew) t.namew = l < NAMEW_MAX ? l : NAMEW_MAX;
@@ -383,7 +386,7 @@ char *ct_profiler_table(ct_profiler_averages *a, const char *sort_by, int row_li
   const char *mem_heads[] = {"CPU Mem", "Self CPU Mem", "CUDA Mem", "Self CUDA Mem"};
   for (int i = 0; i < 5; ++i) heads[nh++] = cpu_heads[i];
   for (int i = 0; t.dev && i < 4; ++i) heads[nh++] = dev_heads[i];
-  for (int i = 0; t.mem && i < 4; ++i) heads[nh++] = mem_heads[i];
+  for (int i = 0; t.mem && i < (t.dev_mem ? 4 : 2); ++i) heads[nh++] = mem_heads[i];
   heads[nh++] = "# of Calls";
   rule(&t, nh);
   line(&t, "Name", heads, nh, "Input Shapes");
@@ -409,6 +412,8 @@ char *ct_profiler_table(ct_profiler_averages *a, const char *sort_by, int row_li
     if (t.mem) {
       fmt_mem(r->cpu_mem, c[k++], 32);
       fmt_mem(r->self_cpu_mem, c[k++], 32);
+    }
+    if (t.dev_mem) {
       fmt_mem(r->device_mem, c[k++], 32);
       fmt_mem(r->self_device_mem, c[k++], 32);
     }
