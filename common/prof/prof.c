@@ -104,8 +104,19 @@ static int open_parent(const ct_profiler *p) {
   return -1;
 }
 
-// Appends a record (zeroed, with its name, kind and parent); its slot or -1.
-static int append(cti_prof_buf *b, ct_profiler_event_kind kind, const char *name, int parent) {
+// Copies a C string into a fixed field, cut to fit (snprintf costs more
+// than the whole rest of a record on the profiler's hot path).
+static void copy_name(char *dst, size_t cap, const char *src) {
+  size_t n = strlen(src);
+  if (n >= cap) n = cap - 1;
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+// Appends a record (zeroed, with its name, kind, parent, device, stream,
+// shapes and the time now), all under one lock; its slot or -1.
+static int append(const ct_profiler *p, cti_prof_buf *b, ct_profiler_event_kind kind, const char *name,
+                  int parent, ct_device dev, ct_stream *s, const char *shapes) {
   pthread_mutex_lock(&b->mu);
   if (b->n == b->cap) {
     int cap = b->cap ? 2 * b->cap : 256;
@@ -120,11 +131,15 @@ static int append(cti_prof_buf *b, ct_profiler_event_kind kind, const char *name
   int idx = b->n++;
   cti_prof_rec *r = &b->recs[idx];
   memset(r, 0, sizeof *r);
-  snprintf(r->e.name, sizeof r->e.name, "%s", name);
+  copy_name(r->e.name, sizeof r->e.name, name);
+  if (shapes) copy_name(r->e.shapes, sizeof r->e.shapes, shapes);
   r->e.kind = kind;
   r->e.tid = b->tid;
   r->e.parent = parent;
   r->e.correlation = -1;
+  r->e.device = dev;
+  r->stream = s;
+  r->e.ts_us = cti_prof_now_us(p);
   pthread_mutex_unlock(&b->mu);
   return idx;
 }
@@ -142,16 +157,10 @@ int cti_prof_range_begin(ct_profiler_event_kind kind, const char *name, const ch
   ct_profiler *p = atomic_load(&live);
   int token = -1;
   cti_prof_buf *b = p && CTI_PROF_ON ? my_buf(p) : NULL;
-  int idx = b ? append(b, kind, name, open_parent(p)) : -1;
+  const char *sh = shapes && p && p->o.record_shapes ? shapes : NULL;
+  int idx = b ? append(p, b, kind, name, open_parent(p), dev, s, sh) : -1;
   if (idx >= 0) {
-    pthread_mutex_lock(&b->mu); // the collector may be reading; recs may move when this thread appends
-    cti_prof_rec *r = &b->recs[idx];
-    if (shapes && p->o.record_shapes) snprintf(r->e.shapes, sizeof r->e.shapes, "%s", shapes);
-    r->e.device = dev;
-    r->stream = s;
     bool timed = kind == CT_EVENT_OP && s && dev.type == CT_CUDA && (p->o.activities & CT_ACTIVITY_CUDA);
-    r->e.ts_us = cti_prof_now_us(p);
-    pthread_mutex_unlock(&b->mu);
     if (timed) { // outside the lock: the event calls the CUDA runtime
       ct_event *e = ct_event_create(dev, true);
       if (e && ct_event_record(e, s) != CT_OK) ct_event_destroy(e), e = NULL;
@@ -177,21 +186,24 @@ static void pop_one(void) {
   if (p && p->gen == f.gen && T.gen == f.gen && T.buf) {
     cti_prof_buf *b = T.buf;
     pthread_mutex_lock(&b->mu);
-    ct_event *e0 = b->recs[f.idx].ev0;
-    ct_stream *s = b->recs[f.idx].stream;
-    pthread_mutex_unlock(&b->mu);
-    ct_event *e1 = NULL;
-    if (e0) {
-      e1 = ct_event_create(ct_stream_device(s), true);
-      if (e1 && ct_event_record(e1, s) != CT_OK) ct_event_destroy(e1), e1 = NULL;
-    }
-    double t = cti_prof_now_us(p);
-    pthread_mutex_lock(&b->mu);
     cti_prof_rec *r = &b->recs[f.idx];
-    r->ev1 = e1;
-    r->e.dur_us = t - r->e.ts_us;
-    r->done = true;
-    pthread_mutex_unlock(&b->mu);
+    if (!r->ev0) { // the usual case: one lock
+      r->e.dur_us = cti_prof_now_us(p) - r->e.ts_us;
+      r->done = true;
+      pthread_mutex_unlock(&b->mu);
+    } else { // the end event first, outside the lock (it calls the CUDA runtime)
+      ct_stream *s = r->stream;
+      pthread_mutex_unlock(&b->mu);
+      ct_event *e1 = ct_event_create(ct_stream_device(s), true);
+      if (e1 && ct_event_record(e1, s) != CT_OK) ct_event_destroy(e1), e1 = NULL;
+      double t = cti_prof_now_us(p);
+      pthread_mutex_lock(&b->mu);
+      r = &b->recs[f.idx];
+      r->ev1 = e1;
+      r->e.dur_us = t - r->e.ts_us;
+      r->done = true;
+      pthread_mutex_unlock(&b->mu);
+    }
   }
   leave();
 }
@@ -225,12 +237,10 @@ void cti_prof_memory(ct_device d, const void *ptr, int64_t bytes, size_t total_a
   enter();
   ct_profiler *p = atomic_load(&live);
   cti_prof_buf *b = p && CTI_PROF_ON && p->o.profile_memory ? my_buf(p) : NULL;
-  int idx = b ? append(b, CT_EVENT_MEMORY, "[memory]", open_parent(p)) : -1;
+  int idx = b ? append(p, b, CT_EVENT_MEMORY, "[memory]", open_parent(p), d, NULL, NULL) : -1;
   if (idx >= 0) {
     pthread_mutex_lock(&b->mu);
     cti_prof_rec *r = &b->recs[idx];
-    r->e.device = d;
-    r->e.ts_us = cti_prof_now_us(p);
     r->e.bytes = bytes;
     r->e.total_allocated = total_allocated;
     r->e.total_reserved = total_reserved;

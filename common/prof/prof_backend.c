@@ -40,8 +40,11 @@ static const cti_backend *real_of(const ct_stream *s) {
 }
 
 static int op_begin(const char *name, const char *shapes, ct_stream *s) {
-  char full[64];
-  snprintf(full, sizeof full, "ct::%s", name);
+  char full[64] = "ct::";
+  size_t n = strlen(name);
+  if (n > sizeof full - 5) n = sizeof full - 5;
+  memcpy(full + 4, name, n);
+  full[4 + n] = '\0';
   return cti_prof_range_begin(CT_EVENT_OP, full, shapes, ct_stream_device(s), s);
 }
 
