@@ -49,6 +49,9 @@ static void nvtx_pop(void) {}
 #endif
 
 atomic_int cti_prof_on;
+static atomic_bool time_cpu_ops; // cti_prof_time_cpu_ops_
+
+void cti_prof_time_cpu_ops_(bool on) { atomic_store(&time_cpu_ops, on); }
 static _Atomic(ct_profiler *) live; // the session hooks record into, or NULL
 static atomic_int inflight;         // hooks between their entry and exit
 static atomic_uint_least64_t generations;
@@ -160,7 +163,8 @@ int cti_prof_range_begin(ct_profiler_event_kind kind, const char *name, const ch
   const char *sh = shapes && p && p->o.record_shapes ? shapes : NULL;
   int idx = b ? append(p, b, kind, name, open_parent(p), dev, s, sh) : -1;
   if (idx >= 0) {
-    bool timed = kind == CT_EVENT_OP && s && dev.type == CT_CUDA && (p->o.activities & CT_ACTIVITY_CUDA);
+    bool timed = kind == CT_EVENT_OP && s && (p->o.activities & CT_ACTIVITY_CUDA) &&
+                 (dev.type == CT_CUDA || atomic_load(&time_cpu_ops));
     if (timed) { // outside the lock: the event calls the CUDA runtime
       ct_event *e = ct_event_create(dev, true);
       if (e && ct_event_record(e, s) != CT_OK) ct_event_destroy(e), e = NULL;
@@ -341,7 +345,15 @@ static void close_step(ct_profiler *p) {
 // stream at a known host time; kernels are placed at that time plus the
 // events' elapsed time.
 static void device_bases(ct_profiler *p) {
-  if (!(p->o.activities & CT_ACTIVITY_CUDA) || !ct_cuda_is_available()) return;
+  if (!(p->o.activities & CT_ACTIVITY_CUDA)) return;
+  if (atomic_load(&time_cpu_ops)) {
+    ct_device c = ct_device_cpu();
+    int k = cti_prof_slot(c);
+    p->base[k] = ct_event_create(c, true);
+    if (p->base[k] && ct_event_record(p->base[k], ct_default_stream(c)) == CT_OK) p->base_us[k] = cti_prof_now_us(p);
+    else ct_event_destroy(p->base[k]), p->base[k] = NULL;
+  }
+  if (!ct_cuda_is_available()) return;
   int n = ct_cuda_device_count();
   for (int i = 0; i < n && i < CT_MAX_CUDA_DEVICES; ++i) {
     ct_device d = ct_device_cuda(i);
@@ -445,7 +457,7 @@ void ct_profiler_free(ct_profiler *p) {
     free(b->recs);
     free(b);
   }
-  for (int i = 0; i < CT_MAX_CUDA_DEVICES; ++i) ct_event_destroy(p->base[i]);
+  for (int i = 0; i < CTI_PROF_SLOTS; ++i) ct_event_destroy(p->base[i]);
   free(p->ev);
   free(p);
 }

@@ -37,4 +37,10 @@ void cti_prof_end(int token);
 void cti_prof_memory(ct_device d, const void *ptr, int64_t bytes, size_t total_allocated,
                      size_t total_reserved);
 
+// Testing aid, off in every program: while on, ops on the CPU get device
+// events too (the CPU's events read the host clock), so that the device-time
+// path (event pairs, the clock origin, kernels, sums up the tree) runs in
+// tests on a machine without a GPU. Set it before ct_profiler_start.
+void cti_prof_time_cpu_ops_(bool on);
+
 #endif

@@ -30,6 +30,13 @@ typedef struct cti_prof_buf {
   struct cti_prof_buf *next;
 } cti_prof_buf;
 
+// Device clock origins: cuda:i in slot i, the CPU (cti_prof_time_cpu_ops_) last.
+#define CTI_PROF_SLOTS (CT_MAX_CUDA_DEVICES + 1)
+static inline int cti_prof_slot(ct_device d) {
+  if (d.type == CT_CPU) return CT_MAX_CUDA_DEVICES;
+  return d.index >= 0 && d.index < CT_MAX_CUDA_DEVICES ? d.index : -1;
+}
+
 struct ct_profiler {
   ct_profiler_options o;
   uint64_t gen;
@@ -40,8 +47,8 @@ struct ct_profiler {
   int step_token;          // the open "ProfilerStep#N" range, or -1
   double win_start, win_end; // the active window being recorded (us)
   bool stopped;
-  ct_event *base[CT_MAX_CUDA_DEVICES]; // device clock origins (device_bases)
-  double base_us[CT_MAX_CUDA_DEVICES];
+  ct_event *base[CTI_PROF_SLOTS]; // device clock origins (device_bases), by cti_prof_slot
+  double base_us[CTI_PROF_SLOTS];
   ct_profiler_event *ev;   // the last collected cycle
   int nev;
 };

@@ -88,12 +88,13 @@ static void add_kernel(const ct_profiler *p, const pending_kernel *k, ct_profile
   if (ct_event_elapsed_time(k->ev0, k->ev1, &ms) != CT_OK) return;
   ct_profiler_event *op = &out[k->op];
   ct_device d = ct_stream_device(k->stream);
+  int slot = cti_prof_slot(d);
+  if (slot < 0) return;
   double ts = op->ts_us;
-  if (d.index >= 0 && d.index < CT_MAX_CUDA_DEVICES && p->base[d.index] &&
-      ct_event_elapsed_time(p->base[d.index], k->ev0, &off) == CT_OK)
-    ts = p->base_us[d.index] + 1e3 * off;
+  if (p->base[slot] && ct_event_elapsed_time(p->base[slot], k->ev0, &off) == CT_OK)
+    ts = p->base_us[slot] + 1e3 * off;
   op->device_us = 1e3 * ms;
-  ct_profiler_event e = {.kind = CT_EVENT_KERNEL, .tid = stream_number(&ids[d.index], k->stream),
+  ct_profiler_event e = {.kind = CT_EVENT_KERNEL, .tid = stream_number(&ids[slot], k->stream),
                          .device = d, .parent = -1, .ts_us = ts, .dur_us = 1e3 * ms,
                          .device_us = 1e3 * ms, .device_total_us = 1e3 * ms, .correlation = k->op};
   memcpy(e.name, op->name, sizeof e.name);
@@ -153,7 +154,7 @@ int cti_prof_collect(ct_profiler *p) {
   }
   free(bufs);
   if (rc == CT_OK) {
-    stream_ids ids[CT_MAX_CUDA_DEVICES];
+    stream_ids ids[CTI_PROF_SLOTS];
     memset(ids, 0, sizeof ids);
     for (int i = 0; i < npk; ++i) add_kernel(p, &pk[i], out, &n, ids); // out has room for 2n
     attribute(out, n);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "prof_impl.h"
 #include "testutil.h"
 
 // conv(1->4) bn relu pool(2) flatten linear(4*4*4 -> 10) on 8x8 images.
@@ -452,13 +453,65 @@ static void test_device_time(void **state) {
   ct_profiler_free(p);
 }
 
+// The device-time path without a GPU: with the testing aid, CPU ops get
+// host-clock event pairs, which must come out as one kernel per op, inside
+// its op's range, correlated with it, and summed up the tree and the table.
+static void test_device_time_path_on_cpu(void **state) {
+  (void)state;
+  if (tu_device.type != CT_CPU) skip();
+  ct_module *m = small_cnn();
+  ct_optimizer *opt = adam_for(m);
+  batch b = make_batch(8);
+  cti_prof_time_cpu_ops_(true);
+  ct_profiler *p = ct_profiler_start(NULL);
+  TU_CHECK(p);
+  ct_record_function_begin("step");
+  train_step(m, opt, b);
+  TU_OK(ct_record_function_end());
+  TU_OK(ct_profiler_stop(p));
+  cti_prof_time_cpu_ops_(false);
+  int n = 0, kernels = 0, ops = 0;
+  const ct_profiler_event *ev = ct_profiler_events(p, &n);
+  double kernel_sum = 0;
+  for (int i = 0; i < n; ++i) {
+    ops += ev[i].kind == CT_EVENT_OP;
+    if (ev[i].kind != CT_EVENT_KERNEL) continue;
+    kernels++;
+    const ct_profiler_event *op = &ev[ev[i].correlation];
+    assert_int_equal(op->kind, CT_EVENT_OP);
+    assert_string_equal(op->name, ev[i].name);
+    assert_true(ev[i].dur_us >= 0 && ev[i].dur_us == op->device_us);
+    // recorded inside the op's range, on the same clock: to within the
+    // origin's reading (a clock call) and elapsed times kept as float ms
+    assert_true(ev[i].ts_us >= op->ts_us - 1.0);
+    assert_true(ev[i].ts_us + ev[i].dur_us <= op->ts_us + op->dur_us + 1.0);
+    kernel_sum += ev[i].dur_us;
+  }
+  assert_int_equal(kernels, ops);
+  int step = find(ev, n, "step", 0);
+  assert_true(fabs(ev[step].device_total_us - kernel_sum) <= 1e-6 * kernel_sum + 1e-6);
+  ct_profiler_averages *a = ct_profiler_key_averages(p, false);
+  TU_CHECK(a);
+  assert_true(a->has_device);
+  assert_true(fabs(a->self_device_total_us - kernel_sum) <= 1e-6 * kernel_sum + 1e-6);
+  char *table = ct_profiler_table(a, "self_cuda_time_total", 0);
+  TU_CHECK(table);
+  assert_non_null(strstr(table, "Self CUDA time total: "));
+  free(table);
+  ct_profiler_averages_free(a);
+  ct_profiler_free(p);
+  free_batch(b);
+  ct_optimizer_free(opt);
+  ct_module_free(m);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_step_events_nest),    cmocka_unit_test(test_key_averages_add_up),
       cmocka_unit_test(test_memory_balances),     cmocka_unit_test(test_schedule),
       cmocka_unit_test(test_threads_get_own_tracks), cmocka_unit_test(test_off_and_misuse),
-      cmocka_unit_test(test_device_time),
+      cmocka_unit_test(test_device_time),         cmocka_unit_test(test_device_time_path_on_cpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
