@@ -393,6 +393,39 @@ static void test_threads_get_own_tracks(void **state) {
   ct_profiler_free(p);
 }
 
+// DataParallel's replicas run on threads of their own: each replica's
+// module ranges are on its thread's track, nested there.
+static void test_data_parallel_replicas_get_tracks(void **state) {
+  (void)state;
+  ct_module *m = small_cnn();
+  ct_device devs[2] = {tu_device, tu_device};
+  ct_data_parallel *dp = ct_data_parallel_create(m, devs, 2);
+  TU_CHECK(dp);
+  batch b = make_batch(8);
+  ct_profiler *p = ct_profiler_start(NULL);
+  TU_CHECK(p);
+  ct_tensor *y = ct_data_parallel_forward(dp, b.x);
+  TU_CHECK(y);
+  TU_OK(ct_profiler_stop(p));
+  int n = 0, tids[8], nt = 0;
+  const ct_profiler_event *ev = ct_profiler_events(p, &n);
+  for (int i = 0; i < n; ++i) {
+    if (strcmp(ev[i].name, "Linear.forward")) continue;
+    bool seen = false;
+    for (int k = 0; k < nt; ++k) seen |= tids[k] == ev[i].tid;
+    if (!seen && nt < 8) tids[nt++] = ev[i].tid;
+    int gemm = find(ev, n, "ct::gemm", i);
+    assert_true(gemm > i && ev[gemm].parent == i && ev[gemm].tid == ev[i].tid);
+  }
+  assert_int_equal(nt, 2); // one Linear.forward per replica, each on its own thread
+  assert_nesting(ev, n);
+  ct_profiler_free(p);
+  ct_free(y);
+  free_batch(b);
+  ct_data_parallel_free(dp);
+  ct_module_free(m);
+}
+
 // Off: the real backend, nothing recorded; misuse is an error, not a crash.
 static void test_off_and_misuse(void **state) {
   (void)state;
@@ -512,6 +545,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_memory_balances),     cmocka_unit_test(test_schedule),
       cmocka_unit_test(test_threads_get_own_tracks), cmocka_unit_test(test_off_and_misuse),
       cmocka_unit_test(test_device_time),         cmocka_unit_test(test_device_time_path_on_cpu),
+      cmocka_unit_test(test_data_parallel_replicas_get_tracks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
