@@ -318,14 +318,14 @@ static int show_hottest(ct_profiler *p, ct_device dev, ct_metrics *m) {
 ::: zh
 ## 内存：谁分配了多少
 
-种子的第二段代码按 `self_cpu_memory_usage` 排序。“自身内存”是一个区间里分配的字节减去释放的字节，不含子区间：一个模块的前向分配了输出和反向要用的中间结果，这些在反向释放，所以前向那一行是正的、反向那一行是负的。GPU 上对应的是 CUDA 内存的列。
+种子的第二段代码按 `self_cpu_memory_usage` 排序。“自身内存”是一个区间里分配的字节减去释放的字节，不含子区间。一个模块的前向分配它的输出和反向要用的中间结果；反向分配对输入的梯度。中间结果什么时候释放，PyTorch 和 ct 不一样：PyTorch 的 autograd 在反向途中就释放保存的张量，所以它的反向行常常是负的；ct 的模块把保存的东西留到下一次前向再换掉，所以释放出现在下一步的前向里，前向那一行是这一步新分配的和上一步留下的相抵之后的净值。GPU 上要看的是 CUDA 内存的列。
 
 分析器的内存事件和分配器的统计是同一件事的两个账本，所以必须对得上：所有事件字节数的和，等于会话开始和结束时 `ct_memory_allocated` 的差；每个事件记下的“分配后总量”，等于开始时的量加上到它为止的字节数之和。下面把这两笔账核对一遍（这需要一个从头记到尾的会话：这里用一个不按计划的短会话，只跑一步，用的是已经从 DataLoader 取出来的一批数据，这样它的工作线程在这期间不会分配内存）。
 :::
 ::: en
 ## Memory: who allocates how much
 
-The seed's second snippet sorts by `self_cpu_memory_usage`. A range's "self memory" is the bytes it allocated minus the bytes it freed, without its children: a module's forward allocates its output and what backward will need, backward frees them, so the forward row is positive and the backward row negative. On a GPU the CUDA memory columns are the ones to read.
+The seed's second snippet sorts by `self_cpu_memory_usage`. A range's "self memory" is the bytes it allocated minus the bytes it freed, without its children. A module's forward allocates its output and what backward will need; backward allocates the gradient with respect to its input. When the saved tensors are freed differs: PyTorch's autograd frees them during backward, so its backward rows are often negative; ct's modules keep what they saved until the next forward replaces it, so the frees land in the next step's forward, whose row is the net of this step's allocations and the last step's leftovers. On a GPU the CUDA memory columns are the ones to read.
 
 The profiler's memory events and the allocator's statistics are two books of the same account, so they must agree: the bytes of all events add up to the change of `ct_memory_allocated` between the session's start and stop, and the "total allocated" each event carries is the start's amount plus the bytes up to and including it. Below the two books are checked against each other (which needs a session recording from start to stop: a short one without a schedule, over one step on a batch already taken from the DataLoader, so that its workers allocate nothing meanwhile).
 :::
@@ -457,7 +457,7 @@ static int show_trace(const settings *s, ct_profiler *p, ct_metrics *m) {
 
 本次运行：不开分析器每步 {{metric unprofiled_ms %.2f}} ms，开着 {{metric profiled_ms %.2f}} ms，是不开时的 {{metric overhead_ratio %.3f}} 倍；每步 {{metric events_per_step %.0f}} 个事件。
 
-分析器关着时的代价是调度器、模块、优化器和分配器里各一次标志判断，小到在这个测量里看不出来。
+分析器关着时，调度器、模块、优化器和分配器里的每个钩子只是读一个标志、跳一次：每个算子多一次读和一次分支，而一个算子要花微秒。
 :::
 ::: en
 ## What the profiler itself costs
@@ -466,7 +466,7 @@ The profiler is not free: each range reads the clock twice and writes a record, 
 
 This run: {{metric unprofiled_ms %.2f}} ms per step without the profiler, {{metric profiled_ms %.2f}} ms with it, {{metric overhead_ratio %.3f}} times as long; {{metric events_per_step %.0f}} events per step.
 
-With the profiler off, the cost is one test of a flag in the dispatcher, the modules, the optimizer and the allocator: too small to show in this measurement.
+With the profiler off, each hook in the dispatcher, the modules, the optimizer and the allocator reads a flag and branches: one load and one branch per op, against the microseconds an op takes.
 :::
 */
 // Mean seconds per step over `steps` steps, the device drained at the end.
