@@ -527,12 +527,12 @@ static int show_overhead(const settings *s, ct_module *model, ct_optimizer *opt,
 ::: zh
 ## main：把各部分连起来
 
-`main` 读数据、建模型，先不开分析器跑两步（第一步里有 cuBLAS 的初始化和分配器向驱动要内存），然后依次：按计划分析五步并打印表、找最热的算子、核对内存、导出跟踪、测分析器的开销。`--quick` 把批大小减到 32、每轮 3 步。
+`main` 读数据、建模型，先不开分析器跑两步（第一步里有 cuBLAS 的初始化和分配器向驱动要内存），然后依次：按计划分析五步并打印表、找最热的算子、核对内存、导出跟踪、测分析器的开销。`--quick` 把批大小减到 32、每轮 2 步。
 :::
 ::: en
 ## main: putting the parts together
 
-`main` loads the data and builds the model, runs two steps without the profiler (the first holds cuBLAS's initialization and the allocator's requests to the driver), then in turn: profiles five steps on the schedule and prints the table, finds the hottest op, checks the memory, exports the trace and measures the profiler's cost. `--quick` makes the batch 32 and each round 3 steps.
+`main` loads the data and builds the model, runs two steps without the profiler (the first holds cuBLAS's initialization and the allocator's requests to the driver), then in turn: profiles five steps on the schedule and prints the table, finds the hottest op, checks the memory, exports the trace and measures the profiler's cost. `--quick` makes the batch 32 and each round 2 steps.
 :::
 */
 int main(int argc, char **argv) {
@@ -541,7 +541,7 @@ int main(int argc, char **argv) {
   ct_cli_opt opts[] = {
       {"batch-size", CT_OPT_INT, &s.batch_size, "training images per step (--quick: 32)"},
       {"channels", CT_OPT_INT, &s.channels, "channels of the first convolution (the second has twice)"},
-      {"overhead-steps", CT_OPT_INT, &s.overhead_steps, "steps per round of the overhead measurement (--quick: 3)"},
+      {"overhead-steps", CT_OPT_INT, &s.overhead_steps, "steps per round of the overhead measurement (--quick: 2)"},
       {"rounds", CT_OPT_INT, &s.rounds, "rounds of the overhead measurement (--quick: 2)"},
       {"data", CT_OPT_STRING, &s.data, "Fashion-MNIST folder (default: $CT_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)"},
       {"trace", CT_OPT_OUTPUT, &s.trace, "where the Chrome trace goes"},
@@ -555,7 +555,7 @@ int main(int argc, char **argv) {
   }
   if (cli.quick) {
     if (s.batch_size == 128) s.batch_size = 32;
-    if (s.overhead_steps == 10) s.overhead_steps = 3;
+    if (s.overhead_steps == 10) s.overhead_steps = 2;
     if (s.rounds == 3) s.rounds = 2;
   }
   /*md show*/

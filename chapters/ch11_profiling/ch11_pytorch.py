@@ -59,7 +59,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="ch11_pytorch.py", description="Chapter 11 (PyTorch twin): profiling.")
     p.add_argument("--device", type=device_spec, default="auto")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="batch 32, rounds of 3 steps")
+    p.add_argument("--quick", action="store_true", help="batch 32, rounds of 2 steps")
     p.add_argument("--metrics", metavar="FILE")
     p.add_argument("--batch-size", type=positive, default=128)
     p.add_argument("--channels", type=positive, default=16)
@@ -70,7 +70,7 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.quick:
         a.batch_size = 32 if a.batch_size == 128 else a.batch_size
-        a.overhead_steps = 3 if a.overhead_steps == 10 else a.overhead_steps
+        a.overhead_steps = 2 if a.overhead_steps == 10 else a.overhead_steps
         a.rounds = 2 if a.rounds == 3 else a.rounds
     return a
 
