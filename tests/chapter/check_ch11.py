@@ -238,8 +238,14 @@ def cmd_gpu(ch11, work, have_cuda):
     metrics = load_metrics(m)
     trace = trace_format.read(t)
     kernels = [s for s in trace.slices if s.event.get("cat") == "kernel"]
-    ops = [s for s in trace.slices if s.event.get("cat") == "cpu_op"]
-    expect(kernels and len(kernels) == len(ops), f"{len(kernels)} kernels for {len(ops)} ops")
+    ops = [s for s in trace.slices if s.event.get("cat") == "cpu_op" and
+           str(s.event.get("args", {}).get("Device", "")).startswith("cuda")]  # not the loader's CPU copies
+    expect(kernels and len(kernels) == len(ops), f"{len(kernels)} kernels for {len(ops)} ops on the GPU")
+    by_id = {s.event["args"]["External id"]: s for s in ops}
+    for k in kernels:
+        op = by_id.get(k.event["args"].get("correlation"))
+        expect(op is not None, f"kernel {k.name} correlates with no GPU op")
+        expect(op.name == k.name, f"kernel {k.name} correlated with op {op.name}")
     expect(all(s.dur > 0 for s in kernels), "a kernel of zero duration")
     table = " ".join(section_lines(r.stdout, "key averages"))
     expect("Self CUDA" in table and "Self CUDA time total:" in table, "no CUDA columns on the GPU", r)
