@@ -5,8 +5,8 @@
 # size: 1000,420
 # xlabel-zh: 距这一步开始的时间（毫秒）
 # xlabel-en: time from the step's start (ms)
-# ylabel-zh: 嵌套深度（GPU kernel 为 -1）
-# ylabel-en: nesting depth (GPU kernels: -1)
+# ylabel-zh: 嵌套深度（GPU kernel 在 -1 行）
+# ylabel-en: nesting depth (GPU kernels: row -1)
 # caption-zh: 最后一个记录步里主线程上的区间，从导出的跟踪画出。
 # caption-en: The main thread's ranges in the last recorded step, drawn from the exported trace.
 # legend-zh-timeline_end_ms: 结束时间

@@ -383,14 +383,14 @@ static int show_memory(ct_module *model, ct_optimizer *opt, batches *data, ct_de
 
 `ct_profiler_export_chrome_trace` 写出 Trace Event Format 的 JSON（Chrome 的 `chrome://tracing` 和 Perfetto 都能打开）：每个区间是一个“完整事件”（`"ph": "X"`，开始时间 `ts` 和长度 `dur`，单位微秒），带进程号 `pid` 和线程号 `tid`；内存是名为 `[memory]` 的“瞬时事件”（`"ph": "i"`），参数和 PyTorch 的一样；GPU 上的 kernel 在设备自己的“进程”里，每条流一条轨道；另有元数据事件给进程和线程起名。测试 `chapter.ch11_trace` 用一个照着格式规范写的独立检查器读这个文件：能解析、字段齐全、每个线程的区间正确嵌套、表里的总数和文件里的时间对得上、内存事件和分配器的统计对得上。
 
-下面的图就是从这份跟踪里画出来的：记录的最后一步（`ProfilerStep`）里主线程上每个区间一个方块，纵轴是嵌套的深度，颜色是种类。可以看到前向、损失、反向、优化器的先后，每一段里各个模块，以及模块里的算子。
+下面的图就是从这份跟踪里画出来的：记录的最后一步（`ProfilerStep`）里主线程上每个区间一个方块，嵌套越深越靠下，颜色是种类。可以看到前向、损失、反向、优化器的先后，每一段里各个模块，以及模块里的算子。
 :::
 ::: en
 ## The timeline: Chrome's trace format
 
 `ct_profiler_export_chrome_trace` writes the Trace Event Format's JSON (which Chrome's `chrome://tracing` and Perfetto open): each range is a "complete event" (`"ph": "X"`, a start `ts` and a duration `dur`, in microseconds) with a process id `pid` and a thread id `tid`; memory is an "instant event" (`"ph": "i"`) named `[memory]` with PyTorch's args; a GPU's kernels sit in the device's own "process", one track per stream; metadata events name the processes and threads. The test `chapter.ch11_trace` reads the file with an independent checker written from the format's specification: it parses, its fields are all there, every thread's ranges nest, the table's totals match the times in the file, and the memory events match the allocator's statistics.
 
-The figure below is drawn from that trace: one box per range of the main thread in the last recorded step (`ProfilerStep`), the nesting depth upwards, the kind as the colour. The forward pass, the loss, backward and the optimizer follow each other; inside each are the modules, and inside those the ops.
+The figure below is drawn from that trace: one box per range of the main thread in the last recorded step (`ProfilerStep`), deeper nesting further down, the kind as the colour. The forward pass, the loss, backward and the optimizer follow each other; inside each are the modules, and inside those the ops.
 :::
 */
 // The last ProfilerStep's ranges on its thread, as lists for the figure:
@@ -447,7 +447,7 @@ static int show_trace(const settings *s, ct_profiler *p, ct_metrics *m) {
   return CT_OK;
 }
 /*md output trace*/
-/*md figure timeline: 最后一个记录步里主线程上的区间（纵轴为嵌套深度；GPU 上 kernel 在最下一行），从导出的跟踪画出 | The ranges of the main thread in the last recorded step (nesting depth upwards; on a GPU the kernels in the bottom row), drawn from the exported trace*/
+/*md figure timeline: 最后一个记录步里主线程上的区间（嵌套越深越靠下；GPU 上的 kernel 在最上一行），从导出的跟踪画出 | The ranges of the main thread in the last recorded step (deeper nesting further down; on a GPU the kernels in the top row), drawn from the exported trace*/
 
 /*md
 ::: zh
