@@ -74,6 +74,7 @@
 
 #include "device.h"
 #include "error.h"
+#include "prof_impl.h"
 #include "stream.h"
 #include "strbuf.h"
 
@@ -681,6 +682,7 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
   s->active++;
   if (s->active > s->peak_active) s->peak_active = s->active;
   s->num_alloc_calls++;
+  if (CTI_PROF_ON) cti_prof_memory(d, b->ptr, (int64_t)rounded, s->allocated, s->reserved);
   pthread_mutex_unlock(&ds->mu);
 
   if (ct_alloc_poison() && poison_block(b) != CT_OK) {
@@ -804,6 +806,9 @@ void ct_block_free(ct_block *b) {
   s->freed_total += b->rounded;
   s->active--;
   s->num_frees++;
+  if (CTI_PROF_ON)
+    cti_prof_memory(b->slot == 0 ? ct_device_cpu() : ct_device_cuda(b->slot - 1), b->ptr,
+                    -(int64_t)b->rounded, s->allocated, s->reserved);
   if (b->nuses > 0) { // used on other streams: wait for them (record_stream)
     block_insert_events(b);
     b->pending = true;

@@ -21,6 +21,7 @@
 #include "backend.h"
 #include "error.h"
 #include "san_hooks.h"
+#include "prof_impl.h"
 #include "stream.h"
 #include "sync_point.h"
 #include "tensor_impl.h"
@@ -30,8 +31,12 @@ void ct_set_allow_tf32(bool allow) { allow_tf32 = allow; }
 bool ct_get_allow_tf32(void) { return allow_tf32; }
 
 // ---- backends -----------------------------------------------------------------
+// While a profiler session records, the table handed out opens an op range
+// around each entry (prof/prof_backend.c): one branch here when it does not.
+#define PROFILED(be) (CTI_PROF_ON ? cti_prof_backend(be) : (be))
+
 const cti_backend *cti_backend_for(const char *op, ct_device d) {
-  if (d.type == CT_CPU) return &cti_cpu_backend;
+  if (d.type == CT_CPU) return PROFILED(&cti_cpu_backend);
   if (d.type != CT_CUDA) {
     ct_fail(CT_ERR_DEVICE, "%s: unknown device type %d", op, (int)d.type);
     return NULL;
@@ -49,7 +54,7 @@ const cti_backend *cti_backend_for(const char *op, ct_device d) {
 #ifdef CT_HAVE_CUDA
   // Kernels and cuBLAS run on the calling thread's current device.
   if (ct_cuda_current_device() != d.index && ct_cuda_set_device(d.index) != CT_OK) return NULL;
-  return &cti_cuda_backend;
+  return PROFILED(&cti_cuda_backend);
 #else
   return NULL;
 #endif

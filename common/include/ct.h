@@ -17,6 +17,7 @@
 #include "dist.h"
 #include "parallel.h"
 #include "print.h"
+#include "profiler.h"
 #include "progress.h"
 #include "random.h"
 #include "sanitizer.h"
