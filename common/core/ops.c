@@ -20,6 +20,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "graph_impl.h"
 #include "stream.h"
 #include "tensor_impl.h"
 
@@ -28,7 +29,7 @@ void ct_set_allow_tf32(bool allow) { allow_tf32 = allow; }
 bool ct_get_allow_tf32(void) { return allow_tf32; }
 
 // ---- backends -----------------------------------------------------------------
-const cti_backend *cti_backend_for(const char *op, ct_device d) {
+static const cti_backend *device_backend(const char *op, ct_device d) {
   if (d.type == CT_CPU) return &cti_cpu_backend;
   if (d.type != CT_CUDA) {
     ct_fail(CT_ERR_DEVICE, "%s: unknown device type %d", op, (int)d.type);
@@ -51,6 +52,13 @@ const cti_backend *cti_backend_for(const char *op, ct_device d) {
 #else
   return NULL;
 #endif
+}
+
+// While this thread captures a graph on d, ops get the recording table
+// instead (graph_impl.h): the one place where capture meets the dispatcher.
+const cti_backend *cti_backend_for(const char *op, ct_device d) {
+  const cti_backend *be = device_backend(op, d);
+  return be ? cti_graph_intercept(op, d, be) : NULL;
 }
 
 // ---- loops ------------------------------------------------------------------------

@@ -47,6 +47,7 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "graph_impl.h"
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -242,6 +243,7 @@ void *ct_stream_handle(const ct_stream *s) { return s ? s->handle : NULL; }
 
 int ct_stream_synchronize(ct_stream *s) {
   if (!s) return ct_fail(CT_ERR_VALUE, "ct_stream_synchronize: stream is NULL");
+  if (cti_graph_forbid_sync("ct_stream_synchronize", s->device)) return ct_last_status();
   if (s->device.type == CT_CPU) return CT_OK;
 #ifdef CT_HAVE_CUDA
   dev_guard g;
@@ -404,6 +406,7 @@ int ct_event_record(ct_event *e, ct_stream *s) {
 
 int ct_event_synchronize(ct_event *e) {
   if (!e) return ct_fail(CT_ERR_VALUE, "ct_event_synchronize: event is NULL");
+  if (cti_graph_forbid_sync("ct_event_synchronize", e->device)) return ct_last_status();
   if (e->device.type == CT_CPU || !e->recorded) return CT_OK;
 #ifdef CT_HAVE_CUDA
   dev_guard g;
