@@ -706,7 +706,7 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
   s->num_alloc_calls++;
   pthread_mutex_unlock(&ds->mu);
 
-  if (ct_alloc_poison() && poison_block(b) != CT_OK) {
+  if (ct_alloc_poison() && !cti_graph_legacy_stream(stream) && poison_block(b) != CT_OK) {
     ct_status st = ct_last_status();
     char msg[512];
     snprintf(msg, sizeof msg, "%s", ct_last_error());

@@ -444,6 +444,11 @@ int cti_graph_issue(ct_stream *s, cti_graph_call call, const void *args, size_t 
   return record(g, call, args, size);
 }
 
+bool cti_graph_legacy_stream(const ct_stream *s) {
+  ct_cuda_graph *g = capturing;
+  return g && s && ct_device_eq(g->device, ct_stream_device(s)) && s == ct_default_stream(g->device);
+}
+
 bool cti_graph_records(const ct_stream *s) {
   ct_cuda_graph *g = capturing;
   return g && s == g->stream && g->device.type == CT_CPU && !g->invalid;

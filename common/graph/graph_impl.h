@@ -66,6 +66,11 @@ int cti_graph_refuse(ct_device d, const char *fmt, ...) __attribute__((format(pr
 // (CT_ERR_CAPTURE, capture invalidated).
 int cti_graph_alloc_pool(ct_device d, const ct_stream *stream, ct_mempool **pool);
 
+// Whether s is the default (legacy) stream of a device this thread captures
+// on: the allocator then skips its poison fill there, which would be work
+// on that stream (the op that asked for the block is refused when it runs).
+bool cti_graph_legacy_stream(const ct_stream *s);
+
 extern const cti_backend cti_graph_backend; // graph_backend.c
 
 #ifdef __cplusplus
