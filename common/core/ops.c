@@ -54,12 +54,14 @@ static const cti_backend *device_backend(const char *op, ct_device d) {
 #endif
 }
 
+// region: backend_for
 // While this thread captures a graph on d, ops get the recording table
 // instead (graph_impl.h): the one place where capture meets the dispatcher.
 const cti_backend *cti_backend_for(const char *op, ct_device d) {
   const cti_backend *be = device_backend(op, d);
   return be ? cti_graph_intercept(op, d, be) : NULL;
 }
+// endregion
 
 // ---- loops ------------------------------------------------------------------------
 void cti_iter_build(cti_iter *it, int ndim, const int64_t *shape, int noperands,

@@ -204,6 +204,7 @@ static int record(ct_cuda_graph *g, cti_graph_call call, const void *args, size_
   return CT_OK;
 }
 
+// region: cpu_replay
 static int cpu_replay(const ct_cuda_graph *g, ct_stream *s) {
   for (int64_t i = 0; i < g->nnodes; ++i) {
     int rc = g->nodes[i].call(g->real, g->arena + g->nodes[i].off, s);
@@ -211,6 +212,7 @@ static int cpu_replay(const ct_cuda_graph *g, ct_stream *s) {
   }
   return CT_OK;
 }
+// endregion
 
 // ---- capture ---------------------------------------------------------------------------------
 
@@ -368,12 +370,14 @@ bool cti_graph_capturing_on(ct_device d) {
   return g && ct_device_eq(g->device, d);
 }
 
+// region: intercept
 const cti_backend *cti_graph_intercept(const char *op, ct_device d, const cti_backend *be) {
   ct_cuda_graph *g = capturing;
   if (!g || !ct_device_eq(g->device, d)) return be;
   snprintf(g->op, sizeof g->op, "%s", op);
   return &cti_graph_backend;
 }
+// endregion
 
 const cti_backend *cti_graph_real_backend(void) {
   ct_cuda_graph *g = capturing;
@@ -416,6 +420,7 @@ int cti_graph_forbid_copy(ct_device dst, ct_device src, bool non_blocking) {
                           non_blocking ? "host-side" : "blocking", ct_device_str(src, a), ct_device_str(dst, b));
 }
 
+// region: alloc_pool
 int cti_graph_alloc_pool(ct_device d, const ct_stream *stream, ct_mempool **pool) {
   ct_cuda_graph *g = capturing;
   if (!g || !ct_device_eq(g->device, d) || stream != g->stream) return CT_OK;
@@ -424,7 +429,9 @@ int cti_graph_alloc_pool(ct_device d, const ct_stream *stream, ct_mempool **pool
   return invalidate(g, "ct_block_alloc: operation not permitted when stream is capturing: a block for "
                        "the capturing stream must come from the graph's private pool (pass pool NULL)");
 }
+// endregion
 
+// region: issue
 int cti_graph_issue(ct_stream *s, cti_graph_call call, const void *args, size_t size) {
   ct_cuda_graph *g = capturing;
   if (!g) return call(cti_backend_for("cti_graph_issue", ct_stream_device(s)), args, s);
@@ -443,6 +450,7 @@ int cti_graph_issue(ct_stream *s, cti_graph_call call, const void *args, size_t 
   if (g->device.type == CT_CUDA) return call(g->real, args, s); // CUDA's capture records it
   return record(g, call, args, size);
 }
+// endregion
 
 bool cti_graph_legacy_stream(const ct_stream *s) {
   ct_cuda_graph *g = capturing;

@@ -31,6 +31,7 @@ _Static_assert(sizeof(cti_optim_kernels) == 6 * sizeof(void *), "a new optim ker
 
 // ---- the plain ops -------------------------------------------------------------------------
 
+// region: binary
 typedef struct { ct_binary_op op; ct_dtype dt; cti_iter it; void *out; const void *a, *b; } binary_args;
 static int binary_call(const cti_backend *be, const void *p, ct_stream *s) {
   const binary_args *x = p;
@@ -41,6 +42,7 @@ static int binary_rec(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *ou
   binary_args x = {op, dt, *it, out, a, b};
   return ISSUE(binary);
 }
+// endregion
 
 typedef struct { ct_binary_op op; ct_dtype dt; cti_iter it; void *out; const void *a; double scalar; } binary_scalar_args;
 static int binary_scalar_call(const cti_backend *be, const void *p, ct_stream *s) {
