@@ -739,14 +739,14 @@ static int show_pool(const settings *s, const data *d, ct_device dev, ct_metrics
 
 最后在几种宽度上比较同一步的两种执行方式：宽度从每个核函数都很小（时间花在调度和启动上）一直到计算本身占主导。每种宽度都新建模型、预热、先计时逐个调用的步骤、再捕获并计时重放；两边每步都包括把一批数据 `copy_` 进静态张量。每个数是若干次计时（每次若干步）的中位数。
 
-本次运行在最小宽度 {{metric timing_widths[0]}} 上，重放比逐个调用快 {{metric speedup_smallest %.2f}} 倍；在最大宽度 {{metric timing_widths[-1]}} 上是 {{metric speedup_largest %.2f}} 倍。一步有 {{metric kernels_per_step}} 个核函数调用，宽度不改变这个数，只改变每个调用的计算量：小宽度时省下的调度开销占了一步的大头，大宽度时计算占满了时间，两条线靠拢。在 CPU 上，省下的只是调度器的工作（检查、广播、分配、引用计数），核函数还是一个一个地调用；在 GPU 上，重放还把几百次 launch 合成一次提交。本章为 H100 定的目标是在受启动开销限制的一端重放至少快 2 倍；这一点只能由 GPU 上的运行来验证：`tools/bench` 在 GPU 上报告这个比值，有 GPU 录制的输出时会显示在本节输出旁边。
+本次运行在最小宽度 {{metric timing_widths[0]}} 上，重放比逐个调用快 {{metric speedup_smallest %.2f}} 倍；在最大宽度 {{metric timing_widths[-1]}} 上是 {{metric speedup_largest %.2f}} 倍。一步有 {{metric kernels_per_step}} 个核函数调用，宽度不改变这个数，只改变每个调用的计算量：小宽度时省下的调度开销占了一步的大头；宽度越大，计算占的时间越多，两者之比越接近 1（在安静的机器上，两条线在右端几乎重合）。在 CPU 上，省下的只是调度器的工作（检查、广播、分配、引用计数），核函数还是一个一个地调用；在 GPU 上，重放还把几百次 launch 合成一次提交。本章为 H100 定的目标是在受启动开销限制的一端重放至少快 2 倍；这一点只能由 GPU 上的运行来验证：`tools/bench` 在 GPU 上报告这个比值，有 GPU 录制的输出时会显示在本节输出旁边。
 :::
 ::: en
 ## Timing: eager against replay
 
 Last, the two ways of running one step are compared over several widths, from widths where every kernel is tiny (the time goes to dispatch and launches) to widths where the arithmetic dominates. For each width a model is built and warmed up, its eager steps are timed, then it is captured and its replays are timed; both kinds of step include the `copy_` of a batch into the static tensors. Each figure is the median of several timings of several steps.
 
-In this run, at the smallest width ({{metric timing_widths[0]}}) replay was {{metric speedup_smallest %.2f}} times as fast as eager; at the largest ({{metric timing_widths[-1]}}), {{metric speedup_largest %.2f}} times. A step has {{metric kernels_per_step}} kernel calls whatever the width; the width only changes the work of each. At small widths the dispatch overhead a replay saves is most of the step; at large ones the arithmetic fills the time and the two lines meet. On the CPU what is saved is only the dispatcher's work (checks, broadcasting, allocation, reference counts), and the kernels are still called one by one; on a GPU a replay also turns hundreds of launches into one submission. The goal set for an H100 is a replay at least 2 times as fast as eager at the launch-bound end. Only a run on a GPU can verify it: `tools/bench` reports the ratio there, and a GPU-recorded output, where there is one, is shown beside this section's.
+In this run, at the smallest width ({{metric timing_widths[0]}}) replay was {{metric speedup_smallest %.2f}} times as fast as eager; at the largest ({{metric timing_widths[-1]}}), {{metric speedup_largest %.2f}} times. A step has {{metric kernels_per_step}} kernel calls whatever the width; the width only changes the work of each. At small widths the dispatch overhead a replay saves is most of the step; the wider the layers, the more of the time goes to arithmetic and the nearer the ratio comes to 1 (on a quiet machine the two lines nearly meet at the right). On the CPU what is saved is only the dispatcher's work (checks, broadcasting, allocation, reference counts), and the kernels are still called one by one; on a GPU a replay also turns hundreds of launches into one submission. The goal set for an H100 is a replay at least 2 times as fast as eager at the launch-bound end. Only a run on a GPU can verify it: `tools/bench` reports the ratio there, and a GPU-recorded output, where there is one, is shown beside this section's.
 :::
 */
 // Seconds per step, the median of `reps` timings of `n` steps each; eager
@@ -783,7 +783,7 @@ static int show_timing(const settings *s, ct_device dev, bool quick, ct_metrics 
   static const int64_t gpu_widths[] = {16, 64, 256, 1024, 4096, 8192}, gpu_quick[] = {16, 256, 2048};
   const int64_t *w = dev.type == CT_CUDA ? (quick ? gpu_quick : gpu_widths) : (quick ? cpu_quick : cpu_widths);
   int nw = dev.type == CT_CUDA ? (quick ? 3 : 6) : (quick ? 2 : 4);
-  int n = quick ? 4 : 20, reps = quick ? 3 : 7;
+  int n = quick ? 4 : (dev.type == CT_CUDA ? 20 : 10), reps = quick ? 3 : (dev.type == CT_CUDA ? 7 : 5);
   double widths[MAX_WIDTHS], params[MAX_WIDTHS], kernels[MAX_WIDTHS], e_ms[MAX_WIDTHS], r_ms[MAX_WIDTHS],
       ratio[MAX_WIDTHS];
   printf("%6s %10s %8s %11s %11s %8s\n", "width", "params", "kernels", "eager ms", "replay ms", "speedup");
