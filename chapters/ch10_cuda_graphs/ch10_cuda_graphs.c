@@ -357,11 +357,13 @@ Each entry of the recording table has the real entry's signature; it packs the a
 */
 /*md source common/graph/graph.c issue*/
 static int capture(graphed *gr) {
+  /* LAB BEGIN: capture one train_step on the static tensors into gr->g on the side stream, keeping its loss | stub: return -1; */
   int rc = ct_cuda_graph_capture_begin(gr->g, gr->side, NULL); // with torch.cuda.graph(g, stream=side):
   if (rc != CT_OK) return rc;
   gr->static_loss = train_step(gr->model, gr->opt, gr->static_x, gr->static_y);
   rc = ct_cuda_graph_capture_end(gr->g);
   return rc == CT_OK && gr->static_loss ? CT_OK : -1;
+  /* LAB END */
 }
 /*md twin capture*/
 

@@ -373,7 +373,12 @@ def show_timing(c):
             r_ms.append(time_per_step(c, lambda i: replay_step(c, gr, i), n, reps))
         else:
             r_ms.append(None)
-        c_ms.append(compiled_ms(c, w, n, reps) if w in compile_widths else None)
+        c_ms.append(None)
+        if w in compile_widths:
+            try:
+                c_ms[-1] = compiled_ms(c, w, n, reps)
+            except Exception as e:  # a backend the compiler cannot serve: say so, keep the rest
+                print(f"torch.compile(mode=\"reduce-overhead\") failed at width {w}: {str(e).splitlines()[0]}")
         params = sum(p.numel() for p in gr.model.parameters())
         fmt = lambda v: f"{v:11.4f}" if v is not None else f"{'-':>11}"  # noqa: E731
         print(f"{w:6d} {params:10d} {e_ms[-1]:11.4f} {fmt(r_ms[-1])} {fmt(c_ms[-1])}")

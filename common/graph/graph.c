@@ -152,7 +152,7 @@ static int cuda_end(ct_cuda_graph *g) {
     call = "cudaGraphGetNodes(graph, NULL, &n)";
     g->cu_nodes = (int64_t)n;
   }
-  if (e == cudaSuccess && !g->invalid) {
+  if (e == cudaSuccess && !g->invalid && g->cu_nodes > 0) { // an empty graph replays as nothing
     cudaGraphExec_t exec = NULL;
     e = cudaGraphInstantiate(&exec, graph, 0);
     call = "cudaGraphInstantiate(&exec, graph, 0)";
@@ -167,6 +167,7 @@ static int cuda_end(ct_cuda_graph *g) {
 }
 
 static int cuda_replay(ct_cuda_graph *g, ct_stream *s) {
+  if (!g->cu_exec) return CT_OK; // captured nothing
   int prev = 0, rc = cuda_enter(g->device.index, &prev);
   if (rc) return rc;
   cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)g->cu_exec, (cudaStream_t)ct_stream_handle(s));

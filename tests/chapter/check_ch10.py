@@ -65,7 +65,7 @@ def forbidden_report(lines):
     return out
 
 
-def check_run(r, metrics):
+def check_run(r, metrics, cpu=True):
     expect(r.returncode == 0, f"exit code {r.returncode}", r)
     expect(sections_of(r.stdout) == SECTIONS, f"sections {sections_of(r.stdout)}", r)
     # Replay = eager, bit for bit: every loss and every parameter.
@@ -75,8 +75,10 @@ def check_run(r, metrics):
     expect(len(set(le)) > 1, "the losses never changed: nothing was trained", r)
     expect(metrics["capture_param_change"] == 0, "capture changed the parameters", r)
     k = metrics["kernels_per_step"]
-    expect(k > 10 and all(x == k for x in metrics["timing_kernels"]),
-           f"kernels per step {k}, per width {metrics['timing_kernels']} (one structure: one count)", r)
+    expect(k > 10, f"kernels per step {k}", r)
+    if cpu:  # cuBLAS may pick kernels of several parts at some sizes: a GPU's count varies with width
+        expect(all(x == k for x in metrics["timing_kernels"]),
+               f"kernels per step {k}, per width {metrics['timing_kernels']} (one structure: one count)", r)
     # The seed's bug and the fix: randn (|x| of order 1) replaced the copy, or the copy stayed.
     expect(metrics["seed_bug_input_diff"] > 0.5 and metrics["fixed_input_diff"] == 0,
            f"seed bug {metrics['seed_bug_input_diff']}, fixed {metrics['fixed_input_diff']}", r)
@@ -163,7 +165,7 @@ def cmd_gpu(ch10, work, have_cuda):
     m = fresh(os.path.join(work, "ch10_gpu.json"))
     r = run_cuda([ch10, "--device", "cuda", "--quick", "--metrics", m])
     expect_cuda_ok(r)
-    check_run(r, load_metrics(m))
+    check_run(r, load_metrics(m), cpu=False)
 
 
 def main(argv):
