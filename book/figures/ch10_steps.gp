@@ -7,8 +7,8 @@
 # xlabel-en: hidden width (fixed batch size)
 # ylabel-zh: 每步时间 (ms)
 # ylabel-en: time per step (ms)
-# caption-zh: 同一个训练步逐个调用（eager）与整图重放（replay）的每步时间，宽度从每个核函数都很小（启动与分派开销为主）到计算为主。两条线在左端分开，重放省下的是每个调用在主机上的开销；在右端合拢，计算本身占了全部时间。
-# caption-en: Time per step of one training step run op by op (eager) and as a replayed graph (replay), from widths where every kernel is tiny (launch and dispatch overhead dominate) to widths where the arithmetic dominates. The lines part at the left, where replay saves each call's host-side cost, and meet at the right, where the computation takes all the time.
+# caption-zh: 同一个训练步逐个调用（eager）与整图重放（replay）的每步时间，宽度从每个核函数都很小（启动与分派开销为主）到计算为主。两条线在左端分开，重放省下的是每个调用在主机上的开销；越往右，计算占的时间越多，两条线越靠近。
+# caption-en: Time per step of one training step run op by op (eager) and as a replayed graph (replay), from widths where every kernel is tiny (launch and dispatch overhead dominate) to widths where the arithmetic dominates. The lines part at the left, where replay saves each call's host-side cost, and come closer towards the right, where the computation takes more of the time.
 # legend-zh-eager: 逐个调用（eager）
 # legend-en-eager: eager, op by op
 # legend-zh-replay: 重放
