@@ -25,6 +25,7 @@
 
 #include "error.h"
 #include "san_hooks.h"
+#include "graph_impl.h"
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -313,6 +314,7 @@ int ct_cublas_version(void) {
 
 int ct_cuda_synchronize(int index) {
   int rc = check_cuda_index("ct_cuda_synchronize", index);
+  if (rc == CT_OK) rc = cti_graph_forbid_sync("ct_cuda_synchronize", ct_device_cuda(index));
   if (rc) return rc;
 #ifdef CT_HAVE_CUDA
   // Enters on the thread's current device; leaves on it again.

@@ -51,6 +51,7 @@ const char *ct_status_name(ct_status s) {
   case CT_ERR_IO: return "CT_ERR_IO";
   case CT_ERR_SYNC: return "CT_ERR_SYNC";
   case CT_ERR_RACE: return "CT_ERR_RACE";
+  case CT_ERR_CAPTURE: return "CT_ERR_CAPTURE";
   }
   return "CT_ERR_UNKNOWN";
 }

@@ -22,6 +22,7 @@
 #include "error.h"
 #include "san_hooks.h"
 #include "prof_impl.h"
+#include "graph_impl.h"
 #include "stream.h"
 #include "sync_point.h"
 #include "tensor_impl.h"
@@ -35,8 +36,8 @@ bool ct_get_allow_tf32(void) { return allow_tf32; }
 // around each entry (prof/prof_backend.c): one branch here when it does not.
 #define PROFILED(be) (CTI_PROF_ON ? cti_prof_backend(be) : (be))
 
-const cti_backend *cti_backend_for(const char *op, ct_device d) {
-  if (d.type == CT_CPU) return PROFILED(&cti_cpu_backend);
+static const cti_backend *device_backend(const char *op, ct_device d) {
+  if (d.type == CT_CPU) return &cti_cpu_backend;
   if (d.type != CT_CUDA) {
     ct_fail(CT_ERR_DEVICE, "%s: unknown device type %d", op, (int)d.type);
     return NULL;
@@ -54,11 +55,22 @@ const cti_backend *cti_backend_for(const char *op, ct_device d) {
 #ifdef CT_HAVE_CUDA
   // Kernels and cuBLAS run on the calling thread's current device.
   if (ct_cuda_current_device() != d.index && ct_cuda_set_device(d.index) != CT_OK) return NULL;
-  return PROFILED(&cti_cuda_backend);
+  return &cti_cuda_backend;
 #else
   return NULL;
 #endif
 }
+
+// region: backend_for
+// While this thread captures a graph on d, ops get the recording table
+// instead (graph_impl.h): the one place where capture meets the dispatcher.
+// (A profiler session sees a capture's recording table as it is: the
+// recorded calls run, and are timed, only at replay's level.)
+const cti_backend *cti_backend_for(const char *op, ct_device d) {
+  const cti_backend *be = device_backend(op, d);
+  return be ? PROFILED(cti_graph_intercept(op, d, be)) : NULL;
+}
+// endregion
 
 // ---- loops ------------------------------------------------------------------------
 void cti_iter_build(cti_iter *it, int ndim, const int64_t *shape, int noperands,

@@ -53,6 +53,7 @@
 #include "error.h"
 #include "san_hooks.h"
 #include "sync_point.h"
+#include "graph_impl.h"
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -303,6 +304,7 @@ static int stream_sync(ct_stream *s) {
 // A sync point (sync_debug.h), as torch.cuda.Stream.synchronize is one.
 int ct_stream_synchronize(ct_stream *s) {
   if (!s) return ct_fail(CT_ERR_VALUE, "ct_stream_synchronize: stream is NULL");
+  if (cti_graph_forbid_sync("ct_stream_synchronize", s->device)) return ct_last_status();
   int rc = cti_sync_begin("ct_stream_synchronize", s->device);
   if (rc) return rc;
   rc = stream_sync(s);
@@ -463,6 +465,7 @@ int ct_event_record(ct_event *e, ct_stream *s) {
 
 int ct_event_synchronize(ct_event *e) {
   if (!e) return ct_fail(CT_ERR_VALUE, "ct_event_synchronize: event is NULL");
+  if (cti_graph_forbid_sync("ct_event_synchronize", e->device)) return ct_last_status();
   cti_san_host_waits_event(&e->san);
   if (e->device.type == CT_CPU || !e->recorded) return CT_OK;
 #ifdef CT_HAVE_CUDA

@@ -17,6 +17,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "graph_impl.h"
 #include "random.h"
 #include "san_hooks.h"
 #include "stream.h"
@@ -774,6 +775,7 @@ ct_tensor *ct_pin_memory(const ct_tensor *t) {
 
 int ct_copy_to_host(const ct_tensor *t, void *dst, size_t dst_bytes) {
   if (!t || !dst) return ct_fail(CT_ERR_VALUE, "ct_copy_to_host: NULL argument");
+  if (cti_graph_forbid_sync("ct_copy_to_host", ct_device_of(t))) return ct_last_status();
   if (dst_bytes < ct_nbytes(t))
     return ct_fail(CT_ERR_VALUE, "ct_copy_to_host: destination holds %zu bytes, the tensor needs %zu",
                    dst_bytes, ct_nbytes(t));
@@ -791,6 +793,7 @@ int ct_copy_to_host(const ct_tensor *t, void *dst, size_t dst_bytes) {
 
 int ct_item(const ct_tensor *t, double *out) {
   if (!t || !out) return ct_fail(CT_ERR_VALUE, "ct_item: NULL argument");
+  if (cti_graph_forbid_sync("ct_item", ct_device_of(t))) return ct_last_status();
   if (ct_numel(t) != 1)
     return ct_fail(CT_ERR_VALUE, "ct_item: a Tensor with %" PRId64
                    " elements cannot be converted to Scalar", ct_numel(t));

@@ -10,6 +10,7 @@
 #include "data.h"
 #include "device.h"
 #include "dtype.h"
+#include "graph.h"
 #include "error.h"
 #include "nn.h"
 #include "ops.h"

@@ -28,6 +28,7 @@ typedef enum ct_status {
   CT_ERR_IO,          // files
   CT_ERR_SYNC,        // a synchronizing call refused by the sync debug mode "error" (sync_debug.h)
   CT_ERR_RACE,        // a stream-ordering race the sanitizer caught in its "error" mode (sanitizer.h)
+  CT_ERR_CAPTURE,     // not permitted while a graph is being captured (graph.h)
 } ct_status;
 
 // Records a failure: formats the message (printf-style) and returns `status`,
