@@ -405,6 +405,7 @@ static int train_step(ct_ddp *ddp, ct_optimizer *opt, shard *s, int64_t k0, int 
 
 // Accuracy over every rank's share of the test set: (correct, total) summed by all_reduce.
 static int accuracy(ct_process_group *pg, ct_module *model, ct_dataset *test, int64_t limit, double *acc) {
+  if (limit > ct_dataset_len(test)) limit = ct_dataset_len(test); // a smaller test set (--data)
   ct_distributed_sampler ss = {.length = limit, .num_replicas = ct_dist_get_world_size(pg),
                                .rank = ct_dist_get_rank(pg), .drop_last = true};
   int64_t n = ct_distributed_sampler_len(&ss);
