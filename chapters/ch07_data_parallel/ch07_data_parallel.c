@@ -417,12 +417,15 @@ static int train(const settings *s, ct_module *model, ct_data_parallel *dp, ct_d
   o.momentum = s->momentum;
   ct_optimizer *opt = ct_optim_sgd(params, np, o); // optimizer over model.parameters(): the module's
   if (!opt) return -1;
-  int rc = ct_dataloader_start_epoch(train_dl);
+  int64_t batches = ct_dataloader_len(train_dl); // one epoch: the steps of a run
+  int rc = batches < s->steps ? (int)ct_fail(CT_ERR_VALUE, "the training set gives %lld batches of %ld, fewer than --steps "
+                                        "%ld: lower --steps or --batch-size", (long long)batches, s->batch_size, s->steps)
+                              : ct_dataloader_start_epoch(train_dl);
   double t0 = now_seconds();
   ct_tensor *x = NULL, *y = NULL;
   for (long step = 0; rc == CT_OK && step < s->steps; ++step) {
     if ((rc = ct_dataloader_next(train_dl, &x, &y)) != 1) {
-      if (rc == 0) rc = ct_fail(CT_ERR_VALUE, "ch07: the training set ran out after %ld steps", step);
+      if (rc == 0) rc = ct_fail(CT_ERR_VALUE, "the training set ran out after %ld steps", step);
       break;
     }
     ct_tensor *loss = train_step(model, dp, opt, x, y);

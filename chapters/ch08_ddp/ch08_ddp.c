@@ -449,6 +449,10 @@ static int train(const settings *st, ct_process_group *pg, trained *t, ct_metric
                                                                                : ct_dataset_len(t->s.ds);
   ct_distributed_sampler sampler = {.length = len, .num_replicas = w, .rank = r, .shuffle = true, .seed = 0};
   int64_t n = ct_distributed_sampler_len(&sampler), B = st->batch_size;
+  if (st->accumulate > n || B > n / st->accumulate) // not one whole step: every rank stops here, before any collective
+    return ct_fail(CT_ERR_VALUE, "a step takes --batch-size %lld x --accumulate %ld images on each rank, more than its "
+                   "shard of %lld (%lld training images over %d ranks): lower --batch-size or --accumulate, or raise "
+                   "--train-size", (long long)B, st->accumulate, (long long)n, (long long)len, w);
   t->s.idx = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
   t->s.x = ct_empty(CT_SHAPE(B, 1, 28, 28), CT_F32, ct_device_cpu());
   t->s.y = ct_empty(CT_SHAPE(B), CT_I64, ct_device_cpu());

@@ -342,6 +342,19 @@ void ct_cli_begin(ct_cli *cli) {
   fflush(stdout);
 }
 
+void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64_t last_step, double lr) {
+  if (isfinite(loss)) return;
+  fflush(stdout);
+  char at[80];
+  if (first_step < last_step)
+    snprintf(at, sizeof at, "between steps %lld and %lld", (long long)first_step, (long long)last_step);
+  else
+    snprintf(at, sizeof at, "at step %lld", (long long)last_step);
+  fprintf(stderr, "%s: the loss is %s %s: training diverged; lower --lr (this run: %g) or check the inputs "
+          "for NaN/inf\n", cli_program(cli), isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf", at, lr);
+  exit(1);
+}
+
 _Noreturn void ct_cli_die(const ct_cli *cli) {
   fflush(stdout);
   const char *msg = ct_last_error();
