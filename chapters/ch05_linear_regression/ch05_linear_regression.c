@@ -53,6 +53,7 @@ ninja ch05_linear_regression && ./ch05
 */
 
 /*md hide*/
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,7 +223,7 @@ The hyperparameters are flags, and the PyTorch twin (`ch05_pytorch.py`) takes th
 */
 int main(int argc, char **argv) {
   static run r; // static: the training logs are a few tens of KiB
-  r.h = (hyper){.samples = -1, .batch_size = 32, .epochs = -1, .lr = 0.05}; // -1: set by --quick
+  r.h = (hyper){.samples = LONG_MIN, .batch_size = 32, .epochs = LONG_MIN, .lr = 0.05}; // LONG_MIN: by --quick
   ct_cli_opt opts[] = {
       {"samples", CT_OPT_INT, &r.h.samples, "number of samples N (default 8192; --quick 1024)"},
       {"batch-size", CT_OPT_INT, &r.h.batch_size, "samples per SGD step (default 32)"},
@@ -237,8 +238,8 @@ int main(int argc, char **argv) {
                            "checked against the closed-form least-squares solution."};
   ct_cli_parse(&cli, argc, argv, opts, COUNT(opts));
   hyper *h = &r.h;
-  if (h->samples < 0) h->samples = cli.quick ? 1024 : 8192;
-  if (h->epochs < 0) h->epochs = cli.quick ? 3 : 10;
+  if (h->samples == LONG_MIN) h->samples = cli.quick ? 1024 : 8192; // not given: --samples -5 is an error
+  if (h->epochs == LONG_MIN) h->epochs = cli.quick ? 3 : 10;
   const char *bad = h->samples < 2 * (F + 1) || h->samples > (1L << 26) ? "--samples must be in [10, 67108864]"
                     : h->batch_size < 1                                 ? "--batch-size must be at least 1"
                     : h->epochs < 1 || h->epochs > MAX_EPOCHS           ? "--epochs must be in [1, 1000]"

@@ -1120,8 +1120,9 @@ int main(int argc, char **argv) {
 
   // Data: Fashion-MNIST, normalized, batched, delivered on the device.
   ct_dataset *train_ds = first_n(ct_fashion_mnist(s.data, true, FMNIST_MEAN, FMNIST_STD), s.train_size);
+  if (!train_ds) ct_cli_die(&cli); // the message names the file and what was wrong with it
   ct_dataset *test_ds = first_n(ct_fashion_mnist(s.data, false, FMNIST_MEAN, FMNIST_STD), s.test_size);
-  if (!train_ds || !test_ds) ct_cli_die(&cli);
+  if (!test_ds) ct_cli_die(&cli);
   ct_dataloader *train_dl = make_loader(train_ds, s.batch_size, !s.no_shuffle, (int)s.workers, cli.seed, dev);
   ct_dataloader *test_dl = make_loader(test_ds, EVAL_BATCH, false, (int)s.workers, cli.seed, dev);
   if (!train_dl || !test_dl) ct_cli_die(&cli);

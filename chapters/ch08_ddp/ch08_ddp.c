@@ -717,9 +717,9 @@ int main(int argc, char **argv) {
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   /*md hide*/
   if (s.epochs < 1 || s.batch_size < 1 || s.accumulate < 1 || s.train_size < 0 || !(s.lr > 0) ||
-      !(s.momentum >= 0) || !(s.bucket_mb > 0)) {
+      !(s.momentum >= 0) || !(s.bucket_mb > 0) || s.nproc < 1 || s.nproc > 64) {
     fprintf(stderr, "ch08: --epochs, --batch-size, --accumulate must be >= 1, --train-size >= 0, --lr and "
-                    "--bucket-mb > 0, --momentum >= 0\nusage: ch08 [--help] ...\n");
+                    "--bucket-mb > 0, --momentum >= 0, --nproc in [1, 64]\nusage: ch08 [--help] ...\n");
     return 2;
   }
   if (cli.quick) {

@@ -122,12 +122,12 @@ usage_error(const ct_cli *cli, const ct_cli_opt *opts, int n_opts, const char *f
   exit(2);
 }
 
-// "auto", "cpu", "cuda" or "cuda:" followed by decimal digits. Whether the
-// device exists is a runtime question for ct_cli_begin (exit 1), not a usage
-// error.
+// "auto", "cpu", "cuda" or "cuda:" followed by decimal digits without a
+// leading zero (as ct_device_parse spells them). Whether the device exists
+// is a runtime question for ct_cli_begin (exit 1), not a usage error.
 static bool device_spec_ok(const char *s) {
   if (!strcmp(s, "auto") || !strcmp(s, "cpu") || !strcmp(s, "cuda")) return true;
-  if (strncmp(s, "cuda:", 5) != 0 || !s[5]) return false;
+  if (strncmp(s, "cuda:", 5) != 0 || !s[5] || (s[5] == '0' && s[6])) return false;
   for (const char *p = s + 5; *p; p++)
     if (!isdigit((unsigned char)*p)) return false;
   return strlen(s + 5) <= 4;

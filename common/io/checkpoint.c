@@ -719,7 +719,9 @@ int ct_load_safetensors_metadata(const char *path, ct_device device, ct_named_te
   if (metadata) *metadata = NULL;
   if (!path || !entries || !n) return ct_fail(CT_ERR_VALUE, LOAD_OP ": NULL argument");
   FILE *f = fopen(path, "rb");
-  if (!f) return ct_fail(CT_ERR_IO, LOAD_OP ": %s: cannot open: %s", path, strerror(errno));
+  if (!f)
+    return ct_fail(CT_ERR_IO, LOAD_OP ": %s: cannot open: %s (give the path of a safetensors file)", path,
+                   strerror(errno));
   char *hdr = NULL;
   st_entry *es = NULL;
   ct_named_tensor *out = NULL;
@@ -731,7 +733,8 @@ int ct_load_safetensors_metadata(const char *path, ct_device device, ct_named_te
     goto out;
   }
   if (!S_ISREG(sb.st_mode)) {
-    rc = load_fail(path, "not a regular file");
+    rc = load_fail(path, "%s, not a file: give the path of a safetensors file",
+                   S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
     goto out;
   }
   uint64_t size = (uint64_t)sb.st_size;
