@@ -580,6 +580,10 @@ def cmd_files(work, *args):
                           before_work=True)
                 w.refused(base + [sock_path], 1, [flag, "is a socket, not a file"], f"{name} {flag} onto a socket",
                           before_work=True)
+                w.refused(base + [w.out + "/"], 1, [flag, "the path names a directory; give a file name inside it"],
+                          f"{name} {flag} ending in /", before_work=True)
+                w.refused(base + [""], 2, [f'{flag} expects a file path, got ""', "usage:"], f"{name} {flag} \"\"",
+                          before_work=True)
                 expect(stat.S_ISSOCK(os.lstat(sock_path).st_mode), "the socket was replaced")
                 mnt = w.path("tmpfs")
                 os.makedirs(mnt, exist_ok=True)
