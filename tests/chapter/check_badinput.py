@@ -514,10 +514,12 @@ def cmd_numerics(work, *args):
 
 
 def readonly_dir(path):
-    """Makes `path` a folder this process cannot create files in; returns how (a word) or None,
-    and the function that undoes it. Root ignores permissions: there the folder is made
-    immutable (chattr +i) where the file system allows."""
+    """Makes `path` a folder this process cannot create files in, holding one file, existing.out;
+    returns how (a word) or None, and the function that undoes it. Root ignores permissions:
+    there the folder is made immutable (chattr +i) where the file system allows."""
     os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "existing.out"), "w") as f:
+        f.write("written before the run\n")
     if os.geteuid() != 0:
         os.chmod(path, 0o555)
         return "chmod 555", lambda: os.chmod(path, 0o755)
@@ -528,11 +530,13 @@ def readonly_dir(path):
 
 
 def full_fs_run(mount, cmd):
-    """Runs cmd with a 64 KiB tmpfs, filled up, mounted on `mount` in a private mount namespace
-    (unshare; the mount ends with the command). Returns (run, what the tmpfs held afterwards),
-    or (None, why) where this machine cannot mount one."""
-    script = ('mount -t tmpfs -o size=64k tmpfs "$0" || exit 99; head -c 1000000 /dev/zero > "$0/fill" 2>/dev/null; '
-              '"$@"; rc=$?; echo "@@TMPFS $(ls -A "$0" | tr "\\n" " ")" >&2; exit $rc')
+    """Runs cmd with a 64 KiB tmpfs mounted on `mount` in a private mount namespace (unshare; the
+    mount ends with the command), holding x.out ("old") and then filled up. Returns (run, the
+    names the tmpfs held afterwards and x.out's text), or (None, why) where this machine cannot
+    mount one."""
+    script = ('mount -t tmpfs -o size=64k tmpfs "$0" || exit 99; echo old > "$0/x.out"; '
+              'head -c 1000000 /dev/zero > "$0/fill" 2>/dev/null; "$@"; rc=$?; '
+              'echo "@@TMPFS $(cat "$0/x.out") $(ls -A "$0" | tr "\\n" " ")" >&2; exit $rc')
     if not shutil.which("unshare"):
         return None, "no unshare"
     r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, mount, *cmd],
@@ -567,8 +571,8 @@ def cmd_files(work, *args):
                 nodir = w.path("no-such-folder", "x.out")
                 w.refused(base + [nodir], 1, [flag, nodir, "check that the directory exists"],
                           f"{name} {flag} into a missing folder", before_work=True)
-                if ro_how:
-                    ro = w.path("readonly", "x.out")
+                if ro_how:  # the file there stays as it was (the watch)
+                    ro = w.path("readonly", "existing.out")
                     w.refused(base + [ro], 1, [flag, ro, "cannot create the temporary file"],
                               f"{name} {flag} into a read-only folder ({ro_how})", before_work=True,
                               watch=[w.path("readonly")])
@@ -595,7 +599,8 @@ def cmd_files(work, *args):
                     expect(r.returncode == 1 and "No space left on device" in r.stderr and flag in r.stderr
                            and "device:" not in r.stdout,
                            f"{name} {flag} onto a full file system: exit 1 naming ENOSPC before the work", r)
-                    expect(held == ["fill"], f"{name} {flag} onto a full file system left {held}", r)
+                    expect(held == ["old", "fill", "x.out"], f"{name} {flag} onto a full file system: the "
+                           f"folder holds {held[1:]}, x.out {held[:1]} (expected fill and x.out, still 'old')", r)
         if not ro_how:
             notes.append("read-only folder not checked (root, and chattr +i refused)")
     finally:
