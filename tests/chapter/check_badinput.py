@@ -648,7 +648,16 @@ def cmd_gpu(work, have_cuda, *args):
                    "--metrics", w.keep, "--save", w.path("out", "ch08.safetensors")], 1,
                   ["NCCL takes one GPU per rank", f"start at most {count} ranks per node"],
                   f"ch08 --backend nccl with {count + 1} ranks on {count} GPUs")
-    print(f"PASS: a device past the {count} GPUs and NCCL with more ranks than GPUs refused")
+    # A diverging loss on the GPU: ch06 reads its loss sum at step 1, every 50 steps and at the end
+    # of the epoch (16 steps here), so it names the steps between two reads.
+    if "ch06" in chs:
+        data = write_set(w.path("data"), fake_set())
+        r = w.refused([chs["ch06"], "--device", "cuda", "--quick", "--data", data, "--batch-size", "16",
+                       "--optimizer", "sgd", "--lr", "1e6", "--metrics", w.keep], 1,
+                      ["the loss is ", "lower --lr (this run: 1e+06)"], "ch06 --device cuda --lr 1e6")
+        expect(re.search(r"the loss is \S+ (at step \d+|between steps \d+ and \d+):", r.stderr),
+               "ch06 on the GPU names no step", r)
+    print(f"PASS: a device past the {count} GPUs, NCCL with more ranks than GPUs, a diverging loss on the GPU")
 
 
 MODES = {"data": cmd_data, "checkpoint": cmd_checkpoint, "device": cmd_device, "sizes": cmd_sizes,
