@@ -481,7 +481,7 @@ def cmd_numerics(work, *args):
                f"ch05 --lr {lr}: steps {first}..{last} reported; float64 overflows float32 at steps {ref}", r)
         if lr == "1":
             expect(first < last and (first - 1) % 32 == 0 and last - first == 31,
-                   f"ch05 --lr 1 diverges after the first epoch: the message names the epoch's 32 steps", r)
+                   "ch05 --lr 1 diverges after the first epoch: the message names the epoch's 32 steps", r)
         expect("== parameters ==" not in r.stdout, f"ch05 --lr {lr}: went on after the loss diverged", r)
         print(f"ch05 --lr {lr}: steps {first}..{last} reported, the float64 reference overflows at {ref}")
     # NaN in the data from --load-init: refused before any training.
@@ -497,7 +497,8 @@ def cmd_numerics(work, *args):
     save = w.path("out", "ch06.safetensors")
     with open(save, "wb") as f:
         f.write(b"an older checkpoint")
-    run06 = [ch06, "--device", "cpu", "--quick", "--data", data, "--batch-size", "16", "--optimizer", "sgd", "--lr", "1e6"]
+    run06 = [ch06, "--device", "cpu", "--quick", "--data", data, "--batch-size", "16", "--optimizer", "sgd",
+             "--lr", "1e6"]
     r = w.refused(run06 + ["--save", save, "--metrics", w.keep], 1,
                   ["ch06: the loss is ", "training diverged; lower --lr (this run: 1e+06)"], "ch06 --lr 1e6")
     m = re.search(r"the loss is (nan|inf|-inf) at step (\d+):", r.stderr)
@@ -580,8 +581,8 @@ def cmd_files(work, *args):
                     w.refused(base + ["/dev/full"], 1, [flag, "/dev/full", "No space left on device"],
                               f"{name} {flag} /dev/full", before_work=True)
                     expect(stat.S_ISCHR(os.stat("/dev/full").st_mode), "/dev/full is no longer a device")
-                w.refused(base + [w.out], 1, [flag, w.out, "is a directory, not a file"], f"{name} {flag} onto a folder",
-                          before_work=True)
+                w.refused(base + [w.out], 1, [flag, w.out, "is a directory, not a file"],
+                          f"{name} {flag} onto a folder", before_work=True)
                 w.refused(base + [sock_path], 1, [flag, "is a socket, not a file"], f"{name} {flag} onto a socket",
                           before_work=True)
                 w.refused(base + [w.out + "/"], 1, [flag, "the path names a directory; give a file name inside it"],
