@@ -34,7 +34,7 @@ void ct_named_tensors_free(ct_named_tensor *entries, int n);
 // The same, also returning the header's "__metadata__" as a new
 // NULL-terminated array key, value, key, value, ..., NULL (empty when the
 // file has none; free with ct_metadata_free).
-int ct_load_safetensors_metadata(const char *path, ct_device device, ct_named_tensor **entries, int *n,
+int ct_load_safetensors_with_metadata(const char *path, ct_device device, ct_named_tensor **entries, int *n,
                                  char ***metadata);
 void ct_metadata_free(char **metadata);
 // The value of `key` in such an array, or NULL.

@@ -709,10 +709,10 @@ void ct_named_tensors_free(ct_named_tensor *entries, int n) {
 }
 
 int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **entries, int *n) {
-  return ct_load_safetensors_metadata(path, device, entries, n, NULL);
+  return ct_load_safetensors_with_metadata(path, device, entries, n, NULL);
 }
 
-int ct_load_safetensors_metadata(const char *path, ct_device device, ct_named_tensor **entries, int *n,
+int ct_load_safetensors_with_metadata(const char *path, ct_device device, ct_named_tensor **entries, int *n,
                                  char ***metadata) {
   if (entries) *entries = NULL;
   if (n) *n = 0;
@@ -946,7 +946,7 @@ int ct_module_load(ct_module *m, const char *path) {
   if (ns < 0 || (ns > 0 && !st)) return ct_last_status() != CT_OK ? ct_last_status() : ct_fail(CT_ERR_VALUE, "ct_module_load: no state");
   ct_named_tensor *es = NULL;
   char **meta = NULL;
-  int rc = ct_load_safetensors_metadata(path, ct_module_device(m), &es, &n, &meta);
+  int rc = ct_load_safetensors_with_metadata(path, ct_module_device(m), &es, &n, &meta);
   if (rc != CT_OK) return rc;
   if (cti_is_train_checkpoint(meta)) n = cti_keep_prefixed(es, n, CTI_TRAIN_MODEL_PREFIX); // its model part
   ct_metadata_free(meta);

@@ -167,7 +167,7 @@ int ct_load_train_checkpoint(const char *path, ct_module *m, ct_optimizer *opt, 
   if (!path || !m || !opt || !p) return ct_fail(CT_ERR_VALUE, OP_LOAD ": NULL argument");
   ct_named_tensor *es = NULL;
   char **meta = NULL;
-  int n = 0, rc = ct_load_safetensors_metadata(path, ct_module_device(m), &es, &n, &meta);
+  int n = 0, rc = ct_load_safetensors_with_metadata(path, ct_module_device(m), &es, &n, &meta);
   if (rc != CT_OK) return rc;
   ct_train_progress got = {0};
   const char *saved_opt = ct_metadata_get(meta, "optimizer");

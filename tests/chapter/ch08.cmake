@@ -29,5 +29,5 @@ if(CT_HAVE_MPI)
   add_test(NAME chapter.ch08_kill COMMAND ${CT_CH08_PYTHON} ${CT_CH08_CHECK} kill ${CT_CH08_BIN} ${CT_CH08_WORK}/kill)
   set_tests_properties(chapter.ch08 chapter.ch08_badflag chapter.ch08_twin chapter.ch08_kill PROPERTIES
                        LABELS chapter SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_BINARY_DIR}
-                       ENVIRONMENT "${CT_TEST_ENV}")
+                       ENVIRONMENT "${CT_MPI_TEST_ENV}")
 endif()
