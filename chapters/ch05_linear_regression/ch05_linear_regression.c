@@ -53,6 +53,7 @@ ninja ch05_linear_regression && ./ch05
 */
 
 /*md hide*/
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,7 +223,7 @@ The hyperparameters are flags, and the PyTorch twin (`ch05_pytorch.py`) takes th
 */
 int main(int argc, char **argv) {
   static run r; // static: the training logs are a few tens of KiB
-  r.h = (hyper){.samples = -1, .batch_size = 32, .epochs = -1, .lr = 0.05}; // -1: set by --quick
+  r.h = (hyper){.samples = LONG_MIN, .batch_size = 32, .epochs = LONG_MIN, .lr = 0.05}; // LONG_MIN: by --quick
   ct_cli_opt opts[] = {
       {"samples", CT_OPT_INT, &r.h.samples, "number of samples N (default 8192; --quick 1024)"},
       {"batch-size", CT_OPT_INT, &r.h.batch_size, "samples per SGD step (default 32)"},
@@ -237,8 +238,8 @@ int main(int argc, char **argv) {
                            "checked against the closed-form least-squares solution."};
   ct_cli_parse(&cli, argc, argv, opts, COUNT(opts));
   hyper *h = &r.h;
-  if (h->samples < 0) h->samples = cli.quick ? 1024 : 8192;
-  if (h->epochs < 0) h->epochs = cli.quick ? 3 : 10;
+  if (h->samples == LONG_MIN) h->samples = cli.quick ? 1024 : 8192; // not given: --samples -5 is an error
+  if (h->epochs == LONG_MIN) h->epochs = cli.quick ? 3 : 10;
   const char *bad = h->samples < 2 * (F + 1) || h->samples > (1L << 26) ? "--samples must be in [10, 67108864]"
                     : h->batch_size < 1                                 ? "--batch-size must be at least 1"
                     : h->epochs < 1 || h->epochs > MAX_EPOCHS           ? "--epochs must be in [1, 1000]"
@@ -358,6 +359,18 @@ static void expect_shape(const ct_tensor *t, ct_shape want, const char *name, co
   exit(1);
 }
 
+// t: float32 on the CPU. NaN or inf in the data would only surface later as
+// a singular closed form or a NaN loss: refuse it here, naming the element.
+static void expect_finite(const ct_tensor *t, const char *name, const char *path) {
+  const float *v = ct_data_ptr(t);
+  for (int64_t i = 0; i < ct_numel(t); i++)
+    if (!isfinite(v[i])) {
+      fprintf(stderr, "ch05: --load-init %s: \"%s\" holds %g at element %lld: the data and the weights must be "
+              "finite numbers\n", path, name, (double)v[i], (long long)i);
+      exit(1);
+    }
+}
+
 // x, y, weight and bias from a safetensors file written by --save-init (this
 // program's or the twin's); converted to float32 on the CPU.
 static void load_init(const char *path, ct_tensor **x, ct_tensor **y, ct_named_tensor init[2]) {
@@ -374,6 +387,8 @@ static void load_init(const char *path, ct_tensor **x, ct_tensor **y, ct_named_t
   }
   *x = must(ct_to_dtype(tx, CT_F32));
   *y = must(ct_to_dtype(ty, CT_F32));
+  expect_finite(*x, "x", path);
+  expect_finite(*y, "y", path);
   const char *names[2] = {"weight", "bias"};
   const ct_shape shapes[2] = {CT_SHAPE(1, F), CT_SHAPE(1)};
   for (int i = 0; i < 2; i++) {
@@ -381,6 +396,7 @@ static void load_init(const char *path, ct_tensor **x, ct_tensor **y, ct_named_t
     expect_shape(t, shapes[i], names[i], path);
     snprintf(init[i].name, sizeof init[i].name, "%s", names[i]);
     init[i].tensor = must(ct_to_dtype(t, CT_F32));
+    expect_finite(init[i].tensor, names[i], path);
   }
   ct_named_tensors_free(e, n);
 }
@@ -745,7 +761,7 @@ static void show_gradient_check(run *r) {
 
 **批。** 数据已经在设备上，所以一批就是一个视图：`ct_narrow(xd, 0, i, B)` 取第 $i$ 到 $i+B-1$ 行，不拷贝，相当于 `X[i:i+B]`。这里不打乱顺序：样本本来就是独立抽取的，顺序里没有信息。数据按类别或时间排好序时才必须打乱，比如第 6 章。不打乱还有一个好处：PyTorch 孪生程序能走完全相同的批，两边的损失可以逐步比较。
 
-**不要在循环里读损失。** 在 GPU 上，ct 和 PyTorch 一样，只是把 kernel 排进流里就返回，主机不等设备算完。每一步都读一次损失（PyTorch 的 `loss.item()`，这里的 `ct_item`），主机就得每一步都停下来等设备，排队的好处全没了。所以这一轮（epoch）的损失在设备上累加：`ct_binary_out(CT_OP_ADD, loss_sum, loss_sum, loss)` 把结果原地写进一个只分配一次的 0 维张量，每轮结束才读一次。只有第一轮的损失逐步读出来，留作画图和与 PyTorch 的比较（前 20 步）；这是测速度时跳过第一轮的原因之一，另一个原因是第一轮也是预热：分配器第一次要内存、cuBLAS 第一次选算法，都发生在这一轮。
+**不要在循环里读损失。** 在 GPU 上，ct 和 PyTorch 一样，只是把 kernel 排进流里就返回，主机不等设备算完。每一步都读一次损失（PyTorch 的 `loss.item()`，这里的 `ct_item`），主机就得每一步都停下来等设备，排队的好处全没了。所以这一轮（epoch）的损失在设备上累加：`ct_binary_out(CT_OP_ADD, loss_sum, loss_sum, loss)` 把结果原地写进一个只分配一次的 0 维张量，每轮结束才读一次。只有第一轮的损失逐步读出来，留作画图和与 PyTorch 的比较（前 20 步）；这是测速度时跳过第一轮的原因之一，另一个原因是第一轮也是预热：分配器第一次要内存、cuBLAS 第一次选算法，都发生在这一轮。每轮读到的和如果是 NaN 或 inf（学习率太大时损失会发散，比如 `--lr 10`），程序就停下并以退出码 1 结束，说出是哪一步：第一轮的损失逐步读过，能精确到步；之后的轮次只能给出那一轮的步数范围。
 
 **计时。** 每轮前后在设备的当前流上各记录一个事件（`ct_event_record`），读完这一轮的损失之后用 `ct_event_elapsed_time` 得到两者之间的毫秒数，相当于 `torch.cuda.Event(enable_timing=True)`。在 CPU 上，事件读的是主机时钟，代码不用改。每秒步数取第一轮之后各轮用时的中位数来算：机器上别的程序偶尔拖慢一轮，中位数不受影响，平均数会。
 :::
@@ -766,11 +782,24 @@ The difference is the backward pass. PyTorch records a graph during the forward 
 
 **Batches.** The data is already on the device, so a batch is a view: `ct_narrow(xd, 0, i, B)` takes rows $i$ to $i+B-1$ without a copy, as `X[i:i+B]` does. The order is not shuffled: the samples were drawn independently, so their order carries no information. Shuffling is a must when data comes sorted by class or by time, as in chapter 6. Keeping the order has one more use: the PyTorch twin walks exactly the same batches, so the two losses can be compared step by step.
 
-**Do not read the loss inside the loop.** On a GPU, ct, like PyTorch, only queues each kernel on a stream and returns; the host does not wait for the device. Reading the loss every step (PyTorch's `loss.item()`, ct's `ct_item`) makes the host stop and wait at every step, and the queue's advantage is gone. So the epoch's loss is summed on the device: `ct_binary_out(CT_OP_ADD, loss_sum, loss_sum, loss)` writes in place into a 0-d tensor allocated once, which is read once per epoch. Only the first epoch's losses are read step by step, kept for a figure and for the comparison with PyTorch (its first 20 steps); that is one reason the first epoch is left out of the speed figures, the other being that it is also the warm-up: the allocator's first requests and cuBLAS's first choice of algorithm happen in it.
+**Do not read the loss inside the loop.** On a GPU, ct, like PyTorch, only queues each kernel on a stream and returns; the host does not wait for the device. Reading the loss every step (PyTorch's `loss.item()`, ct's `ct_item`) makes the host stop and wait at every step, and the queue's advantage is gone. So the epoch's loss is summed on the device: `ct_binary_out(CT_OP_ADD, loss_sum, loss_sum, loss)` writes in place into a 0-d tensor allocated once, which is read once per epoch. Only the first epoch's losses are read step by step, kept for a figure and for the comparison with PyTorch (its first 20 steps); that is one reason the first epoch is left out of the speed figures, the other being that it is also the warm-up: the allocator's first requests and cuBLAS's first choice of algorithm happen in it. If the sum read at the end of an epoch is NaN or inf (the loss diverges when the learning rate is too large, e.g. `--lr 10`), the run stops with exit code 1 and names the step: exactly in the first epoch, whose losses were read one by one, and as the epoch's range of steps after it.
 
 **Timing.** An event is recorded on the device's current stream before and after each epoch (`ct_event_record`), and once the epoch's loss has been read, `ct_event_elapsed_time` gives the milliseconds between them, like `torch.cuda.Event(enable_timing=True)`. On the CPU an event reads the host clock, and the code stays the same. Steps per second come from the median epoch after the first: another program on the machine occasionally slows an epoch down, which moves the mean but not the median.
 :::
 */
+// A NaN or inf sum of epoch e's losses ends the run (exit 1), naming the
+// step: the first non-finite step logged, or the epoch's range of steps.
+static void stop_if_diverged(double sum, long e, long steps, const train_log *log, const hyper *h) {
+  int64_t first = (int64_t)e * steps + 1, last = (int64_t)(e + 1) * steps;
+  for (int i = 0; e == 0 && i < log->n_step_loss; i++)
+    if (!isfinite(log->step_loss[i])) {
+      first = last = i + 1;
+      sum = log->step_loss[i]; // that step's own loss (later sums may have turned inf into nan)
+      break;
+    }
+  ct_cli_check_loss(g_cli, sum, first, last, h->lr);
+}
+
 // Trains `model` with SGD for h->epochs epochs on batches of h->batch_size:
 // views of x (N, F) and y (N, 1) on the model's device, or, when `loader` is
 // not NULL, the batches it delivers. Fills `log`; prints a line per epoch if
@@ -826,6 +855,7 @@ static void train(ct_module *model, const ct_tensor *x, const ct_tensor *y, ct_d
     ok(ct_event_record(end, NULL));
     double sum;
     ok(ct_item(loss_sum, &sum)); // waits for the epoch's work
+    stop_if_diverged(sum, e, steps, log, h); // NaN or inf: name the step, exit 1
     float ms;
     ok(ct_event_elapsed_time(start, end, &ms));
     log->epoch_loss[e] = sum / (double)steps;

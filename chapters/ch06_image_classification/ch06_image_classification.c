@@ -526,7 +526,7 @@ static int evaluate(ct_module *model, ct_dataloader *dl, eval_result *r) {
 ::: zh
 ## 训练循环
 
-每轮：切到训练模式，让 DataLoader 开始新的一轮（新的随机顺序），一批一批地训练。每一步的损失加到设备上的 `loss_sum` 里（一个 0 维张量，在设备上做加法，不需要同步）；CPU 上读它没有代价，每步都读；GPU 上每 50 步才读一次，给进度条一个新数。epoch 结束时读一次，得到这个 epoch 的平均训练损失，这次读取同时也保证了这个 epoch 的所有工作都已完成，计时才准确。
+每轮：切到训练模式，让 DataLoader 开始新的一轮（新的随机顺序），一批一批地训练。每一步的损失加到设备上的 `loss_sum` 里（一个 0 维张量，在设备上做加法，不需要同步）；CPU 上读它没有代价，每步都读；GPU 上每 50 步才读一次，给进度条一个新数。epoch 结束时读一次，得到这个 epoch 的平均训练损失，这次读取同时也保证了这个 epoch 的所有工作都已完成，计时才准确。读到的和一旦是 NaN 或 inf（学习率太大，比如 `--optimizer sgd --lr 1e6`），训练就停下并以退出码 1 结束，报告出问题的那一步（GPU 上是两次读取之间的步数范围），不写 `--save` 和 `--metrics` 的文件。
 
 在终端里运行时，进度条在一行里不断刷新（步数、损失、每秒样本数、预计剩余时间）；输出被重定向时（日志、测试、本书），每轮只打印一行。每轮之后在测试集上评估一次，打印测试损失和准确率。训练损失一直下降、测试损失却开始上升，就是过拟合的信号。
 
@@ -537,7 +537,7 @@ static int evaluate(ct_module *model, ct_dataloader *dl, eval_result *r) {
 ::: en
 ## The training loop
 
-Each epoch: switch to training mode, start the DataLoader's next epoch (a new random order), and train batch by batch. Each step's loss is added into `loss_sum` on the device (a 0-d tensor; the addition happens on the device and needs no synchronization). On the CPU reading it costs nothing and it is read every step; on a GPU it is read every 50 steps, to give the progress bar a fresh number. At the end of the epoch it is read once more, giving the epoch's mean training loss; that read also makes sure all of the epoch's work is done, so the timing is honest.
+Each epoch: switch to training mode, start the DataLoader's next epoch (a new random order), and train batch by batch. Each step's loss is added into `loss_sum` on the device (a 0-d tensor; the addition happens on the device and needs no synchronization). On the CPU reading it costs nothing and it is read every step; on a GPU it is read every 50 steps, to give the progress bar a fresh number. At the end of the epoch it is read once more, giving the epoch's mean training loss; that read also makes sure all of the epoch's work is done, so the timing is honest. Once a sum read is NaN or inf (the learning rate is too large, e.g. `--optimizer sgd --lr 1e6`), training stops with exit code 1, naming the step (on a GPU, the range of steps between two reads), and writes no `--save` or `--metrics` file.
 
 On a terminal the progress bar redraws one line as it goes (step, loss, samples per second, time left); when the output is redirected (logs, tests, this book) each epoch prints one line. After each epoch the model is evaluated on the test set and the test loss and accuracy are printed. A training loss that keeps falling while the test loss starts to rise is the sign of overfitting.
 
@@ -565,7 +565,7 @@ typedef struct run_state {
   bool interrupted;
 } run_state;
 
-static int train(const settings *s, ct_module *model, ct_optimizer *opt, ct_dataloader *train_dl,
+static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_optimizer *opt, ct_dataloader *train_dl,
                  ct_dataloader *test_dl, ct_device dev, history *h, eval_result *last, run_state *rs) {
   ct_tensor *loss_sum = ct_zeros(CT_SCALAR_SHAPE, CT_F32, dev); // sum of this epoch's step losses
   if (!loss_sum) return -1;
@@ -585,7 +585,7 @@ static int train(const settings *s, ct_module *model, ct_optimizer *opt, ct_data
     }
     ct_progress *bar = ct_progress_start(stdout, epoch, (int)s->epochs, steps_per_epoch, false);
     double t0 = now_seconds(), mean = NAN;
-    int64_t step = resumed ? rs->at.batch : 0, images = 0;
+    int64_t step = resumed ? rs->at.batch : 0, images = 0, finite_until = step; // the last step read finite
     ct_tensor *x = NULL, *y = NULL;
     while ((rc = ct_dataloader_next(train_dl, &x, &y)) == 1) {
       rc = CT_OK;
@@ -605,8 +605,11 @@ static int train(const settings *s, ct_module *model, ct_optimizer *opt, ct_data
         h->n_step_loss++; // loss.item(): a synchronization on a GPU, only for the first steps
       ct_free(loss);
       double sum;
-      if ((step == 1 || step % sync_every == 0 || step == steps_per_epoch) && ct_item(loss_sum, &sum) == CT_OK)
+      if ((step == 1 || step % sync_every == 0 || step == steps_per_epoch) && ct_item(loss_sum, &sum) == CT_OK) {
         mean = sum / (double)step;
+        if (!isfinite(sum)) break; // NaN or inf: stop, and say at which step (below)
+        finite_until = step;
+      }
       ct_progress_step(bar, mean, b);
       if (ct_cli_interrupted()) { // Ctrl-C: stop here, at the end of a whole step
         rs->interrupted = true;
@@ -620,6 +623,7 @@ static int train(const settings *s, ct_module *model, ct_optimizer *opt, ct_data
     double seconds = now_seconds() - t0;
     ct_progress_finish(bar, NULL);
     if (rc != CT_OK) break;
+    ct_cli_check_loss(cli, sum, h->steps + finite_until + 1, h->steps + step, s->lr); // diverged: exit 1
     if (rs->interrupted) {
       rs->loss_sum = sum;
       break;
@@ -1116,8 +1120,9 @@ int main(int argc, char **argv) {
 
   // Data: Fashion-MNIST, normalized, batched, delivered on the device.
   ct_dataset *train_ds = first_n(ct_fashion_mnist(s.data, true, FMNIST_MEAN, FMNIST_STD), s.train_size);
+  if (!train_ds) ct_cli_die(&cli); // the message names the file and what was wrong with it
   ct_dataset *test_ds = first_n(ct_fashion_mnist(s.data, false, FMNIST_MEAN, FMNIST_STD), s.test_size);
-  if (!train_ds || !test_ds) ct_cli_die(&cli);
+  if (!test_ds) ct_cli_die(&cli);
   ct_dataloader *train_dl = make_loader(train_ds, s.batch_size, !s.no_shuffle, (int)s.workers, cli.seed, dev);
   ct_dataloader *test_dl = make_loader(test_ds, EVAL_BATCH, false, (int)s.workers, cli.seed, dev);
   if (!train_dl || !test_dl) ct_cli_die(&cli);
@@ -1166,7 +1171,7 @@ int main(int argc, char **argv) {
     if (evaluate(model, test_dl, &last) != CT_OK) ct_cli_die(&cli);
   } else {
     ct_cli_catch_interrupt(); // Ctrl-C ends the current step, then stops (below)
-    if (train(&s, model, opt, train_dl, test_dl, dev, &h, &last, &rs) != CT_OK) ct_cli_die(&cli);
+    if (train(&s, &cli, model, opt, train_dl, test_dl, dev, &h, &last, &rs) != CT_OK) ct_cli_die(&cli);
     if (rs.interrupted) stop_interrupted(&s, &cli, model, opt, &rs); // exits
   }
   device_sync(dev);

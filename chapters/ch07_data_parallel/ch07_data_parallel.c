@@ -417,12 +417,15 @@ static int train(const settings *s, ct_module *model, ct_data_parallel *dp, ct_d
   o.momentum = s->momentum;
   ct_optimizer *opt = ct_optim_sgd(params, np, o); // optimizer over model.parameters(): the module's
   if (!opt) return -1;
-  int rc = ct_dataloader_start_epoch(train_dl);
+  int64_t batches = ct_dataloader_len(train_dl); // one epoch: the steps of a run
+  int rc = batches < s->steps ? (int)ct_fail(CT_ERR_VALUE, "the training set gives %lld batches of %ld, fewer than --steps "
+                                        "%ld: lower --steps or --batch-size", (long long)batches, s->batch_size, s->steps)
+                              : ct_dataloader_start_epoch(train_dl);
   double t0 = now_seconds();
   ct_tensor *x = NULL, *y = NULL;
   for (long step = 0; rc == CT_OK && step < s->steps; ++step) {
     if ((rc = ct_dataloader_next(train_dl, &x, &y)) != 1) {
-      if (rc == 0) rc = ct_fail(CT_ERR_VALUE, "ch07: the training set ran out after %ld steps", step);
+      if (rc == 0) rc = ct_fail(CT_ERR_VALUE, "the training set ran out after %ld steps", step);
       break;
     }
     ct_tensor *loss = train_step(model, dp, opt, x, y);
@@ -468,37 +471,43 @@ static ct_dataloader *fmnist_loader(const char *dir, bool train, int64_t batch, 
 static int compare_training(const settings *s, const ct_cli *cli, const ct_device *devs, int n, ct_metrics *m) {
   ct_cli_section("training");
   ct_dataset *train_ds = NULL, *test_ds = NULL;
+  ct_data_parallel *dp = NULL;
+  run a = {0}, b = {0};
+  int rc = -1; // until the end is reached; every way out frees what was made
   ct_dataloader *dl = fmnist_loader(s->data, true, s->batch_size, devs[0], &train_ds);
   ct_dataloader *test = dl ? fmnist_loader(s->data, false, EVAL_IMAGES, devs[0], &test_ds) : NULL;
   ct_module *single = build_mlp(), *wrapped = build_mlp();
-  if (!test || !single || !wrapped || ct_module_to(single, devs[0]) || ct_module_to(wrapped, devs[0])) return -1;
+  if (!test || !single || !wrapped || ct_module_to(single, devs[0]) || ct_module_to(wrapped, devs[0])) goto out;
   int ns = 0;
   ct_named_tensor *init = ct_module_state_dict(single, "", &ns);
-  if (!init || ct_module_load_state(wrapped, init, ns, true) != CT_OK) return -1; // the same start
+  if (!init || ct_module_load_state(wrapped, init, ns, true) != CT_OK) goto out; // the same start
   ct_named_tensors_free(init, ns);
-  if (s->save_init && ct_module_save(single, s->save_init) != CT_OK) return -1;
-  ct_data_parallel *dp = ct_data_parallel_create(wrapped, devs, n);
-  if (!dp) return -1;
+  if (s->save_init && ct_module_save(single, s->save_init) != CT_OK) goto out;
+  dp = ct_data_parallel_create(wrapped, devs, n);
+  if (!dp) goto out;
   int64_t split[MAX_DEV], nsplit = 0;
   int k = 0;
-  if (ct_chunk_sizes(s->batch_size, n, split, &k) != CT_OK) return -1;
+  if (ct_chunk_sizes(s->batch_size, n, split, &k) != CT_OK) goto out;
   printf("model: MLP 784-256-128-10, %" PRId64 " parameters; SGD lr %g momentum %g; %ld steps of batch %ld\n",
          ct_module_num_elements(single), s->lr, s->momentum, s->steps, s->batch_size);
   printf("each batch on %d replicas: ", k);
   for (int i = 0; i < k; ++i) printf("%s%" PRId64, i ? " + " : "", split[i]), nsplit += split[i];
   printf(" = %" PRId64 " rows\n", nsplit);
 
-  run a = {.loss = calloc((size_t)s->steps, sizeof(double))}, b = {.loss = calloc((size_t)s->steps, sizeof(double))};
-  if (!a.loss || !b.loss) return ct_fail(CT_ERR_OOM, "ch07: out of host memory");
+  a.loss = calloc((size_t)s->steps, sizeof(double)), b.loss = calloc((size_t)s->steps, sizeof(double));
+  if (!a.loss || !b.loss) {
+    ct_fail(CT_ERR_OOM, "ch07: out of host memory");
+    goto out;
+  }
   if (train(s, single, NULL, dl, devs, 1, &a) != CT_OK || train(s, wrapped, dp, dl, devs, n, &b) != CT_OK ||
       accuracy(single, test, &a.accuracy) != CT_OK || accuracy(wrapped, test, &b.accuracy) != CT_OK)
-    return -1;
+    goto out;
   printf("%6s  %12s  %12s\n", "step", "one device", "DataParallel");
   for (long i = 0; i < s->steps; ++i)
     if (i == 0 || (i + 1) % LOG_EVERY == 0 || i == s->steps - 1)
       printf("%6ld  %12.6f  %12.6f\n", i + 1, a.loss[i], b.loss[i]);
   double diff = 0, scale = 0;
-  if (param_difference(single, wrapped, &diff, &scale) != CT_OK) return -1;
+  if (param_difference(single, wrapped, &diff, &scale) != CT_OK) goto out;
   printf("max |parameter difference| after %ld steps: %.3g (largest |parameter| %.3g)\n", s->steps, diff, scale);
   printf("test accuracy on the first %d test images: one device %.4f, DataParallel %.4f\n", EVAL_IMAGES,
          a.accuracy, b.accuracy);
@@ -514,8 +523,9 @@ static int compare_training(const settings *s, const ct_cli *cli, const ct_devic
   ct_metrics_num(m, "single_ms_per_step", 1e3 * a.seconds / (double)s->steps);
   ct_metrics_num(m, "dp_ms_per_step", 1e3 * b.seconds / (double)s->steps);
   ct_metrics_num(m, "steps", (double)s->steps);
-  int rc = s->save ? ct_module_save(wrapped, s->save) : CT_OK; // torch.save(model.module.state_dict())
+  rc = s->save ? ct_module_save(wrapped, s->save) : CT_OK; // torch.save(model.module.state_dict())
   (void)cli;
+out:
   free(a.loss), free(b.loss);
   ct_data_parallel_free(dp);
   ct_module_free(single), ct_module_free(wrapped);

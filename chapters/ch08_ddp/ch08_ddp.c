@@ -450,6 +450,10 @@ static int train(const settings *st, ct_process_group *pg, trained *t, ct_metric
                                                                                : ct_dataset_len(t->s.ds);
   ct_distributed_sampler sampler = {.length = len, .num_replicas = w, .rank = r, .shuffle = true, .seed = 0};
   int64_t n = ct_distributed_sampler_len(&sampler), B = st->batch_size;
+  if (st->accumulate > n || B > n / st->accumulate) // not one whole step: every rank stops here, before any collective
+    return ct_fail(CT_ERR_VALUE, "a step takes --batch-size %lld x --accumulate %ld images on each rank, more than its "
+                   "shard of %lld (%lld training images over %d ranks): lower --batch-size or --accumulate, or raise "
+                   "--train-size", (long long)B, st->accumulate, (long long)n, (long long)len, w);
   t->s.idx = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
   t->s.x = ct_empty(CT_SHAPE(B, 1, 28, 28), CT_F32, ct_device_cpu());
   t->s.y = ct_empty(CT_SHAPE(B), CT_I64, ct_device_cpu());
@@ -714,9 +718,9 @@ int main(int argc, char **argv) {
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   /*md hide*/
   if (s.epochs < 1 || s.batch_size < 1 || s.accumulate < 1 || s.train_size < 0 || !(s.lr > 0) ||
-      !(s.momentum >= 0) || !(s.bucket_mb > 0)) {
+      !(s.momentum >= 0) || !(s.bucket_mb > 0) || s.nproc < 1 || s.nproc > 64) {
     fprintf(stderr, "ch08: --epochs, --batch-size, --accumulate must be >= 1, --train-size >= 0, --lr and "
-                    "--bucket-mb > 0, --momentum >= 0\nusage: ch08 [--help] ...\n");
+                    "--bucket-mb > 0, --momentum >= 0, --nproc in [1, 64]\nusage: ch08 [--help] ...\n");
     return 2;
   }
   if (cli.quick) {

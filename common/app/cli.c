@@ -122,12 +122,12 @@ usage_error(const ct_cli *cli, const ct_cli_opt *opts, int n_opts, const char *f
   exit(2);
 }
 
-// "auto", "cpu", "cuda" or "cuda:" followed by decimal digits. Whether the
-// device exists is a runtime question for ct_cli_begin (exit 1), not a usage
-// error.
+// "auto", "cpu", "cuda" or "cuda:" followed by decimal digits without a
+// leading zero (as ct_device_parse spells them). Whether the device exists
+// is a runtime question for ct_cli_begin (exit 1), not a usage error.
 static bool device_spec_ok(const char *s) {
   if (!strcmp(s, "auto") || !strcmp(s, "cpu") || !strcmp(s, "cuda")) return true;
-  if (strncmp(s, "cuda:", 5) != 0 || !s[5]) return false;
+  if (strncmp(s, "cuda:", 5) != 0 || !s[5] || (s[5] == '0' && s[6])) return false;
   for (const char *p = s + 5; *p; p++)
     if (!isdigit((unsigned char)*p)) return false;
   return strlen(s + 5) <= 4;
@@ -340,6 +340,19 @@ void ct_cli_begin(ct_cli *cli) {
     }
   }
   fflush(stdout);
+}
+
+void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64_t last_step, double lr) {
+  if (isfinite(loss)) return;
+  fflush(stdout);
+  char at[80];
+  if (first_step < last_step)
+    snprintf(at, sizeof at, "between steps %lld and %lld", (long long)first_step, (long long)last_step);
+  else
+    snprintf(at, sizeof at, "at step %lld", (long long)last_step);
+  fprintf(stderr, "%s: the loss is %s %s: training diverged; lower --lr (this run: %g) or check the inputs "
+          "for NaN/inf\n", cli_program(cli), isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf", at, lr);
+  exit(1);
 }
 
 _Noreturn void ct_cli_die(const ct_cli *cli) {

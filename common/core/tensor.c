@@ -26,7 +26,8 @@
 // ---- shapes ----------------------------------------------------------------
 int64_t ct_shape_numel(ct_shape s) {
   int64_t n = 1;
-  for (int i = 0; i < s.ndim; ++i) n *= s.d[i];
+  for (int i = s.ndim - 1; i >= 0; --i) // the order of the strides: each partial product must fit too
+    if (__builtin_mul_overflow(n, s.d[i], &n)) return -1;
   return n;
 }
 
@@ -67,13 +68,31 @@ int cti_wrap_dim(const char *op, int dim, int ndim) {
   return dim < 0 ? dim + (ndim > 0 ? ndim : 1) : dim;
 }
 
-static int check_shape(const char *op, ct_shape s) {
+// "[4, 5]": sizes as PyTorch's overflow messages list them.
+static const char *sizes_str(ct_shape s, char *buf, size_t len) {
+  size_t used = (size_t)snprintf(buf, len, "[");
+  for (int i = 0; i < s.ndim && used < len; ++i)
+    used += (size_t)snprintf(buf + used, len - used, "%s%" PRId64, i ? ", " : "", s.d[i]);
+  if (used < len) snprintf(buf + used, len - used, "]");
+  return buf;
+}
+
+// A shape storage can be made for: 0 to CT_MAX_DIMS sizes, none negative,
+// and (as torch's storage size check) elements times `itemsize` bytes, with
+// every stride on the way, inside int64.
+static int check_shape(const char *op, ct_shape s, size_t itemsize) {
   if (s.ndim < 0 || s.ndim > CT_MAX_DIMS)
     return ct_fail(CT_ERR_SHAPE, "%s: a tensor has 0 to %d dims, got %d", op, CT_MAX_DIMS, s.ndim);
   for (int i = 0; i < s.ndim; ++i)
     if (s.d[i] < 0)
       return ct_fail(CT_ERR_VALUE, "%s: negative dimension %" PRId64 " at index %d of the shape",
                      op, s.d[i], i);
+  int64_t n = ct_shape_numel(s), bytes;
+  if (n < 0 || __builtin_mul_overflow(n, (int64_t)(itemsize ? itemsize : 1), &bytes)) {
+    char b[CT_MAX_DIMS * 24 + 4];
+    return ct_fail(CT_ERR_VALUE, "%s: Storage size calculation overflowed with sizes=%s (more than 2^63 - 1 "
+                   "bytes; check the sizes)", op, sizes_str(s, b, sizeof b));
+  }
   return CT_OK;
 }
 
@@ -97,11 +116,11 @@ int ct_record_stream(const ct_tensor *t, ct_stream *s) {
 }
 
 ct_tensor *cti_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool pinned) {
-  if (check_shape("ct_empty", shape)) return NULL;
   if (!ct_dtype_valid(dtype)) {
     ct_fail(CT_ERR_DTYPE, "ct_empty: invalid dtype %d", (int)dtype);
     return NULL;
   }
+  if (check_shape("ct_empty", shape, ct_dtype_size(dtype))) return NULL;
   if (!cti_backend_for("ct_empty", device)) return NULL;
   cti_storage *st = calloc(1, sizeof *st);
   ct_tensor *t = calloc(1, sizeof *t);
@@ -244,11 +263,11 @@ int ct_zero_(ct_tensor *t) { return ct_fill_(t, 0.0); }
 // name the caller used, not ct_empty's.
 static ct_tensor *full_named(const char *op, ct_shape shape, double value, ct_dtype dtype,
                              ct_device device) {
-  if (check_shape(op, shape)) return NULL;
   if (!ct_dtype_valid(dtype)) {
     ct_fail(CT_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);
     return NULL;
   }
+  if (check_shape(op, shape, ct_dtype_size(dtype))) return NULL;
   ct_tensor *t = ct_empty(shape, dtype, device);
   if (t && ct_fill_(t, value) != CT_OK) {
     ct_free(t);
@@ -494,13 +513,13 @@ ct_tensor *ct_reshape(const ct_tensor *t, ct_shape shape) {
     } else if (shape.d[i] < 0) {
       ct_fail(CT_ERR_VALUE, "ct_reshape: invalid shape dimension %" PRId64, shape.d[i]);
       return NULL;
-    } else {
-      known *= shape.d[i];
+    } else if (__builtin_mul_overflow(known, shape.d[i], &known)) {
+      known = -1; // more elements than int64 holds: invalid for any input
     }
   }
-  if (infer >= 0 && known != 0 && n % known == 0) shape.d[infer] = n / known;
+  if (infer >= 0 && known > 0 && n % known == 0) shape.d[infer] = n / known;
   char a[128];
-  if ((infer >= 0 && (known == 0 || n % known != 0)) || ct_shape_numel(shape) != n) {
+  if ((infer >= 0 && (known <= 0 || n % known != 0)) || ct_shape_numel(shape) != n) {
     ct_fail(CT_ERR_SHAPE, "ct_reshape: shape '%s' is invalid for input of size %" PRId64,
             ct_shape_str(shape, a, sizeof a), n);
     return NULL;
@@ -547,6 +566,13 @@ ct_tensor *ct_expand(const ct_tensor *t, ct_shape shape) {
               ct_shape_str(shape, a, sizeof a), ct_shape_str(ct_shape_of(t), b, sizeof b));
       return NULL;
     }
+  }
+  ct_shape out = {shape.ndim, {0}};
+  memcpy(out.d, out_shape, sizeof(int64_t) * (size_t)shape.ndim);
+  if (ct_shape_numel(out) < 0) {
+    ct_fail(CT_ERR_VALUE, "ct_expand: numel: integer multiplication overflow (sizes=%s; check the sizes)",
+            sizes_str(out, a, sizeof a));
+    return NULL;
   }
   return cti_tensor_view(t, shape.ndim, out_shape, stride, t->offset);
 }

@@ -86,6 +86,15 @@ void ct_cli_launch(const char *program, int argc, char **argv, int nproc);
 // call of ct_cli_interrupted() (and the M-th) raise a real SIGINT first.
 void ct_cli_catch_interrupt(void);
 bool ct_cli_interrupted(void);
+// ---- a loss that is not a number -------------------------------------------
+// A training loop's guard, for the loss it reads anyway (a step's loss, or
+// the sum of the steps' losses since the last read): when `loss` is NaN or
+// inf, prints "<program>: the loss is nan at step 12: training diverged;
+// lower --lr (this run: 10) or check the inputs for NaN/inf" to stderr
+// ("between steps 51 and 100" when the read covers several steps: first_step
+// < last_step) and exits 1. Returns when the loss is finite.
+void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64_t last_step, double lr);
+
 // Prints a section header "== name ==" that the book uses to place output.
 void ct_cli_section(const char *name);
 

@@ -80,7 +80,7 @@ bool ct_is_pinned(const ct_tensor *t);
 size_t ct_nbytes(const ct_tensor *t); // numel * element size
 // Address of element 0 (storage + offset) on the tensor's device.
 void *ct_data_ptr(const ct_tensor *t);
-int64_t ct_shape_numel(ct_shape s);
+int64_t ct_shape_numel(ct_shape s); // the product of the sizes; -1 where it overflows int64
 bool ct_shape_eq(ct_shape a, ct_shape b);
 // "(2, 3)" into buf; returns buf.
 const char *ct_shape_str(ct_shape s, char *buf, size_t len);

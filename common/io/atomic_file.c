@@ -179,6 +179,26 @@ int cti_atomic_open(cti_atomic_file *af, const char *op, const char *path) {
   return rc;
 }
 
+// A write of zero bytes to a character device: nothing reaches it, but a
+// device that refuses every write says so (/dev/full: ENOSPC).
+static int af_probe_device(const cti_atomic_file *af) {
+  int fd = open(af->target, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return ct_fail(CT_ERR_IO, "%s: %s: cannot open it for writing: %s", af->op, af->path, strerror(errno));
+  int e = write(fd, "", 0) < 0 ? errno : 0;
+  close(fd);
+  return e ? ct_fail(CT_ERR_IO, "%s: %s: cannot write to it: %s (nothing was written)", af->op, af->path, strerror(e))
+           : CT_OK;
+}
+
+// One byte into the fresh temporary, flushed: a full disk refuses it now
+// (ENOSPC), not after the work whose result was to be saved.
+static int af_probe_space(cti_atomic_file *af) {
+  errno = 0;
+  if (fputc(0, af->f) != EOF && fflush(af->f) == 0) return CT_OK;
+  return ct_fail(CT_ERR_IO, "%s: %s: cannot write there: %s (free some space or pick another directory; nothing "
+                 "was written)", af->op, af->path, strerror(errno ? errno : EIO));
+}
+
 int cti_atomic_check(const char *op, const char *path) {
   cti_atomic_file af;
   af_kind kind;
@@ -189,11 +209,14 @@ int cti_atomic_check(const char *op, const char *path) {
     // end of file: ask for permission only.
     if (access(af.target, W_OK) != 0)
       rc = ct_fail(CT_ERR_IO, "%s: %s: cannot write to it: %s", op, path, strerror(errno));
+    else if (S_ISCHR(mode))
+      rc = af_probe_device(&af);
   } else if (rc == CT_OK) {
     rc = af_open_temp(&af, mode);
     if (rc == CT_OK) {
+      rc = af_probe_space(&af);
       cti_atomic_abort(&af);
-      return CT_OK;
+      return rc;
     }
   }
   af_free(&af);

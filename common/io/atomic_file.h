@@ -81,9 +81,11 @@ int cti_atomic_commit(cti_atomic_file *af);
 void cti_atomic_abort(cti_atomic_file *af);
 
 // Checks, before any work is done, that path can be written as open and
-// commit would write it: the destination kind (above), and for a file that
-// its directory exists and lets us create the temporary (created and
-// removed at once). Leaves nothing behind; CT_OK or the error open would give.
+// commit would write it: the destination kind (above); for a file, that its
+// directory exists and lets us create the temporary and write a byte to it
+// (a full disk: ENOSPC; created and removed at once); for a character
+// device, that a write of zero bytes succeeds (/dev/full: ENOSPC). Leaves
+// nothing behind; CT_OK or the error the write would give.
 int cti_atomic_check(const char *op, const char *path);
 
 // The whole sequence for a document already in memory.

@@ -719,7 +719,9 @@ int ct_load_safetensors_with_metadata(const char *path, ct_device device, ct_nam
   if (metadata) *metadata = NULL;
   if (!path || !entries || !n) return ct_fail(CT_ERR_VALUE, LOAD_OP ": NULL argument");
   FILE *f = fopen(path, "rb");
-  if (!f) return ct_fail(CT_ERR_IO, LOAD_OP ": %s: cannot open: %s", path, strerror(errno));
+  if (!f)
+    return ct_fail(CT_ERR_IO, LOAD_OP ": %s: cannot open: %s (give the path of a safetensors file)", path,
+                   strerror(errno));
   char *hdr = NULL;
   st_entry *es = NULL;
   ct_named_tensor *out = NULL;
@@ -731,7 +733,8 @@ int ct_load_safetensors_with_metadata(const char *path, ct_device device, ct_nam
     goto out;
   }
   if (!S_ISREG(sb.st_mode)) {
-    rc = load_fail(path, "not a regular file");
+    rc = load_fail(path, "%s, not a file: give the path of a safetensors file",
+                   S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
     goto out;
   }
   uint64_t size = (uint64_t)sb.st_size;
@@ -890,6 +893,52 @@ static void list_keys(cti_strbuf *b, const char *const *names, int n) {
   if (n > 8) cti_sb_printf(b, " and %d more", n - 8);
 }
 
+// The prefix p (at most cap - 1 bytes) with which every key of `longer`
+// is p + a key of `shorter`, the two lists being the same size; false if
+// there is none.
+static bool common_prefix(const char *const *longer, const char *const *shorter, int n, char *p, size_t cap) {
+  if (n == 0) return false;
+  size_t ls = strlen(shorter[0]);
+  int k = -1; // the key of `longer` ending with shorter[0]
+  for (int i = 0; i < n && k < 0; i++) {
+    size_t l = strlen(longer[i]);
+    if (l > ls && l - ls < cap && strcmp(longer[i] + l - ls, shorter[0]) == 0) k = i;
+  }
+  if (k < 0) return false;
+  size_t pl = strlen(longer[k]) - ls;
+  memcpy(p, longer[k], pl);
+  p[pl] = '\0';
+  for (int j = 0; j < n; j++) {
+    bool found = false;
+    for (int i = 0; i < n && !found; i++)
+      found = strncmp(longer[i], p, pl) == 0 && strcmp(longer[i] + pl, shorter[j]) == 0;
+    if (!found) return false;
+  }
+  return true;
+}
+
+// What to do about a state_dict that does not fit: a wrapper's "module."
+// prefix one side has and the other lacks, another model, or other sizes.
+static void load_hint(const char *const *missing, int nmiss, const char *const *unexpected, int nunex, char *hint,
+                      size_t cap) {
+  char p[64];
+  if (nmiss == nunex && common_prefix(unexpected, missing, nmiss, p, sizeof p))
+    snprintf(hint, cap, "the file's keys carry the prefix \"%s\" that the model's lack, as nn.DataParallel's and "
+             "DistributedDataParallel's state_dict() add \"module.\": strip it with "
+             "ct_consume_prefix_in_state_dict_if_present(entries, n, \"%s\") before ct_module_load_state, or save "
+             "model.module's state_dict", p, p);
+  else if (nmiss == nunex && common_prefix(missing, unexpected, nmiss, p, sizeof p))
+    snprintf(hint, cap, "the model's keys carry the prefix \"%s\" that the file's lack: load the file into the "
+             "wrapped module (model.module), or save the wrapper's own state_dict", p);
+  else if (nunex)
+    snprintf(hint, cap, "the file holds another model's state_dict; build the same layers in the same order");
+  else if (nmiss)
+    snprintf(hint, cap, "the file lacks tensors this model has: it is incomplete or from another model; save it "
+             "again from the same model");
+  else
+    snprintf(hint, cap, "the file was saved from a model of another size");
+}
+
 int ct_module_load(ct_module *m, const char *path) {
   if (!m || !path) return ct_fail(CT_ERR_VALUE, "ct_module_load: NULL argument");
   int ns = 0, n = 0;
@@ -903,11 +952,14 @@ int ct_module_load(ct_module *m, const char *path) {
   ct_metadata_free(meta);
 
   // Check everything before changing anything, so a failed load leaves the
-  // model as it was (torch copies the matching tensors, then raises).
+  // model as it was (torch copies the matching tensors, then raises). Like
+  // torch, one message lists every missing and unexpected key and the first
+  // size mismatch; its advice says which case it is.
   const char **missing = calloc((size_t)ns + 1, sizeof *missing);
   const char **unexpected = calloc((size_t)n + 1, sizeof *unexpected);
   int nmiss = 0, nunex = 0;
   cti_strbuf msg = {0};
+  char size_msg[512] = "";
   if (!missing || !unexpected) {
     rc = ct_fail(CT_ERR_OOM, "ct_module_load: %s: out of host memory", path);
     goto out;
@@ -921,15 +973,12 @@ int ct_module_load(ct_module *m, const char *path) {
       continue;
     }
     ct_shape want = ct_shape_of(st[i]->value), got = ct_shape_of(es[k].tensor);
-    if (!ct_shape_eq(want, got)) {
+    if (!ct_shape_eq(want, got) && !size_msg[0]) {
       char a[160], b[160];
       shape_text(got.ndim, got.d, a, sizeof a);
       shape_text(want.ndim, want.d, b, sizeof b);
-      rc = ct_fail(CT_ERR_VALUE,
-                   "ct_module_load: %s: size mismatch for %s: copying a param with shape %s from checkpoint, "
-                   "the shape in current model is %s (the file was saved from a model of another size)",
-                   path, st[i]->name, a, b);
-      goto out;
+      snprintf(size_msg, sizeof size_msg, "size mismatch for %s: copying a param with shape %s from checkpoint, "
+               "the shape in current model is %s", st[i]->name, a, b);
     }
   }
   for (int q = 0; q < n; q++) {
@@ -937,8 +986,8 @@ int ct_module_load(ct_module *m, const char *path) {
     for (int i = 0; i < ns && !found; i++) found = strcmp(es[q].name, st[i]->name) == 0;
     if (!found) unexpected[nunex++] = es[q].name;
   }
-  if (nmiss || nunex) {
-    cti_sb_puts(&msg, "Error(s) in loading state_dict:");
+  if (nmiss || nunex || size_msg[0]) {
+    if (nmiss || nunex) cti_sb_puts(&msg, "Error(s) in loading state_dict:");
     if (nmiss) {
       cti_sb_puts(&msg, " Missing key(s) in state_dict: ");
       list_keys(&msg, missing, nmiss);
@@ -949,8 +998,11 @@ int ct_module_load(ct_module *m, const char *path) {
       list_keys(&msg, unexpected, nunex);
       cti_sb_puts(&msg, ".");
     }
-    rc = ct_fail(CT_ERR_VALUE, "ct_module_load: %s: %s (the file holds another model's state_dict; build the same "
-                 "layers in the same order)", path, msg.oom || !msg.s ? "Missing or unexpected keys" : msg.s);
+    if (size_msg[0]) cti_sb_printf(&msg, "%s%s", nmiss || nunex ? " " : "", size_msg);
+    char hint[400];
+    load_hint(missing, nmiss, unexpected, nunex, hint, sizeof hint);
+    rc = ct_fail(CT_ERR_VALUE, "ct_module_load: %s: %s (%s)", path,
+                 msg.oom || !msg.s ? "Missing or unexpected keys" : msg.s, hint);
     goto out;
   }
   rc = ct_module_load_state(m, es, n, true);

@@ -102,13 +102,17 @@ def cmd_twin(ch08, python, twin, work):
         expect(mc[key] == mp[key], f"metric {key}: C {mc[key]} vs twin {mp[key]}")
 
 
-def rank_pid(program, rank):
-    """The pid of a running `program` process whose environment has RANK=rank, or None."""
+def rank_pid(program, rank, arg):
+    """The pid of a running `program` process whose environment has RANK=rank and whose command
+    line has `arg` (this job's own: other tests may run the same program at the same time), or None."""
     want = os.path.realpath(program)
     for d in glob.glob("/proc/[0-9]*"):
         try:
             if os.path.realpath(os.path.join(d, "exe")) != want:
                 continue
+            with open(os.path.join(d, "cmdline"), "rb") as f:
+                if arg.encode() not in f.read().split(b"\0"):
+                    continue
             with open(os.path.join(d, "environ"), "rb") as f:
                 if f"RANK={rank}".encode() in f.read().split(b"\0"):
                     return int(os.path.basename(d))
@@ -148,7 +152,7 @@ def cmd_kill(ch08, work):
             break
     pid = None
     while pid is None and time.monotonic() - t0 < 60 and p.poll() is None:
-        pid = rank_pid(ch08, 1)
+        pid = rank_pid(ch08, 1, ckpt)
     expect(pid is not None, f"no rank-1 process of {ch08} found; output so far:\n{''.join(seen)}")
     os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()

@@ -699,6 +699,65 @@ static void test_module_round_trip(void **state) {
   vb2 = state_values(b, &nb);
   assert_memory_equal(va, vb2, sizeof(double) * (size_t)na);
   free(vb2);
+  // A wrapper's state_dict ("module." + each name, as DataParallel's): the
+  // message lists the keys in torch's words and says how to strip the prefix.
+  char apath[640]; // a's file (tpath's buffers are reused)
+  snprintf(apath, sizeof apath, "%s", path);
+  int nw = 0;
+  ct_named_tensor *wrapped = ct_module_state_dict(a, "module.", &nw);
+  TU_CHECK(wrapped);
+  const char *wpath = tpath("wrapper.safetensors");
+  TU_OK(ct_save_safetensors(wpath, wrapped, nw, NULL));
+  ct_named_tensors_free(wrapped, nw);
+  ct_module *fresh = mlp(5, 7, 3);
+  int64_t nf;
+  double *vf = state_values(fresh, &nf);
+  ct_clear_error();
+  assert_int_equal(ct_module_load(fresh, wpath), CT_ERR_VALUE);
+  assert_non_null(strstr(ct_last_error(), "Missing key(s) in state_dict: \"0.weight\""));
+  assert_non_null(strstr(ct_last_error(), "Unexpected key(s) in state_dict: \"module.0.weight\""));
+  assert_non_null(strstr(ct_last_error(), "the file's keys carry the prefix \"module.\""));
+  assert_non_null(strstr(ct_last_error(), "ct_consume_prefix_in_state_dict_if_present(entries, n, \"module.\")"));
+  vb2 = state_values(fresh, &nf);
+  assert_memory_equal(vf, vb2, sizeof(double) * (size_t)nf); // untouched
+  free(vb2);
+  // ... and the other way: a model one level deeper ("0." + each name)
+  // given the bare model's file.
+  ct_module *inner = mlp(5, 7, 3), *outer = ct_nn_sequential(1, &inner);
+  TU_CHECK(outer);
+  ct_clear_error();
+  assert_int_equal(ct_module_load(outer, apath), CT_ERR_VALUE);
+  assert_non_null(strstr(ct_last_error(), "Missing key(s) in state_dict: \"0.0.weight\""));
+  assert_non_null(strstr(ct_last_error(), "the model's keys carry the prefix \"0.\" that the file's lack"));
+  // A key missing from the file, nothing extra: incomplete, not another model.
+  ct_named_tensor part[3];
+  int np2 = 0;
+  ct_named_tensor *all = ct_module_state_dict(a, "", &np2);
+  TU_CHECK(all);
+  memcpy(part, all, sizeof part);
+  const char *ppath = tpath("part.safetensors");
+  TU_OK(ct_save_safetensors(ppath, part, 3, NULL));
+  ct_named_tensors_free(all, np2);
+  ct_clear_error();
+  assert_int_equal(ct_module_load(fresh, ppath), CT_ERR_VALUE);
+  assert_non_null(strstr(ct_last_error(), "Missing key(s) in state_dict: \"2.bias\"."));
+  assert_null(strstr(ct_last_error(), "Unexpected"));
+  assert_non_null(strstr(ct_last_error(), "the file lacks tensors this model has"));
+  // Another model altogether: every missing and unexpected key and the
+  // size mismatch in one message, as torch lists them.
+  ct_module *l1 = ct_nn_linear(5, 7, true), *l2 = ct_nn_relu(), *l3 = ct_nn_linear(3, 3, true);
+  ct_module *shifted_layers[4] = {ct_nn_relu(), l1, l2, l3};
+  ct_module *shifted = ct_nn_sequential(4, shifted_layers); // 1.weight (7, 5), 3.weight (3, 3)
+  TU_CHECK(shifted);
+  ct_clear_error();
+  assert_int_equal(ct_module_load(shifted, apath), CT_ERR_VALUE);
+  assert_non_null(strstr(ct_last_error(), "Missing key(s) in state_dict: \"1.weight\", \"1.bias\", \"3.weight\", \"3.bias\"."));
+  assert_non_null(strstr(ct_last_error(), "Unexpected key(s) in state_dict: \"0.weight\", \"0.bias\", \"2.weight\", \"2.bias\"."));
+  assert_non_null(strstr(ct_last_error(), "another model's state_dict"));
+  ct_module_free(shifted);
+  ct_module_free(outer);
+  ct_module_free(fresh);
+  free(vf);
   // A missing file fails as a load does.
   assert_int_equal(ct_module_load(b, tpath("nothing.safetensors")), CT_ERR_IO);
   free(va);

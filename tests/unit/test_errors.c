@@ -315,6 +315,64 @@ static void test_negative_sizes(void **state) {
   ct_free(a);
 }
 
+// Shapes whose element count (or byte count) does not fit in int64: torch's
+// words ("Storage size calculation overflowed with sizes=[...]"), never a
+// wrapped count that allocates a small buffer for a huge tensor. The limits
+// are worked out here: 2^62 float32 elements are 2^64 bytes, one past
+// int64; 2^61 elements of one byte fit (and fail only as out of memory).
+static void test_size_overflow(void **state) {
+  (void)state;
+  const int64_t big = INT64_C(1) << 32;
+  struct {
+    ct_shape shape;
+    ct_dtype dt;
+    const char *sizes;
+  } over[] = {
+      {CT_SHAPE(INT64_MAX, 2), CT_F32, "sizes=[9223372036854775807, 2]"},
+      {CT_SHAPE(big, big), CT_U8, "sizes=[4294967296, 4294967296]"}, // 2^64 elements: wraps to 0
+      {CT_SHAPE(INT64_C(1) << 31, INT64_C(1) << 31), CT_F32, "sizes=[2147483648, 2147483648]"}, // 2^64 bytes
+      {CT_SHAPE(INT64_C(1) << 61, 2, 2), CT_U8, "sizes=[2305843009213693952, 2, 2]"},        // 2^63 elements
+      {CT_SHAPE(0, INT64_MAX, INT64_MAX), CT_F32, "sizes=[0, 9223372036854775807"},          // its strides overflow
+  };
+  for (size_t i = 0; i < sizeof over / sizeof over[0]; ++i) {
+    ct_clear_error();
+    assert_null(ct_empty(over[i].shape, over[i].dt, tu_device));
+    ref_assert_error(CT_ERR_VALUE, over[i].sizes, "ct_empty: Storage size calculation overflowed", over[i].sizes,
+                     "check the sizes", NULL);
+    ct_clear_error();
+    assert_null(ct_zeros(over[i].shape, over[i].dt, tu_device));
+    ref_assert_error(CT_ERR_VALUE, over[i].sizes, "ct_zeros: Storage size calculation overflowed", NULL);
+    assert_int_equal(ct_shape_numel(over[i].shape) < 0, i != 2); // 2^62 elements fit; their bytes do not
+  }
+  // Just inside: 2^61 one-byte elements is a size, refused only as memory.
+  ct_clear_error();
+  assert_null(ct_empty(CT_SHAPE(INT64_C(1) << 61), CT_U8, tu_device));
+  assert_int_equal(ct_last_status(), CT_ERR_OOM);
+  assert_non_null(strstr(ct_last_error(), "out of memory"));
+  assert_int_equal(ct_shape_numel(CT_SHAPE(INT64_C(1) << 61, 3)), 3 * (INT64_C(1) << 61));
+  assert_int_equal(ct_shape_numel(CT_SHAPE(INT64_C(1) << 61, 4)), -1);
+
+  // Views: a reshape whose count wraps to the input's is refused; an expand
+  // past int64 elements is torch's "numel: integer multiplication overflow".
+  ct_tensor *a = ct_zeros(CT_SHAPE(4), CT_F32, tu_device);
+  TU_CHECK(a);
+  ct_clear_error();
+  assert_null(ct_reshape(a, CT_SHAPE((INT64_C(1) << 62) + 1, 4))); // 2^64 + 4 elements: wraps to 4
+  ref_assert_error(CT_ERR_SHAPE, "reshape (2^62 + 1, 4)", "ct_reshape", "is invalid for input of size 4", NULL);
+  ct_clear_error();
+  assert_null(ct_reshape(a, CT_SHAPE(INT64_C(1) << 62, 4, -1))); // -1 inferred from an overflowed count
+  ref_assert_error(CT_ERR_SHAPE, "reshape 2^64 x -1", "ct_reshape", "is invalid for input of size 4", NULL);
+  ct_clear_error();
+  assert_null(ct_expand(a, CT_SHAPE(INT64_C(1) << 40, INT64_C(1) << 40, 4)));
+  ref_assert_error(CT_ERR_VALUE, "expand 2^82", "ct_expand: numel: integer multiplication overflow",
+                   "sizes=[1099511627776, 1099511627776, 4]", NULL);
+  ct_tensor *e = ct_expand(a, CT_SHAPE(INT64_C(1) << 40, 4)); // 2^42 elements: a view, no memory
+  TU_CHECK(e);
+  assert_int_equal(ct_numel(e), INT64_C(1) << 42);
+  ct_free(e);
+  ct_free(a);
+}
+
 // ---- NULL arguments: an error, never a crash ------------------------------------------
 #define EXPECT_NULL_RESULT(call, name)                                                     \
   do {                                                                                     \
@@ -450,6 +508,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_dtype_errors),
       cmocka_unit_test(test_bad_dims),
       cmocka_unit_test(test_negative_sizes),
+      cmocka_unit_test(test_size_overflow),
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_null_like),
       cmocka_unit_test(test_invalid_ops),
