@@ -64,13 +64,20 @@ int cti_wrap_dim(const char *op, int dim, int ndim) {
   return dim < 0 ? dim + (ndim > 0 ? ndim : 1) : dim;
 }
 
+// A creator's shape check, reported under the creator's name (ct_zeros, not
+// ct_empty) in torch's words: torch.zeros(2, -1) says "Trying to create tensor
+// with negative dimension -1: [2, -1]".
 static int check_shape(const char *op, ct_shape s) {
   if (s.ndim < 0 || s.ndim > CT_MAX_DIMS)
     return ct_fail(CT_ERR_SHAPE, "%s: a tensor has 0 to %d dims, got %d", op, CT_MAX_DIMS, s.ndim);
-  for (int i = 0; i < s.ndim; ++i)
-    if (s.d[i] < 0)
-      return ct_fail(CT_ERR_VALUE, "%s: negative dimension %" PRId64 " at index %d of the shape",
-                     op, s.d[i], i);
+  for (int i = 0; i < s.ndim; ++i) {
+    if (s.d[i] >= 0) continue;
+    char dims[CT_MAX_DIMS * 24] = "";
+    for (int j = 0, used = 0; j < s.ndim; ++j)
+      used += snprintf(dims + used, sizeof dims - (size_t)used, "%s%" PRId64, j ? ", " : "", s.d[j]);
+    return ct_fail(CT_ERR_VALUE, "%s: Trying to create tensor with negative dimension %" PRId64 ": [%s]", op,
+                   s.d[i], dims);
+  }
   return CT_OK;
 }
 
@@ -275,6 +282,7 @@ ct_tensor *ct_arange(double start, double end, double step, ct_dtype dtype, ct_d
 
 static ct_tensor *random_tensor(const char *op, bool normal, ct_shape shape, ct_dtype dtype,
                                 ct_device device) {
+  if (check_shape(op, shape)) return NULL;
   if (!ct_dtype_is_floating(dtype)) {
     ct_fail(CT_ERR_DTYPE, "%s: expected a floating dtype, got %s", op, ct_dtype_name(dtype));
     return NULL;
@@ -304,6 +312,7 @@ ct_tensor *ct_from_host(const void *data, ct_shape shape, ct_dtype dtype, ct_dev
     ct_fail(CT_ERR_VALUE, "ct_from_host: NULL data");
     return NULL;
   }
+  if (check_shape("ct_from_host", shape)) return NULL;
   ct_tensor *t = ct_empty(shape, dtype, device);
   if (!t) return NULL;
   if (cti_memcpy(device, ct_data_ptr(t), ct_device_cpu(), data, ct_nbytes(t), false, NULL) != CT_OK) {
