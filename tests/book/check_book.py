@@ -7,7 +7,8 @@
                                                editions were built with every chapter
     check_book.py html     REPO OUT            every chapter in both editions; no broken internal link;
                                                no Pandoc fence text (:::); every chapter's .cu
-                                               file shown in its chapter; figure numbers unique
+                                               file shown in its chapter; every function an
+                                               exercise names shown in the chapter's code; figure numbers unique
                                                per chapter; recordings.json and the CPU-only notes
                                                agree with book/recorded/
     check_book.py pdf      REPO OUT            pdftotext: Chinese and English text, every chapter title,
@@ -20,6 +21,7 @@ pdftotext, chromium) or a book that was not built exits 77 (skipped) and
 says why. Standard library only.
 """
 import glob
+import html
 import html.parser
 import importlib.machinery
 import importlib.util
@@ -190,6 +192,7 @@ def cmd_html(root, out):
     check(broken == 0, f"{checked} internal links and images, {broken} broken")
     check_no_fence_html(out, pages)
     check_cu_shown(root, out, pages)
+    check_exercise_code(root, out)
     check_figure_numbers(root, out)
     check_recordings(root, out)
 
@@ -270,6 +273,51 @@ def check_cu_shown(root, out, pages):
                 check(name in text and kernels and not missing,
                       f"{lang}/{slug}.html shows {name} ({len(kernels)} kernels" +
                       (f"; missing: {missing}" if missing else "") + ")")
+
+
+# A function definition in C or CUDA: the name, then its parameters, at the start of a line
+# (return type before it), not a declaration ending in ';'.
+RE_DEFINITION = re.compile(r"^(?:static\s+|__global__\s+|__device__\s+|inline\s+)*[A-Za-z_][\w\s\*]*?\b"
+                           r"([A-Za-z_]\w*)\s*\([^;{]*\)?\s*\{?\s*$", re.M)
+
+
+def defined_functions(root, slug):
+    """{name: file} of the functions defined in the chapter's folder and in common/."""
+    found = {}
+    files = glob.glob(os.path.join(root, "chapters", slug, "*.c")) + \
+        glob.glob(os.path.join(root, "chapters", slug, "*.cu")) + \
+        glob.glob(os.path.join(root, "common", "**", "*.c"), recursive=True) + \
+        glob.glob(os.path.join(root, "common", "**", "*.cu"), recursive=True)
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for m in RE_DEFINITION.finditer(f.read()):
+                found.setdefault(m.group(1), os.path.relpath(path, root))
+    return found
+
+
+def check_exercise_code(root, out):
+    """An exercise that names a function of the C or CUDA sources (a kernel to write, a
+    function to change or read) names one the chapter's page shows in its code, both
+    editions: no exercise asks for code the reader never saw."""
+    for slug, _ in chapters(root):
+        functions = defined_functions(root, slug)
+        for lang in ("zh", "en"):
+            path = os.path.join(out, lang, slug + ".html")
+            if not os.path.exists(path):
+                continue
+            with open(path, encoding="utf-8") as f:
+                page = f.read()
+            code = " ".join(html.unescape(re.sub(r"<[^>]+>", "", c))
+                            for c in re.findall(r"<pre[^>]*>(.*?)</pre>", page, re.S))
+            start = page.find("<h2>练习</h2>" if lang == "zh" else "<h2>Exercises</h2>")
+            end = page.find("</ol>", start)
+            names = set(re.findall(r"<code>([A-Za-z_]\w*)</code>", page[start:end])) if start >= 0 else set()
+            asked = sorted(n for n in names if n in functions)
+            unseen = [f"{n} ({functions[n]})" for n in asked if not re.search(rf"\b{n}\b", code)]
+            check(start >= 0 and not unseen,
+                  f"{lang}/{slug}.html: the exercises' functions {asked} are shown in the chapter's code" +
+                  (f"; never shown: {', '.join(unseen)} (weave it in with /*md source FILE REGION*/)"
+                   if unseen else "") + ("" if start >= 0 else "; no exercises heading found"))
 
 
 def check_figure_numbers(root, out):
