@@ -12,7 +12,8 @@
                                                per chapter; recordings.json and the CPU-only notes
                                                agree with book/recorded/
     check_book.py pdf      REPO OUT            pdftotext: Chinese and English text, every chapter title,
-                                               numbered pages, no glyph missing from the fonts
+                                               numbered pages, no glyph missing from the fonts,
+                                               figure text (ticks, labels, legends) >= 8 pt
     check_book.py chromium REPO OUT            headless Chromium opens every chapter page of each
                                                edition: no console message; screenshots in OUT/screenshots/
 
@@ -228,6 +229,7 @@ def cmd_pdf(root, out):
                 missing = sorted(set(re.findall(r"Missing character: There is no (\S+ \(U\+[0-9A-F]+\))", f.read())))
             check(not missing, f"workbook-{lang}.pdf: every character has a glyph" +
                   (f"; missing: {', '.join(missing)} (add a fallback to book/pdf-header.tex)" if missing else ""))
+        check_figure_text(out, lang)
         r = subprocess.run(["pdfinfo", pdf], capture_output=True, text=True)
         m = re.search(r"^Pages:\s+(\d+)", r.stdout, re.M)
         pages = int(m.group(1)) if m else 0
@@ -237,6 +239,48 @@ def cmd_pdf(root, out):
                            capture_output=True, text=True)
         check(re.search(r"\b\d+\s*$", r.stdout.strip()) is not None, f"workbook-{lang}.pdf pages are numbered")
 
+
+FIGURE_TEXT_MIN_PT = 8  # the smallest text a figure may have, in points, set at 100 %
+
+
+def word_heights(pdf):
+    """The heights of the word boxes pdftotext -bbox finds in pdf, in points."""
+    r = subprocess.run(["pdftotext", "-bbox", pdf, "-"], capture_output=True, text=True)
+    return [float(b) - float(a) for a, b in
+            re.findall(r'<word xMin="[\d.]+" yMin="([\d.]+)" xMax="[\d.]+" yMax="([\d.]+)"', r.stdout)]
+
+
+def reference_height(tmp):
+    """The word-box height of FIGURE_TEXT_MIN_PT-point text in the figures' font, drawn here by
+    gnuplot's pdfcairo at its true size (fontscale 1); None without gnuplot."""
+    if not shutil.which("gnuplot"):
+        return None
+    ref = os.path.join(tmp, "reference.pdf")
+    script = (f'set terminal pdfcairo size 5cm,3cm font "Noto Sans CJK SC,{FIGURE_TEXT_MIN_PT}" fontscale 1.0\n'
+              f'set output "{ref}"\nunset border; unset tics; set label "Reference 1024" at 0,0\n'
+              'plot [-1:1][-1:1] NaN notitle\nunset output\n')
+    subprocess.run(["gnuplot"], input=script, capture_output=True, text=True)
+    heights = word_heights(ref) if os.path.exists(ref) else []
+    return min(heights) if heights else None
+
+
+def check_figure_text(out, lang):
+    """The figures gnuplot drew for the PDF (OUT/md/figures/*.LANG.pdf, set at about their own
+    width) have text readable at 100 %: every word (tick labels, axis labels, legends) at least
+    FIGURE_TEXT_MIN_PT points, measured against that size drawn by gnuplot here."""
+    figs = sorted(glob.glob(os.path.join(out, "md", "figures", f"*.{lang}.pdf")))
+    with tempfile.TemporaryDirectory() as tmp:
+        ref = reference_height(tmp)
+    if ref is None:
+        print(f"skip   workbook-{lang}.pdf figure text: no gnuplot to draw the reference")
+        return
+    small = []
+    for fig in figs:
+        heights = word_heights(fig)
+        if heights and min(heights) < 0.98 * ref:
+            small.append(f"{os.path.basename(fig)} ({FIGURE_TEXT_MIN_PT * min(heights) / ref:.1f} pt)")
+    check(figs and not small, f"workbook-{lang}.pdf: the text of its {len(figs)} gnuplot figures is at least "
+          f"{FIGURE_TEXT_MIN_PT} pt" + (f"; smaller in {', '.join(small)}" if small else ""))
 
 # ---------------------------------------------------------------------------
 # Rendering leaks: a Pandoc fence (::: / ::::) that reaches the reader means a
