@@ -474,8 +474,8 @@ def test_recorded_placeholders(tmp):
     empty = os.path.join(tmp, "recorded-none")
     os.makedirs(empty, exist_ok=True)
     _, docs = weave.weave(src, run, os.path.join(tmp, "md-full0"), recorded_dir=empty)
-    check("Measured in the smoke run (`--quick`, on cpu) made when this book was built: its timings mean "
-          "nothing, and this chapter has no recorded full run yet: 2.2 GFLOP/s (live 2.25)." in docs["en"] and
+    check("Measured in the smoke run (`--quick`, on cpu) made when this book was built (this chapter has no "
+          "recorded full run yet, and a smoke run's timings mean nothing): 2.2 GFLOP/s (live 2.25)." in docs["en"] and
           "本书构建时的冒烟运行（`--quick`，cpu；计时不作数" in docs["zh"],
           "without a recording, {{recorded}} is the book's run and says it is a smoke run")
     rec = os.path.join(tmp, "recorded-full")
@@ -491,8 +491,10 @@ def test_recorded_placeholders(tmp):
     write(os.path.join(rec, "ch09-cpu-amd-epyc-2026-11-22.json"),
           json.dumps({"gflops": [10, 40.04], "cpu_timings_timed": 12, "cpu_timings_suspect": 3}))
     _, docs = weave.weave(src, run, os.path.join(tmp, "md-full2"), recorded_dir=rec)
-    check("its own timing check flagged 3 of 12 timings as implausible" in docs["en"] and
-          "把 3 个（共 12 个）计时判为不可信" in docs["zh"], "a flagged run is said to be flagged")
+    check("(2026-11-22, commit 444dc41fd3fa), whose own timing check flagged 3 of 12 timings as "
+          "implausible (the machine was busy): 40.0" in docs["en"] and
+          "其中 3 个（共 12 个）计时被它自己的计时检查判为不可信（机器当时在忙）：40.0" in docs["zh"],
+          "a flagged run is said to be flagged")
     bad = make_chapter(tmp, GOOD.replace("Shared formula: $a^2$", "{{recorded nope}}"), TWIN)
     try:
         weave.weave(bad, run, os.path.join(tmp, "md-full3"), recorded_dir=rec)
