@@ -493,7 +493,7 @@ def test_recorded_placeholders(tmp):
     _, docs = weave.weave(src, run, os.path.join(tmp, "md-full2"), recorded_dir=rec)
     check("(2026-11-22, commit 444dc41fd3fa), whose own timing check flagged 3 of 12 timings as "
           "implausible (the machine was busy): 40.0" in docs["en"] and
-          "其中 3 个（共 12 个）计时被它自己的计时检查判为不可信（机器当时在忙）：40.0" in docs["zh"],
+          "其中 3 个（共 12 个）计时被它自己的计时检查判为不可信（机器当时在忙）: 40.0" in docs["zh"],
           "a flagged run is said to be flagged")
     bad = make_chapter(tmp, GOOD.replace("Shared formula: $a^2$", "{{recorded nope}}"), TWIN)
     try:
