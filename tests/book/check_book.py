@@ -240,47 +240,44 @@ def cmd_pdf(root, out):
         check(re.search(r"\b\d+\s*$", r.stdout.strip()) is not None, f"workbook-{lang}.pdf pages are numbered")
 
 
-FIGURE_TEXT_MIN_PT = 8  # the smallest text a figure may have, in points, set at 100 %
+FIGURE_TEXT_MIN_PT = 8  # the smallest text a figure may have, in points, at its own size
 
 
-def word_heights(pdf):
-    """The heights of the word boxes pdftotext -bbox finds in pdf, in points."""
-    r = subprocess.run(["pdftotext", "-bbox", pdf, "-"], capture_output=True, text=True)
-    return [float(b) - float(a) for a, b in
-            re.findall(r'<word xMin="[\d.]+" yMin="([\d.]+)" xMax="[\d.]+" yMax="([\d.]+)"', r.stdout)]
-
-
-def reference_height(tmp):
-    """The word-box height of FIGURE_TEXT_MIN_PT-point text in the figures' font, drawn here by
-    gnuplot's pdfcairo at its true size (fontscale 1); None without gnuplot."""
-    if not shutil.which("gnuplot"):
-        return None
-    ref = os.path.join(tmp, "reference.pdf")
-    script = (f'set terminal pdfcairo size 5cm,3cm font "Noto Sans CJK SC,{FIGURE_TEXT_MIN_PT}" fontscale 1.0\n'
-              f'set output "{ref}"\nunset border; unset tics; set label "Reference 1024" at 0,0\n'
-              'plot [-1:1][-1:1] NaN notitle\nunset output\n')
-    subprocess.run(["gnuplot"], input=script, capture_output=True, text=True)
-    heights = word_heights(ref) if os.path.exists(ref) else []
-    return min(heights) if heights else None
+def pdf_text_sizes(pdf):
+    """The sizes, in points, at which a PDF's page streams draw text: the length of each text
+    matrix's vertical axis times the Tf size after it (gnuplot's pdfcairo writes 'a 0 0 -d x y Tm
+    /font s Tf'). Streams are read with zlib (FlateDecode)."""
+    import zlib
+    with open(pdf, "rb") as f:
+        data = f.read()
+    sizes = []
+    for m in re.finditer(rb"stream\r?\n(.*?)endstream", data, re.S):
+        try:  # a decompressor object stops at the stream's end, before the line break after it
+            text = zlib.decompressobj().decompress(m.group(1)).decode("latin-1")
+        except zlib.error:
+            continue
+        for t in re.finditer(r"[-\d.]+ [-\d.]+ (-?[\d.]+) (-?[\d.]+) [-\d.]+ [-\d.]+ Tm\s+/\S+ ([\d.]+) Tf", text):
+            c, d = float(t.group(1)), float(t.group(2))  # the text's vertical axis, rotated or not
+            sizes.append((c * c + d * d) ** 0.5 * float(t.group(3)))
+    return sizes
 
 
 def check_figure_text(out, lang):
-    """The figures gnuplot drew for the PDF (OUT/md/figures/*.LANG.pdf, set at about their own
-    width) have text readable at 100 %: every word (tick labels, axis labels, legends) at least
-    FIGURE_TEXT_MIN_PT points, measured against that size drawn by gnuplot here."""
+    """The figures gnuplot drew for the PDF (OUT/md/figures/*.LANG.pdf, 15 cm wide and set at
+    about that width) have text readable at 100 %: every tick label, axis label and legend at
+    least FIGURE_TEXT_MIN_PT points."""
     figs = sorted(glob.glob(os.path.join(out, "md", "figures", f"*.{lang}.pdf")))
-    with tempfile.TemporaryDirectory() as tmp:
-        ref = reference_height(tmp)
-    if ref is None:
-        print(f"skip   workbook-{lang}.pdf figure text: no gnuplot to draw the reference")
-        return
-    small = []
+    small, unread = [], []
     for fig in figs:
-        heights = word_heights(fig)
-        if heights and min(heights) < 0.98 * ref:
-            small.append(f"{os.path.basename(fig)} ({FIGURE_TEXT_MIN_PT * min(heights) / ref:.1f} pt)")
-    check(figs and not small, f"workbook-{lang}.pdf: the text of its {len(figs)} gnuplot figures is at least "
-          f"{FIGURE_TEXT_MIN_PT} pt" + (f"; smaller in {', '.join(small)}" if small else ""))
+        sizes = pdf_text_sizes(fig)
+        if not sizes:
+            unread.append(os.path.basename(fig))
+        elif min(sizes) < FIGURE_TEXT_MIN_PT:
+            small.append(f"{os.path.basename(fig)} ({min(sizes):.1f} pt)")
+    check(figs and not small and not unread,
+          f"workbook-{lang}.pdf: the text of its {len(figs)} gnuplot figures is at least {FIGURE_TEXT_MIN_PT} pt" +
+          (f"; smaller in {', '.join(small)}" if small else "") +
+          (f"; no text found in {', '.join(unread)}" if unread else ""))
 
 # ---------------------------------------------------------------------------
 # Rendering leaks: a Pandoc fence (::: / ::::) that reaches the reader means a
