@@ -512,8 +512,11 @@ window.addEventListener("load", function () {
     return el ? parseFloat(getComputedStyle(el).fontSize) : null;
   }
   var tex = 0, texEls = document.querySelectorAll("main p, main li");
-  for (var k = 0; k < texEls.length; k++)
-    if (/\$[^$\s][^$]*\$|\\(frac|sum|times|sqrt|text)\b/.test(texEls[k].textContent)) tex++;
+  for (var k = 0; k < texEls.length; k++) {
+    var c = texEls[k].cloneNode(true), codes = c.querySelectorAll("code, pre, math");
+    for (var q = 0; q < codes.length; q++) codes[q].remove();
+    if (/\\$[^$\\s][^$]*\\$|\\\\(frac|sum|times|sqrt|text)\\b/.test(c.textContent)) tex++;
+  }
   parent.postMessage(JSON.stringify({sw: d.scrollWidth, cw: w, bad: bad, body: size("main p"),
                                      code: size("main pre code"), inline: size("main p code"),
                                      math: document.querySelectorAll("main math").length, tex: tex}), "*");
