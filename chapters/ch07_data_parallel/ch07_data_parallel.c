@@ -353,12 +353,12 @@ Read the timings honestly: with one device repeated, DataParallel adds the cost 
 ::: zh
 ### 运行时里的两段代码
 
-包装器的前向和反向都落在 `common/parallel/data_parallel.c` 的两个函数上。先是 `parallel_apply`：每个副本一个线程，线程里先把自己的设备设为当前设备、把自己的流设为当前流，并在设备上（而不是在主机上）等调用方排给它的复制完成，再跑前向或反向；任何一个副本出错，都在调用方的线程上重新报告，并指明是哪个副本、哪个设备。只有一块时它不开线程，直接在调用方的线程上跑。
+包装器的前向和反向都落在 `common/parallel/data_parallel.c` 的两个函数上。先是 `parallel_apply`（连同它在每个线程里调用的 `run_job`）：每个副本一个线程，线程里先把自己的设备设为当前设备、把自己的流设为当前流，并在设备上（而不是在主机上）等调用方排给它的复制完成，再跑前向或反向；任何一个副本出错，都在调用方的线程上重新报告，并指明是哪个副本、哪个设备。只有一块时它不开线程，直接在调用方的线程上跑。
 :::
 ::: en
 ### Two pieces of the runtime
 
-The wrapper's forward and backward come down to two functions of `common/parallel/data_parallel.c`. First `parallel_apply`: one thread per replica; each makes its device current and its stream the current stream, waits on the device (not on the host) for the copies the caller queued for it, then runs the forward or the backward; a failure on any replica is raised again on the calling thread, naming the replica and its device. With a single chunk it starts no thread and runs on the caller's.
+The wrapper's forward and backward come down to two functions of `common/parallel/data_parallel.c`. First `parallel_apply` (with `run_job`, which each of its threads calls): one thread per replica; each makes its device current and its stream the current stream, waits on the device (not on the host) for the copies the caller queued for it, then runs the forward or the backward; a failure on any replica is raised again on the calling thread, naming the replica and its device. With a single chunk it starts no thread and runs on the caller's.
 :::
 */
 /*md source common/parallel/data_parallel.c parallel_apply*/

@@ -137,6 +137,7 @@ static int broadcast_state(ct_data_parallel *dp, int k) {
 }
 
 // ---- parallel apply ---------------------------------------------------------------------------
+// region: parallel_apply
 typedef struct job {
   ct_data_parallel *dp;
   int i;                  // the replica
@@ -177,7 +178,6 @@ static void *job_thread(void *arg) {
   return NULL;
 }
 
-// region: parallel_apply
 // Runs jobs[0..k-1], each on its own thread (one job runs on the calling
 // thread, as PyTorch calls the module directly for one device). Leaves with
 // every job finished; the first failure re-raised here.
