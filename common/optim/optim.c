@@ -26,8 +26,10 @@
 
 #include "backend.h"
 #include "error.h"
+#include "graph_impl.h"
 #include "ops.h"
 #include "optim_kernels.h"
+#include "prof_impl.h"
 #include "stream.h"
 
 typedef enum opt_kind { KIND_SGD, KIND_ADAM, KIND_ADAMW } opt_kind;
@@ -242,6 +244,12 @@ static int check_param(const ct_optimizer *opt, int i) {
                      ct_shape_str(ct_shape_of(s), sa, sizeof sa), ct_dtype_name(ct_dtype_of(s)),
                      ct_shape_str(ps, sb, sizeof sb), ct_dtype_name(dt));
   }
+  // Adam's bias corrections are host scalars of the step count: a captured
+  // step would replay the captured step's forever (PyTorch's capturable=False).
+  if (opt->kind != KIND_SGD && cti_graph_refuse(pd, "ct_optimizer_step: Attempting CUDA graph capture of "
+                                                "step() for an instance of %s but param_groups' capturable "
+                                                "is False.", ct_optimizer_name(opt)))
+    return ct_last_status();
   return cti_backend_for("ct_optimizer_step", pd) ? CT_OK : (int)ct_last_status();
 }
 
@@ -301,8 +309,7 @@ static int update(ct_optimizer *opt, int i) {
   return rc;
 }
 
-int ct_optimizer_step(ct_optimizer *opt) {
-  if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step: NULL optimizer");
+static int optimizer_step(ct_optimizer *opt) {
   for (int i = 0; i < opt->n; ++i) {
     if (!opt->params[i]->grad) continue; // skipped, as PyTorch skips p.grad is None
     int rc = check_param(opt, i);
@@ -321,8 +328,7 @@ int ct_optimizer_step(ct_optimizer *opt) {
   return CT_OK;
 }
 
-int ct_optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
-  if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_zero_grad: NULL optimizer");
+static int optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
   int first = CT_OK;
   for (int i = 0; i < opt->n; ++i) {
     ct_param *p = opt->params[i];
@@ -336,6 +342,29 @@ int ct_optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
     }
   }
   return first;
+}
+
+// torch's range names: "Optimizer.step#Adam.step", "Optimizer.zero_grad#Adam.zero_grad".
+static int profile_range(const ct_optimizer *opt, const char *what) {
+  char name[64];
+  snprintf(name, sizeof name, "Optimizer.%s#%s.%s", what, ct_optimizer_name(opt), what);
+  return cti_prof_module_begin(name, NULL, NULL);
+}
+
+int ct_optimizer_step(ct_optimizer *opt) {
+  if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step: NULL optimizer");
+  int range = CTI_PROF_ON ? profile_range(opt, "step") : -1;
+  int rc = optimizer_step(opt);
+  cti_prof_end(range);
+  return rc;
+}
+
+int ct_optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
+  if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_zero_grad: NULL optimizer");
+  int range = CTI_PROF_ON ? profile_range(opt, "zero_grad") : -1;
+  int rc = optimizer_zero_grad(opt, set_to_none);
+  cti_prof_end(range);
+  return rc;
 }
 
 ct_tensor *cti_optimizer_state_tensor(const ct_optimizer *opt, int i, const char *key) {
