@@ -9,7 +9,7 @@
 #                  ${CMAKE_BINARY_DIR}/book-test with this build's chapters
 #   book.html      both editions, every chapter in both, no broken internal link,
 #                  no Pandoc fence text (:::) in any page, every chapter's .cu file
-#                  shown in its chapter, every function an exercise names shown in its code, figure numbers unique per chapter,
+#                  shown in its chapter, every function an exercise names (public API aside) shown in its code, figure numbers unique per chapter,
 #                  recordings.json and the CPU-only notes agree with book/recorded/
 #   book.pdf       the PDFs hold Chinese and English text and every chapter title,
 #                  no Pandoc fence text (:::), figure text of at least 8 pt

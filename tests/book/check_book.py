@@ -8,7 +8,8 @@
     check_book.py html     REPO OUT            every chapter in both editions; no broken internal link;
                                                no Pandoc fence text (:::); every chapter's .cu
                                                file shown in its chapter; every function an
-                                               exercise names shown in the chapter's code; figure numbers unique
+                                               exercise names (other than the public API) shown
+                                               in the chapter's code; figure numbers unique
                                                per chapter; recordings.json and the CPU-only notes
                                                agree with book/recorded/
     check_book.py pdf      REPO OUT            pdftotext: Chinese and English text, every chapter title,
@@ -336,12 +337,24 @@ def defined_functions(root, slug):
     return found
 
 
+def public_api(root):
+    """The names the public headers (common/include/*.h) declare: the runtime's API, which an
+    exercise may ask the reader to call without the book showing its body."""
+    names = set()
+    for h in glob.glob(os.path.join(root, "common", "include", "*.h")):
+        with open(h, encoding="utf-8", errors="replace") as f:
+            names.update(re.findall(r"\b(ct_\w+)\s*\(", f.read()))
+    return names
+
+
 def check_exercise_code(root, out):
-    """An exercise that names a function of the C or CUDA sources (a kernel to write, a
-    function to change or read) names one the chapter's page shows in its code, both
-    editions: no exercise asks for code the reader never saw."""
+    """An exercise that names a function of the C or CUDA sources other than the public API
+    (a kernel to write, a chapter's function or the runtime's internals to change or read)
+    names one the chapter's page shows in its code, both editions: no exercise asks for
+    code the reader never saw."""
+    api = public_api(root)
     for slug, _ in chapters(root):
-        functions = defined_functions(root, slug)
+        functions = {n: f for n, f in defined_functions(root, slug).items() if n not in api}
         for lang in ("zh", "en"):
             path = os.path.join(out, lang, slug + ".html")
             if not os.path.exists(path):
