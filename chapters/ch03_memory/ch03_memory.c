@@ -265,9 +265,11 @@ int main(int argc, char **argv) {
 - **3×3 的 y 只有 36 字节**，计为 512 字节，它来自另一个 2 MiB 的小池段，所以 reserved 变成 22 MiB。小张量和大张量不共用段，免得小块把大段切得七零八落。
 - **`empty_cache()` 之后 reserved 回到 0**，但两个峰值还记着刚才的最高点，直到 `reset_peak_memory_stats()`。
 - **种子教程里的 `torch.cuda.reset_max_memory_reserved(0)` 并不存在**，调用会得到 `AttributeError`。它上面一行的 `reset_max_memory_allocated(0)` 存在，但已被弃用：现在它只是调用 `reset_peak_memory_stats()`，一次重置全部峰值（reserved 峰值的旧名字是 `reset_max_memory_cached`，同样已被弃用）。直接写 `reset_peak_memory_stats()` 即可。
-- **种子的第二个例子** `randn(10000, 10000)`：400,000,000 字节 = 381.47 MiB，恰好是 512 的倍数；它超过 10 MiB，单独成段，段的大小向上取整到 2 MiB 的倍数：382 MiB。这里用 `ct_empty`（只分配不填数）代替 `randn`，对分配器来说是同一个请求；`--quick` 时改用 2000×2000。
+- **种子的第二个例子**是 `randn(10000, 10000)`（`--quick` 时改用 2000×2000；本书这次运行是 {{metric big_n}}×{{metric big_n}}）：{{metric big_bytes}} 字节 = {{metric big_mib %.2f}} MiB，恰好是 512 的倍数；它超过 10 MiB，单独成段，段的大小向上取整到 2 MiB 的倍数：{{metric big_segment_mib %.0f}} MiB。这里用 `ct_empty`（只分配不填数）代替 `randn`，对分配器来说是同一个请求。
 
 在任何时刻都有 reserved ≥ allocated：每个活着的块都在某个段里面，而 reserved 数的是所有段。两者之差就是缓存里空闲、可以立即交给下一个请求的字节。
+
+这一节和下一节里写出的字节数都不是测量值，而是分配器规则（512 字节取整、段的大小）推算出的结果，在任何机器上、任何一次运行都一样（随运行规模变化的只有上面 big 的几个数，它们取自本次运行）。本章的测试（`chapter.ch03`）逐一核对正文里的这些数与程序的输出相等，所以它们不会和下面的表格对不上。
 :::
 ::: en
 ## The four statistics
@@ -290,9 +292,11 @@ The table below prints the four numbers after each step of the seeds' example; t
 - **The 3×3 tensor y is 36 bytes**, counted as 512, and it comes from a separate 2 MiB small-pool segment, so reserved becomes 22 MiB. Small and large tensors do not share segments, so that small blocks do not chop the big segments into pieces.
 - **After `empty_cache()`, reserved is back to 0**, but both peaks remember the high point until `reset_peak_memory_stats()`.
 - **The seed tutorial's `torch.cuda.reset_max_memory_reserved(0)` does not exist**: calling it raises `AttributeError`. The line above it, `reset_max_memory_allocated(0)`, exists but is deprecated: it now only calls `reset_peak_memory_stats()`, which resets all the peaks at once (the reserved peak's old name was `reset_max_memory_cached`, deprecated the same way). Write `reset_peak_memory_stats()`.
-- **The seed's second example**, `randn(10000, 10000)`: 400,000,000 bytes = 381.47 MiB, already a multiple of 512; being over 10 MiB it gets its own segment, rounded up to a multiple of 2 MiB: 382 MiB. It is made with `ct_empty` (allocate, no fill) instead of `randn`, which is the same request to the allocator; `--quick` uses 2000×2000.
+- **The seed's second example** is `randn(10000, 10000)` (`--quick` uses 2000×2000; this book's run used {{metric big_n}}×{{metric big_n}}): {{metric big_bytes}} bytes = {{metric big_mib %.2f}} MiB, already a multiple of 512; being over 10 MiB it gets its own segment, rounded up to a multiple of 2 MiB: {{metric big_segment_mib %.0f}} MiB. It is made with `ct_empty` (allocate, no fill) instead of `randn`, which is the same request to the allocator.
 
 At every moment reserved ≥ allocated: every live block lies inside some segment, and reserved counts all segments. The difference is cached memory that is free and can go to the next request at once.
+
+The byte counts written in this section and the next are not measurements: they follow from the allocator's rules (512-byte rounding, the segment sizes) and are the same on every machine and in every run (only the few numbers of `big` above change with the run's size, and they come from this run). The chapter's test (`chapter.ch03`) checks each of them against the program's output, so the prose cannot drift from the tables below.
 :::
 */
 static void stats_row(stats_log *sl, ct_device d, const char *label) {
@@ -364,6 +368,9 @@ static void show_statistics(const ct_cli *cli, ct_metrics *m) {
   stats_log_write(m, "statistics", &sl);
   ct_metrics_num(m, "x_request_bytes", (double)x_bytes);
   ct_metrics_num(m, "big_n", (double)n_big);
+  ct_metrics_num(m, "big_bytes", (double)big_bytes);
+  ct_metrics_num(m, "big_mib", mib(big_bytes));
+  ct_metrics_num(m, "big_segment_mib", mib(big_reserved));
 }
 /*md output statistics*/
 

@@ -382,7 +382,10 @@ static const char *timing_suspect(const double *sorted, int reps) {
   return NULL;
 }
 
-static void print_timing_note(void) {
+// Prints the ladder's note and writes its counts as LADDER_timings_timed,
+// _remeasured and _suspect (tools/record keeps no run with suspect timings;
+// the book says so beside numbers taken from such a run).
+static void print_timing_note(ct_metrics *m, const char *ladder_name) {
   if (timing_log.suspect)
     printf("timing note: %d of %d timings still implausible after re-measuring (all repeats identical, or "
            "slowest - fastest above %.0f%% of the median): this machine was busy or its clock too coarse; "
@@ -391,6 +394,13 @@ static void print_timing_note(void) {
   else if (timing_log.remeasured)
     printf("timing note: %d of %d timings were implausible at first and were re-measured\n",
            timing_log.remeasured, timing_log.timed);
+  char key[64];
+  snprintf(key, sizeof key, "%s_timings_timed", ladder_name);
+  ct_metrics_num(m, key, timing_log.timed);
+  snprintf(key, sizeof key, "%s_timings_remeasured", ladder_name);
+  ct_metrics_num(m, key, timing_log.remeasured);
+  snprintf(key, sizeof key, "%s_timings_suspect", ladder_name);
+  ct_metrics_num(m, key, timing_log.suspect);
   timing_log.timed = timing_log.remeasured = timing_log.suspect = 0;
 }
 
@@ -825,7 +835,7 @@ static void run_cpu_ladder(run *rn, const cpu_info *ci, ladder *L) {
     ct_free(a);
     ct_free(b);
   }
-  print_timing_note();
+  print_timing_note(rn->m, "cpu");
 }
 /*md output cpu ladder*/
 
@@ -833,14 +843,14 @@ static void run_cpu_ladder(run *rn, const cpu_info *ci, ladder *L) {
 ::: zh
 ### 读这张表
 
-在一台安静的机器上完整运行时，三重循环只能达到峰值估计的很小一部分；分块循环在小尺寸上快得多，但尺寸变大后又慢下来，因为它每次乘加都要读写 C；OpenBLAS 远远领先，比第 1 级快两个数量级。本书这次运行在 n = {{metric cpu_sizes[2]}} 上量到：三重循环 {{metric cpu_naive_gflops[2] %.1f}} GFLOP/s，分块循环 {{metric cpu_blocked_gflops[2] %.1f}} GFLOP/s，OpenBLAS {{metric cpu_cblas_gflops[2] %.1f}} GFLOP/s。如果这是一次 `--quick` 的冒烟运行，而且机器还在忙别的事，这些数只说明程序跑通了，不能用来比较快慢。同一段 C 代码，仅仅因为访存方式不同，就差出两个数量级，这是本章最重要的一课，在 GPU 上会再看到一次。
+在一台安静的机器上完整运行时，三重循环只能达到峰值估计的很小一部分；分块循环在小尺寸上快得多，但尺寸变大后又慢下来，因为它每次乘加都要读写 C；OpenBLAS 远远领先，比第 1 级快两个数量级。本章正文里的数字取自{{recorded @run}}：在 n = {{recorded cpu_sizes[2]}} 上，三重循环 {{recorded cpu_naive_gflops[2] %.1f}} GFLOP/s，分块循环 {{recorded cpu_blocked_gflops[2] %.1f}} GFLOP/s，OpenBLAS {{recorded cpu_cblas_gflops[2] %.1f}} GFLOP/s。上面的输出框是本书构建时的运行；它是冒烟运行时，框上写明了，其中的计时不能用来比较快慢。同一段 C 代码，仅仅因为访存方式不同，就差出两个数量级，这是本章最重要的一课，在 GPU 上会再看到一次。
 
 `ct_mm` 和直接调用 `cblas_sgemm` 轮流计时，两者之比在安静的机器上接近 100%，说明运行时的检查和缓存分配器几乎不花时间；在忙碌的共享机器上，这个比例会上下跳动几个百分点，小尺寸时更明显（一次调用只有几十微秒）。
 :::
 ::: en
 ### Reading the table
 
-In a full run on a quiet machine the triple loop reaches only a small fraction of the estimated peak; the blocked loop is much faster at small sizes but slows down again as the size grows, because it reads and writes C for every multiply-add; OpenBLAS is far ahead, two orders of magnitude above rung 1. This book's run measured, at n = {{metric cpu_sizes[2]}}: the triple loop {{metric cpu_naive_gflops[2] %.1f}} GFLOP/s, the blocked loop {{metric cpu_blocked_gflops[2] %.1f}} GFLOP/s, OpenBLAS {{metric cpu_cblas_gflops[2] %.1f}} GFLOP/s. When that is a `--quick` smoke run on a machine busy with other work, these numbers only show that the program ran; they do not compare speeds. The same arithmetic in C, differing only in how it touches memory, spans two orders of magnitude: the chapter's most important lesson, and the GPU will teach it again.
+In a full run on a quiet machine the triple loop reaches only a small fraction of the estimated peak; the blocked loop is much faster at small sizes but slows down again as the size grows, because it reads and writes C for every multiply-add; OpenBLAS is far ahead, two orders of magnitude above rung 1. The numbers in this chapter's text come from {{recorded @run}}: at n = {{recorded cpu_sizes[2]}}, the triple loop {{recorded cpu_naive_gflops[2] %.1f}} GFLOP/s, the blocked loop {{recorded cpu_blocked_gflops[2] %.1f}} GFLOP/s, OpenBLAS {{recorded cpu_cblas_gflops[2] %.1f}} GFLOP/s. The box above is the run made when this book was built; when it is a smoke run its label says so, and its timings do not compare speeds. The same arithmetic in C, differing only in how it touches memory, spans two orders of magnitude: the chapter's most important lesson, and the GPU will teach it again.
 
 `ct_mm` and `cblas_sgemm` called directly are timed in alternation. On a quiet machine their ratio is close to 100%: the runtime's checks and its caching allocator cost next to nothing. On a busy shared machine the ratio jumps around by several percent, more so at small sizes, where one call lasts tens of microseconds.
 :::
@@ -1087,7 +1097,7 @@ static void run_gpu_ladder(run *rn, const gpu_info *gi, ladder *L) {
 #else
   (void)rn, (void)L;
 #endif
-  print_timing_note();
+  print_timing_note(rn->m, "gpu");
 }
 /*md output gpu ladder*/
 

@@ -1043,6 +1043,7 @@ static void show_speed(run *r) {
   ct_dataloader_options o = ct_dataloader_defaults();
   o.batch_size = r->h.batch_size;
   o.shuffle = false;                   // the same batches as above
+  o.num_workers = 0;                   // batches gathered on this thread (exercise 5 tries 2)
   o.pin_memory = r->dev.type == CT_CUDA; // page-locked host batches: asynchronous copies
   o.device = r->dev;                   // each batch is copied to the device
   ct_dataloader *loader = ct_dataloader_create(ds, o);

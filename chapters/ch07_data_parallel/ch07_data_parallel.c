@@ -349,6 +349,28 @@ The model has no BatchNorm and no Dropout, on purpose. BatchNorm on each replica
 Read the timings honestly: with one device repeated, DataParallel adds the cost of splitting, copying the parameters, starting threads and gathering, and cannot be faster.
 :::
 */
+/*md
+::: zh
+### 运行时里的两段代码
+
+包装器的前向和反向都落在 `common/parallel/data_parallel.c` 的两个函数上。先是 `parallel_apply`（连同它在每个线程里调用的 `run_job`）：每个副本一个线程，线程里先把自己的设备设为当前设备、把自己的流设为当前流，并在设备上（而不是在主机上）等调用方排给它的复制完成，再跑前向或反向；任何一个副本出错，都在调用方的线程上重新报告，并指明是哪个副本、哪个设备。只有一块时它不开线程，直接在调用方的线程上跑。
+:::
+::: en
+### Two pieces of the runtime
+
+The wrapper's forward and backward come down to two functions of `common/parallel/data_parallel.c`. First `parallel_apply` (with `run_job`, which each of its threads calls): one thread per replica; each makes its device current and its stream the current stream, waits on the device (not on the host) for the copies the caller queued for it, then runs the forward or the backward; a failure on any replica is raised again on the calling thread, naming the replica and its device. With a single chunk it starts no thread and runs on the caller's.
+:::
+*/
+/*md source common/parallel/data_parallel.c parallel_apply*/
+/*md
+::: zh
+然后是反向：`dL/dy` 按前向记下的切法再切一次分给各副本，副本 1…k−1 的梯度先清空，各副本在自己的线程上反向，最后 `reduce_grads` 把副本 1…k−1 的参数梯度复制到 `device_ids[0]`，加进原模型（也就是副本 0）的梯度里。这就是 `reduce_add`：优化器只看原模型的梯度，所以它看到的是整批的梯度。
+:::
+::: en
+Then the backward: `dL/dy` is split again with the sizes the forward recorded, replicas 1…k−1 have their gradients cleared, each replica runs its backward on its own thread, and `reduce_grads` copies the parameter gradients of replicas 1…k−1 to `device_ids[0]` and adds them into the original model's (replica 0's). That is `reduce_add`: the optimizer reads only the original model's gradients, so what it sees is the whole batch's gradient.
+:::
+*/
+/*md source common/parallel/data_parallel.c reduce_grads*/
 static ct_module *build_mlp(void) {
   ct_module *mods[] = {
       ct_nn_flatten(),              // 0: (B, 1, 28, 28) -> (B, 784)

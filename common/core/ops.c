@@ -743,24 +743,44 @@ ct_tensor *ct_bmm(const ct_tensor *a, const ct_tensor *b) {
 }
 
 // torch.matmul's messages for operands that do not fit, by the route torch
-// takes: a batch of matrices times a matrix is folded into one mm (the batch
-// joins the rows), two batches go to bmm after broadcasting the batch dim.
-// Vector operands keep the mm message of their matrix form.
+// 1.13 takes (its _matmul_impl), so that the sizes named are the ones it names:
+//   vector . vector            dot: "inconsistent tensor size ..."
+//   matrix @ vector            mv:  "size mismatch, got ROWS, ROWSxK,N"
+//   vector/matrix @ matrix     mm:  "mat1 and mat2 shapes cannot be multiplied (MxK and NxP)"
+//   batch @ vector or matrix   the batch is folded into the rows first (2,3,4)@(5,) is
+//                              mv of 6x4 and 5; (2,3,4)@(5,6) is mm of 6x4 and 5x6
+//   vector or matrix @ batch   the transposed product is folded the same way:
+//                              (3,4)@(2,5,6) is mm of b.mT (12x5) and a.mT (4x3)
+//   batch @ batch              the batch dim broadcasts, then bmm's message
+// shape_mismatch (mm's) and mv_message write the messages the routes end in.
+static int mv_message(int64_t rows, int64_t k, int64_t n) {
+  return ct_fail(CT_ERR_SHAPE, "ct_matmul: size mismatch, got %" PRId64 ", %" PRId64 "x%" PRId64 ",%" PRId64,
+                 rows, rows, k, n);
+}
+
 static int matmul_shape_error(const ct_tensor *a, const ct_tensor *b) {
   const int na = a->ndim, nb = b->ndim;
-  if (na == 3 && nb == 3 && a->shape[0] != b->shape[0] && a->shape[0] != 1 && b->shape[0] != 1)
+  const int64_t *sa = a->shape, *sb = b->shape;
+  if (na == 3 && nb == 3 && sa[0] != sb[0] && sa[0] != 1 && sb[0] != 1)
     return ct_fail(CT_ERR_SHAPE, "ct_matmul: The size of tensor a (%" PRId64 ") must match the size of "
-                   "tensor b (%" PRId64 ") at non-singleton dimension 0", a->shape[0], b->shape[0]);
-  const int64_t ka = a->shape[na - 1], kb = nb == 1 ? b->shape[0] : b->shape[nb - 2];
+                   "tensor b (%" PRId64 ") at non-singleton dimension 0", sa[0], sb[0]);
+  const int64_t ka = sa[na - 1], kb = nb == 1 ? sb[0] : sb[nb - 2];
   if (ka == kb) return CT_OK;
-  if (na == 3 && nb == 2)
-    return shape_mismatch("ct_matmul", a->shape[0] * a->shape[1], ka, kb, b->shape[1]);
-  if (nb == 3 && na >= 2) {
-    const int64_t batch = na == 3 && a->shape[0] != 1 ? a->shape[0] : b->shape[0];
+  if (na == 1 && nb == 1)
+    return ct_fail(CT_ERR_SHAPE, "ct_matmul: inconsistent tensor size, expected tensor [%" PRId64 "] and src [%"
+                   PRId64 "] to have the same number of elements, but got %" PRId64 " and %" PRId64
+                   " elements respectively", ka, kb, ka, kb);
+  if (nb == 1) // a's rows (a batch folded into them) times a vector
+    return mv_message(na == 3 ? sa[0] * sa[1] : sa[0], ka, kb);
+  if (na == 3 && nb == 2) return shape_mismatch("ct_matmul", sa[0] * sa[1], ka, kb, sb[1]);
+  if (nb == 3 && na == 2) return shape_mismatch("ct_matmul", sb[0] * sb[2], kb, ka, sa[0]); // b.mT folded @ a.mT
+  if (nb == 3 && na == 1) return mv_message(sb[0] * sb[2], kb, ka); // b.mT folded @ a
+  if (nb == 3) { // both batched: bmm after the batch broadcast
+    const int64_t batch = sa[0] != 1 ? sa[0] : sb[0];
     return ct_fail(CT_ERR_SHAPE, "ct_matmul: Expected size for first two dimensions of batch2 tensor to be: [%" PRId64
                    ", %" PRId64 "] but got: [%" PRId64 ", %" PRId64 "].", batch, ka, batch, kb);
   }
-  return shape_mismatch("ct_matmul", na == 1 ? 1 : a->shape[na - 2], ka, kb, nb == 1 ? 1 : b->shape[nb - 1]);
+  return shape_mismatch("ct_matmul", na == 1 ? 1 : sa[0], ka, kb, sb[1]); // vector or matrix @ matrix
 }
 
 ct_tensor *ct_matmul(const ct_tensor *a, const ct_tensor *b) {

@@ -68,7 +68,7 @@ int cti_wrap_dim(const char *op, int dim, int ndim) {
   return dim < 0 ? dim + (ndim > 0 ? ndim : 1) : dim;
 }
 
-// "[4, 5]": sizes as PyTorch's overflow messages list them.
+// "[4, 5]": sizes as PyTorch's messages list them.
 static const char *sizes_str(ct_shape s, char *buf, size_t len) {
   size_t used = (size_t)snprintf(buf, len, "[");
   for (int i = 0; i < s.ndim && used < len; ++i)
@@ -77,19 +77,21 @@ static const char *sizes_str(ct_shape s, char *buf, size_t len) {
   return buf;
 }
 
-// A shape storage can be made for: 0 to CT_MAX_DIMS sizes, none negative,
-// and (as torch's storage size check) elements times `itemsize` bytes, with
-// every stride on the way, inside int64.
+// A shape storage can be made for, reported under the creator's name
+// (ct_zeros, not ct_empty) in torch's words: 0 to CT_MAX_DIMS sizes, none
+// negative (torch.zeros(2, -1) says "Trying to create tensor with negative
+// dimension -1: [2, -1]"), and (as torch's storage size check) elements
+// times `itemsize` bytes, with every stride on the way, inside int64.
 static int check_shape(const char *op, ct_shape s, size_t itemsize) {
+  char b[CT_MAX_DIMS * 24 + 4];
   if (s.ndim < 0 || s.ndim > CT_MAX_DIMS)
     return ct_fail(CT_ERR_SHAPE, "%s: a tensor has 0 to %d dims, got %d", op, CT_MAX_DIMS, s.ndim);
   for (int i = 0; i < s.ndim; ++i)
     if (s.d[i] < 0)
-      return ct_fail(CT_ERR_VALUE, "%s: negative dimension %" PRId64 " at index %d of the shape",
-                     op, s.d[i], i);
+      return ct_fail(CT_ERR_VALUE, "%s: Trying to create tensor with negative dimension %" PRId64 ": %s", op,
+                     s.d[i], sizes_str(s, b, sizeof b));
   int64_t n = ct_shape_numel(s), bytes;
   if (n < 0 || __builtin_mul_overflow(n, (int64_t)(itemsize ? itemsize : 1), &bytes)) {
-    char b[CT_MAX_DIMS * 24 + 4];
     return ct_fail(CT_ERR_VALUE, "%s: Storage size calculation overflowed with sizes=%s (more than 2^63 - 1 "
                    "bytes; check the sizes)", op, sizes_str(s, b, sizeof b));
   }
@@ -311,6 +313,7 @@ ct_tensor *ct_arange(double start, double end, double step, ct_dtype dtype, ct_d
 
 static ct_tensor *random_tensor(const char *op, bool normal, ct_shape shape, ct_dtype dtype,
                                 ct_device device) {
+  if (check_shape(op, shape, ct_dtype_size(dtype))) return NULL;
   if (!ct_dtype_is_floating(dtype)) {
     ct_fail(CT_ERR_DTYPE, "%s: expected a floating dtype, got %s", op, ct_dtype_name(dtype));
     return NULL;
@@ -341,6 +344,7 @@ ct_tensor *ct_from_host(const void *data, ct_shape shape, ct_dtype dtype, ct_dev
     ct_fail(CT_ERR_VALUE, "ct_from_host: NULL data");
     return NULL;
   }
+  if (check_shape("ct_from_host", shape, ct_dtype_size(dtype))) return NULL;
   // A blocking copy from the caller's (pageable) memory: a sync point.
   if (!cti_backend_for("ct_from_host", device) || cti_sync_begin("ct_from_host", device)) return NULL;
   ct_tensor *t = ct_empty(shape, dtype, device);

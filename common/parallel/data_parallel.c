@@ -137,6 +137,7 @@ static int broadcast_state(ct_data_parallel *dp, int k) {
 }
 
 // ---- parallel apply ---------------------------------------------------------------------------
+// region: parallel_apply
 typedef struct job {
   ct_data_parallel *dp;
   int i;                  // the replica
@@ -205,6 +206,7 @@ static int parallel_apply(job *jobs, int k) {
   }
   return CT_OK;
 }
+// endregion
 
 // ---- forward and backward ------------------------------------------------------------------------
 ct_tensor *ct_data_parallel_forward(ct_data_parallel *dp, const ct_tensor *x) {
@@ -236,6 +238,7 @@ ct_tensor *ct_data_parallel_forward(ct_data_parallel *dp, const ct_tensor *x) {
   return y;
 }
 
+// region: reduce_grads
 // The module's grads += replicas 1..k-1's grads (reduce_add onto device 0).
 static int reduce_grads(ct_data_parallel *dp, int k) {
   int np = 0;
@@ -274,3 +277,4 @@ int ct_data_parallel_backward_params(ct_data_parallel *dp, const ct_tensor *grad
   for (int i = 0; i < got; ++i) ct_free(chunks[i]);
   return rc;
 }
+// endregion

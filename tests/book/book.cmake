@@ -9,10 +9,10 @@
 #                  ${CMAKE_BINARY_DIR}/book-test with this build's chapters
 #   book.html      both editions, every chapter in both, no broken internal link,
 #                  no Pandoc fence text (:::) in any page, every chapter's .cu file
-#                  shown in its chapter, figure numbers unique per chapter,
+#                  shown in its chapter, every function an exercise names (public API aside) shown in its code, figure numbers unique per chapter,
 #                  recordings.json and the CPU-only notes agree with book/recorded/
 #   book.pdf       the PDFs hold Chinese and English text and every chapter title,
-#                  no Pandoc fence text (:::)
+#                  no Pandoc fence text (:::), figure text of at least 8 pt
 #   book.chromium  headless Chromium opens every chapter page of both editions
 #                  with no console message; screenshots in book-test/screenshots/
 # A test whose tool is missing (pandoc, xelatex, gnuplot, pdftotext,
@@ -44,7 +44,8 @@ set_tests_properties(book.sources book.weave book.build book.html book.pdf book.
 #   book.fonts     the zh PDF embeds Noto CJK and draws its Chinese with the SC face (pdffonts,
 #                  and the glyphs against the font's own cmaps)
 #   book.search    each edition's own search page in headless Chromium finds each chapter
-#   book.overflow  no page is wider than a 390 px viewport (Chromium); screenshots of a
+#   book.overflow  no page is wider than a 390 px viewport (Chromium); chapter pages set prose at
+#                  16 px, code at ~14 px, formulas as MathML (no raw TeX); screenshots of a
 #                  chapter in both languages at 1280 and 390 px in book-test/screenshots/
 add_test(NAME book.meta COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_reader.py meta ${PROJECT_SOURCE_DIR})
 set_tests_properties(book.meta PROPERTIES LABELS book TIMEOUT 60)

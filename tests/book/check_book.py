@@ -7,11 +7,14 @@
                                                editions were built with every chapter
     check_book.py html     REPO OUT            every chapter in both editions; no broken internal link;
                                                no Pandoc fence text (:::); every chapter's .cu
-                                               file shown in its chapter; figure numbers unique
+                                               file shown in its chapter; every function an
+                                               exercise names (other than the public API) shown
+                                               in the chapter's code; figure numbers unique
                                                per chapter; recordings.json and the CPU-only notes
                                                agree with book/recorded/
     check_book.py pdf      REPO OUT            pdftotext: Chinese and English text, every chapter title,
-                                               numbered pages, no glyph missing from the fonts
+                                               numbered pages, no glyph missing from the fonts,
+                                               figure text (ticks, labels, legends) >= 8 pt
     check_book.py chromium REPO OUT            headless Chromium opens every chapter page of each
                                                edition: no console message; screenshots in OUT/screenshots/
 
@@ -20,6 +23,7 @@ pdftotext, chromium) or a book that was not built exits 77 (skipped) and
 says why. Standard library only.
 """
 import glob
+import html
 import html.parser
 import importlib.machinery
 import importlib.util
@@ -190,6 +194,7 @@ def cmd_html(root, out):
     check(broken == 0, f"{checked} internal links and images, {broken} broken")
     check_no_fence_html(out, pages)
     check_cu_shown(root, out, pages)
+    check_exercise_code(root, out)
     check_figure_numbers(root, out)
     check_recordings(root, out)
 
@@ -225,6 +230,7 @@ def cmd_pdf(root, out):
                 missing = sorted(set(re.findall(r"Missing character: There is no (\S+ \(U\+[0-9A-F]+\))", f.read())))
             check(not missing, f"workbook-{lang}.pdf: every character has a glyph" +
                   (f"; missing: {', '.join(missing)} (add a fallback to book/pdf-header.tex)" if missing else ""))
+        check_figure_text(out, lang)
         r = subprocess.run(["pdfinfo", pdf], capture_output=True, text=True)
         m = re.search(r"^Pages:\s+(\d+)", r.stdout, re.M)
         pages = int(m.group(1)) if m else 0
@@ -234,6 +240,45 @@ def cmd_pdf(root, out):
                            capture_output=True, text=True)
         check(re.search(r"\b\d+\s*$", r.stdout.strip()) is not None, f"workbook-{lang}.pdf pages are numbered")
 
+
+FIGURE_TEXT_MIN_PT = 8  # the smallest text a figure may have, in points, at its own size
+
+
+def pdf_text_sizes(pdf):
+    """The sizes, in points, at which a PDF's page streams draw text: the length of each text
+    matrix's vertical axis times the Tf size after it (gnuplot's pdfcairo writes 'a 0 0 -d x y Tm
+    /font s Tf'). Streams are read with zlib (FlateDecode)."""
+    import zlib
+    with open(pdf, "rb") as f:
+        data = f.read()
+    sizes = []
+    for m in re.finditer(rb"stream\r?\n(.*?)endstream", data, re.S):
+        try:  # a decompressor object stops at the stream's end, before the line break after it
+            text = zlib.decompressobj().decompress(m.group(1)).decode("latin-1")
+        except zlib.error:
+            continue
+        for t in re.finditer(r"[-\d.]+ [-\d.]+ (-?[\d.]+) (-?[\d.]+) [-\d.]+ [-\d.]+ Tm\s+/\S+ ([\d.]+) Tf", text):
+            c, d = float(t.group(1)), float(t.group(2))  # the text's vertical axis, rotated or not
+            sizes.append((c * c + d * d) ** 0.5 * float(t.group(3)))
+    return sizes
+
+
+def check_figure_text(out, lang):
+    """The figures gnuplot drew for the PDF (OUT/md/figures/*.LANG.pdf, 15 cm wide and set at
+    about that width) have text readable at 100 %: every tick label, axis label and legend at
+    least FIGURE_TEXT_MIN_PT points."""
+    figs = sorted(glob.glob(os.path.join(out, "md", "figures", f"*.{lang}.pdf")))
+    small, unread = [], []
+    for fig in figs:
+        sizes = pdf_text_sizes(fig)
+        if not sizes:
+            unread.append(os.path.basename(fig))
+        elif min(sizes) < FIGURE_TEXT_MIN_PT:
+            small.append(f"{os.path.basename(fig)} ({min(sizes):.1f} pt)")
+    check(figs and not small and not unread,
+          f"workbook-{lang}.pdf: the text of its {len(figs)} gnuplot figures is at least {FIGURE_TEXT_MIN_PT} pt" +
+          (f"; smaller in {', '.join(small)}" if small else "") +
+          (f"; no text found in {', '.join(unread)}" if unread else ""))
 
 # ---------------------------------------------------------------------------
 # Rendering leaks: a Pandoc fence (::: / ::::) that reaches the reader means a
@@ -270,6 +315,63 @@ def check_cu_shown(root, out, pages):
                 check(name in text and kernels and not missing,
                       f"{lang}/{slug}.html shows {name} ({len(kernels)} kernels" +
                       (f"; missing: {missing}" if missing else "") + ")")
+
+
+# A function definition in C or CUDA: the name, then its parameters, at the start of a line
+# (return type before it), not a declaration ending in ';'.
+RE_DEFINITION = re.compile(r"^(?:static\s+|__global__\s+|__device__\s+|inline\s+)*[A-Za-z_][\w\s\*]*?\b"
+                           r"([A-Za-z_]\w*)\s*\([^;{]*\)?\s*\{?\s*$", re.M)
+
+
+def defined_functions(root, slug):
+    """{name: file} of the functions defined in the chapter's folder and in common/."""
+    found = {}
+    files = glob.glob(os.path.join(root, "chapters", slug, "*.c")) + \
+        glob.glob(os.path.join(root, "chapters", slug, "*.cu")) + \
+        glob.glob(os.path.join(root, "common", "**", "*.c"), recursive=True) + \
+        glob.glob(os.path.join(root, "common", "**", "*.cu"), recursive=True)
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for m in RE_DEFINITION.finditer(f.read()):
+                found.setdefault(m.group(1), os.path.relpath(path, root))
+    return found
+
+
+def public_api(root):
+    """The names the public headers (common/include/*.h) declare: the runtime's API, which an
+    exercise may ask the reader to call without the book showing its body."""
+    names = set()
+    for h in glob.glob(os.path.join(root, "common", "include", "*.h")):
+        with open(h, encoding="utf-8", errors="replace") as f:
+            names.update(re.findall(r"\b(ct_\w+)\s*\(", f.read()))
+    return names
+
+
+def check_exercise_code(root, out):
+    """An exercise that names a function of the C or CUDA sources other than the public API
+    (a kernel to write, a chapter's function or the runtime's internals to change or read)
+    names one the chapter's page shows in its code, both editions: no exercise asks for
+    code the reader never saw."""
+    api = public_api(root)
+    for slug, _ in chapters(root):
+        functions = {n: f for n, f in defined_functions(root, slug).items() if n not in api}
+        for lang in ("zh", "en"):
+            path = os.path.join(out, lang, slug + ".html")
+            if not os.path.exists(path):
+                continue
+            with open(path, encoding="utf-8") as f:
+                page = f.read()
+            code = " ".join(html.unescape(re.sub(r"<[^>]+>", "", c))
+                            for c in re.findall(r"<pre[^>]*>(.*?)</pre>", page, re.S))
+            start = page.find("<h2>练习</h2>" if lang == "zh" else "<h2>Exercises</h2>")
+            end = page.find("</ol>", start)
+            names = set(re.findall(r"<code>([A-Za-z_]\w*)</code>", page[start:end])) if start >= 0 else set()
+            asked = sorted(n for n in names if n in functions)
+            unseen = [f"{n} ({functions[n]})" for n in asked if not re.search(rf"\b{n}\b", code)]
+            check(start >= 0 and not unseen,
+                  f"{lang}/{slug}.html: the exercises' functions {asked} are shown in the chapter's code" +
+                  (f"; never shown: {', '.join(unseen)} (weave it in with /*md source FILE REGION*/)"
+                   if unseen else "") + ("" if start >= 0 else "; no exercises heading found"))
 
 
 def check_figure_numbers(root, out):

@@ -22,8 +22,10 @@
                                         a word in no page finds nothing
     check_reader.py overflow REPO OUT   every page of both editions and the landing page, laid
                                         out 390 px wide in Chromium: no horizontal overflow (the
-                                        elements at fault are named); screenshots of a chapter in
-                                        each language at 1280 and 390 px in OUT/screenshots/
+                                        elements at fault are named); chapter pages: prose 16 px,
+                                        code blocks ~14 px, formulas as MathML, no raw TeX;
+                                        screenshots of a chapter in each language at 1280 and
+                                        390 px in OUT/screenshots/
 
 A check whose tool (pdffonts, fc-match, chromium) or book is missing exits 77
 (skipped) and says why. Standard library only.
@@ -505,7 +507,19 @@ window.addEventListener("load", function () {
       bad.push(all[i].tagName.toLowerCase() + (all[i].className ? "." + String(all[i].className).split(" ").join(".") : "") +
                " right=" + Math.round(r.right));
   }
-  parent.postMessage(JSON.stringify({sw: d.scrollWidth, cw: w, bad: bad}), "*");
+  function size(sel) {
+    var el = document.querySelector(sel);
+    return el ? parseFloat(getComputedStyle(el).fontSize) : null;
+  }
+  var tex = 0, texEls = document.querySelectorAll("main p, main li");
+  for (var k = 0; k < texEls.length; k++) {
+    var c = texEls[k].cloneNode(true), codes = c.querySelectorAll("code, pre, math");
+    for (var q = 0; q < codes.length; q++) codes[q].remove();
+    if (/\\$[^$\\s][^$]*\\$|\\\\(frac|sum|times|sqrt|text)\\b/.test(c.textContent)) tex++;
+  }
+  parent.postMessage(JSON.stringify({sw: d.scrollWidth, cw: w, bad: bad, body: size("main p"),
+                                     code: size("main pre code"), inline: size("main p code"),
+                                     math: document.querySelectorAll("main math").length, tex: tex}), "*");
 });
 </script>"""
 
@@ -540,6 +554,17 @@ def measure_overflow(chrome, page, width=390):
                 os.unlink(p)
 
 
+def check_typography(name, r):
+    """A chapter page's type: 16 px prose, code blocks at about 14 px (0.875 of it, not shrunk
+    twice), inline code a little smaller than its line, formulas as MathML, never raw TeX."""
+    body, code, inline = r.get("body"), r.get("code"), r.get("inline")
+    check(body == 16 and code is not None and 13.5 <= code <= 14.5,
+          f"{name}: prose {body} px, code blocks {code} px (want 16 and about 14)")
+    check(inline is None or 0.8 * body <= inline < body, f"{name}: inline code {inline} px against {body} px")
+    check(r.get("tex") == 0, f"{name}: {r.get('tex')} paragraphs show TeX source instead of math"
+          f" ({r.get('math')} MathML formulas)")
+
+
 def cmd_overflow(root, out):
     need_book(out)
     chrome = chromium_binary()
@@ -557,6 +582,8 @@ def cmd_overflow(root, out):
               f"{name} at 390 px: " + ("not measured" if r is None else
                                        f"page width {r['sw']} px in a {r['cw']} px viewport" +
                                        ("".join("\n     " + b for b in r["bad"]) if r["sw"] > r["cw"] else "")))
+        if r is not None and re.fullmatch(r"ch\d\d_\w+\.html", os.path.basename(page)):
+            check_typography(name, r)
     screenshots(chrome, root, out)
 
 

@@ -457,6 +457,80 @@ def test_figure_rules(tmp):
     check("![Figure 9.1. Predictions" in docs["en"], "the next figure takes the number")
 
 
+def test_recorded_placeholders(tmp):
+    """{{recorded ...}} takes the chapter's full run: a recorded transcript's metrics (a CPU
+    recording first), named by {{recorded @run}} with its device, date and commit; without a
+    recording, the book's own run, called a smoke run when it is one; a run whose timing check
+    flagged timings says so."""
+    prose = "Measured in {{recorded @run}}: {{recorded gflops[-1] %.1f}} GFLOP/s (live {{metric gflops[-1]}})."
+    src = make_chapter(tmp, GOOD.replace("Shared formula: $a^2$", prose), TWIN)
+    weave.SPEC_DIR = os.path.join(tmp, "no-figures")
+    run = os.path.join(tmp, "run-full", "ch09")
+    write(os.path.join(run, "ch09.out"), "device: cpu\n== greet ==\nhello 1\n")
+    write(os.path.join(run, "ch09.json"), json.dumps({"gflops": [1, 2.25]}))
+    write(os.path.join(run, "run.json"), json.dumps({"quick": True, "command": "./ch09 --quick"}))
+    write(os.path.join(run, "speed.png"), "x")
+    write(os.path.join(run, "preds.png"), "x")
+    empty = os.path.join(tmp, "recorded-none")
+    os.makedirs(empty, exist_ok=True)
+    _, docs = weave.weave(src, run, os.path.join(tmp, "md-full0"), recorded_dir=empty)
+    check("Measured in the smoke run (`--quick`, on cpu) made when this book was built (this chapter has no "
+          "recorded full run yet, and a smoke run's timings mean nothing): 2.2 GFLOP/s (live 2.25)." in docs["en"] and
+          "本书构建时的冒烟运行（`--quick`，cpu；计时不作数" in docs["zh"],
+          "without a recording, {{recorded}} is the book's run and says it is a smoke run")
+    rec = os.path.join(tmp, "recorded-full")
+    write(os.path.join(rec, "ch09-cpu-amd-epyc-2026-11-22.txt"), CPU_RECORDED)
+    write(os.path.join(rec, "ch09-cpu-amd-epyc-2026-11-22.json"), json.dumps({"gflops": [10, 40.04]}))
+    write(os.path.join(rec, "ch09-nvidia-h100-80gb-hbm3-2026-12-01.txt"), RECORDED)
+    write(os.path.join(rec, "ch09-nvidia-h100-80gb-hbm3-2026-12-01.json"), json.dumps({"gflops": [5, 9000]}))
+    _, docs = weave.weave(src, run, os.path.join(tmp, "md-full1"), recorded_dir=rec)
+    check("Measured in the full run recorded on CPU: AMD EPYC, 2 cores (2026-11-22, commit 444dc41fd3fa): "
+          "40.0 GFLOP/s (live 2.25)." in docs["en"] and
+          "在 CPU: AMD EPYC, 2 cores 上录制的完整运行（2026-11-22，提交 444dc41fd3fa）" in docs["zh"],
+          "{{recorded}} takes the CPU recording's metrics and @run names it, in both languages")
+    write(os.path.join(rec, "ch09-cpu-amd-epyc-2026-11-22.json"),
+          json.dumps({"gflops": [10, 40.04], "cpu_timings_timed": 12, "cpu_timings_suspect": 3}))
+    _, docs = weave.weave(src, run, os.path.join(tmp, "md-full2"), recorded_dir=rec)
+    check("(2026-11-22, commit 444dc41fd3fa), whose own timing check flagged 3 of 12 timings as "
+          "implausible (the machine was busy): 40.0" in docs["en"] and
+          "其中 3 个（共 12 个）计时被它自己的计时检查判为不可信（机器当时在忙）: 40.0" in docs["zh"],
+          "a flagged run is said to be flagged")
+    bad = make_chapter(tmp, GOOD.replace("Shared formula: $a^2$", "{{recorded nope}}"), TWIN)
+    try:
+        weave.weave(bad, run, os.path.join(tmp, "md-full3"), recorded_dir=rec)
+        check(False, "{{recorded nope}}: an error")
+    except weave.WeaveError as e:
+        check("the full run's metrics have no key 'nope'" in e.message, f"a missing key is an error ({e})")
+    check(weave.fill_metrics("{{recorded x}} {{recorded @run}}", None, ("x.c", 1)) == "⟨x⟩ ⟨@run⟩",
+          "a preview shows the keys")
+
+
+def test_record_flagged(tmp):
+    """tools/record keeps no run whose own timing check flagged timings (exit 3, no file),
+    unless --keep-flagged; a clean run is kept with its metrics."""
+    build = os.path.join(tmp, "record-build")
+    exe = os.path.join(build, "ch09")
+    write(exe, "#!/bin/sh\n# writes the metrics named by --metrics, with $SUSPECT suspect timings\n"
+               "while [ $# -gt 0 ]; do [ \"$1\" = --metrics ] && m=$2; shift; done\n"
+               "echo 'device: cpu'; echo '== greet =='; echo hello\n"
+               "printf '{\"cpu_timings_timed\": 12, \"cpu_timings_suspect\": %s}' \"$SUSPECT\" > \"$m\"\n")
+    os.chmod(exe, 0o755)
+    out = os.path.join(tmp, "record-out")
+    record = [sys.executable, os.path.join(ROOT, "tools", "record"), "--build", build, "--out-dir", out,
+              "--commit", "abc", "ch09"]
+    env = dict(os.environ, SUSPECT="4")
+    r = subprocess.run(record, capture_output=True, text=True, env=env)
+    check(r.returncode == 3 and "flagged 4 of 12 timings" in r.stderr and not os.listdir(out),
+          f"a flagged run is not kept, exit 3 (got {r.returncode}: {r.stderr.strip()[-200:]})")
+    r = subprocess.run(record + ["--keep-flagged"], capture_output=True, text=True, env=env)
+    check(r.returncode == 0 and len(os.listdir(out)) == 2, "--keep-flagged keeps it")
+    shutil.rmtree(out)
+    r = subprocess.run(record, capture_output=True, text=True, env=dict(os.environ, SUSPECT="0"))
+    files = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    check(r.returncode == 0 and len(files) == 2 and files[0].endswith(".json") and files[1].endswith(".txt"),
+          f"a clean run is kept with its metrics ({files})")
+
+
 def expect_error(fn, path, line, words):
     try:
         fn()
@@ -521,6 +595,8 @@ def main():
         test_sources(tmp)
         test_metrics(tmp)
         test_provenance(tmp)
+        test_recorded_placeholders(tmp)
+        test_record_flagged(tmp)
         test_figure_rules(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

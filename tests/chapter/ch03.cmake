@@ -6,7 +6,8 @@
 # the twin test, which needs a Python with torch (CT_TORCH_PYTHON, Debian's
 # /usr/bin/python3) and is skipped (77) where torch cannot be imported.
 #   chapter.ch03       --device cpu --quick --metrics: statistics, splitting, summary,
-#                      raw vs cached, OOM raised and recovered, the five remedies, warm-up
+#                      raw vs cached, OOM raised and recovered, the five remedies, warm-up;
+#                      and every byte count in the chapter's prose (zh and en) equals the run's
 #   chapter.ch03_twin  ch03_pytorch.py prints the same sections; sizes and remedies agree
 #   gpu.ch03           the same checks with --device cuda (skipped only where there is
 #                      no GPU at all, or the build has no CUDA)

@@ -9,6 +9,12 @@
 Exit 0: passed; 1: failed (the reason is printed); 77: skipped (ctest's
 SKIP_RETURN_CODE), only where the thing under test cannot exist here.
 
+`report` also checks the chapter's prose (check_prose): every byte count it
+writes follows from the allocator's rules, so each is compared with the
+number the run printed, and a byte count the checker cannot account for
+fails the test (a number typed into the prose must be added here, with what
+it stands for, or come from a {{metric}} placeholder).
+
 The reference is independent of the C code: `Alloc` below is a model of the
 caching allocator written from the rules that common/include/alloc.h documents (and
 PyTorch's CUDACachingAllocator follows): 512-byte rounding, the small pool
@@ -19,6 +25,8 @@ and the per-process fraction with its flush-and-retry-once on failure. The
 checker replays the chapter's documented steps on the model and compares
 every statistic the chapter printed and wrote to --metrics.
 """
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -325,6 +333,133 @@ def expected_oom(m):
     return e
 
 
+# ---- the prose's numbers ------------------------------------------------------------------
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SOURCE = os.path.join(ROOT, "chapters", "ch03_memory", "ch03_memory.c")
+
+# A byte count in prose: a number with a unit of memory, or one grouped by commas.
+RE_BYTES = re.compile(r"(?<![\w.^])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?:\s*(MiB|GiB|KiB|bytes|字节))?")
+# The allocator's documented constants and the C library's (alloc.h, mallopt(3)): prose may
+# name them anywhere. (value, unit)
+RULES = {(512, "bytes"): "every request is rounded up to a multiple of 512 bytes",
+         (1, "MiB"): "the small pool's limit; the large pool keeps remainders above 1 MiB",
+         (2, "MiB"): "a small-pool segment; large segments are rounded up to 2 MiB",
+         (10, "MiB"): "requests from 10 MiB get a segment of their own",
+         (20, "MiB"): "a large-pool segment",
+         (128, "KiB"): "the mmap threshold the chapter sets with mallopt",
+         (32, "MiB"): "glibc's ceiling for its dynamic mmap threshold (mallopt(3))",
+         (4, "KiB"): "a page"}
+
+
+def prose_texts():
+    """{lang: the chapter's prose in that language}, code spans and placeholders removed."""
+    loader = importlib.machinery.SourceFileLoader("weave", os.path.join(ROOT, "tools", "weave"))
+    spec = importlib.util.spec_from_loader("weave", loader)
+    weave = importlib.util.module_from_spec(spec)
+    loader.exec_module(weave)
+    out = {"zh": [], "en": []}
+    for item in weave.Chapter(SOURCE).items:
+        for lang, lines in item.get("segments", []) if item["kind"] == "prose" else []:
+            if lang in out:
+                out[lang].append("\n".join(lines))
+    return {lang: re.sub(r"`[^`\n]*`|\{\{metric [^}]*\}\}", "", "\n".join(t)) for lang, t in out.items()}
+
+
+def unitless(text):
+    return re.sub(r"\s*(MiB|bytes|字节)$", "", text or "")
+
+
+def grouped(n):
+    return f"{int(n):,}"
+
+
+def prose_claims(r, m):
+    """[(value the run gives, en pattern, zh pattern)]: each pattern's group 1 is where the
+    prose writes that value."""
+    sa, sr = m["statistics_allocated"], m["statistics_reserved"]
+    pa, pr, off = m["splitting_allocated"], m["splitting_reserved"], m["splitting_offsets"]
+    x = m["x_request_bytes"]
+    block, seg = off[1] - off[0], pr[1]
+    tail = seg - off[4]
+    holes = [off[1] - off[0], off[3] - off[2], tail]
+    summ = {}
+    for line in section_lines(r.stdout, "summary"):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5:
+            summ[cells[0]] = cells[1]
+    act = m["oom_act_bytes"]
+    full_batch = int(re.search(r"batch = cli->quick \? \d+ : (\d+);", open(SOURCE, encoding="utf-8").read()).group(1))
+    full_act = full_batch * m["oom_width"] * 4
+    weights_seg = m["oom_cap_bytes"] - 3 * act - act // 2 - MIB
+    y = re.fullmatch(r"y = randn\((\d+), (\d+)\)", m["statistics_steps"].split(";")[4])
+    return [
+        (f"{x / MIB:.2f} MiB", r"(\d+\.\d+ MiB) while", r"为什么“已分配”是 (\d+\.\d+ MiB)"),
+        (f"{x / MIB:.2f}", r"x is (\d+\.\d+) MiB", r"x 是 (\d+\.\d+) MiB"),
+        (f"{x / MIB:.2f}", r"that is (\d+\.\d+)\.", r"得 (\d+\.\d+)。"),
+        (grouped(x), r"float32 numbers are ([\d,]+) bytes", r"float32 是 ([\d,]+) 字节"),
+        (grouped(sa[1]), r"allocated is ([\d,]+), not", r"allocated 是 ([\d,]+)，不是"),
+        (grouped(x), r"allocated is [\d,]+, not ([\d,]+)", r"allocated 是 [\d,]+，不是 ([\d,]+)"),
+        (grouped(x), r"([\d,]+) / 512 = [\d.]+", r"([\d,]+) / 512 = [\d.]+"),
+        (f"{x / 512:g}", r"/ 512 = ([\d.]+)", r"/ 512 = ([\d.]+)"),
+        (str(sa[1] // 512), r"rounded up to (\d+) × 512", r"取整为 (\d+) × 512"),
+        (grouped(sa[1]), r"× 512 = ([\d,]+)", r"× 512 = ([\d,]+)"),
+        (f"{sr[1] // MIB} MiB", r"reserved is (\d+ MiB)", r"reserved 是 (\d+ MiB)"),
+        (f"{sr[1] // MIB} MiB", r"\"allocated\" is [\d.]+ MiB while \"cached\" is (\d+ MiB)",
+         r"而“缓存”是 (\d+ MiB)"),
+        (f"{int(y.group(1)) * int(y.group(2)) * 4} bytes", r"y is (\d+ bytes)", r"y 只有 (\d+ 字节)"),
+        (f"{sa[4] - sa[3]}", r"counted as (\d+)", r"计为 (\d+) 字节"),
+        (f"{sr[4] // MIB} MiB", r"reserved becomes (\d+ MiB)", r"reserved 变成 (\d+ MiB)"),
+        (f"{seg // MIB} MiB", r"in one (\d+ MiB) segment", r"同一个 (\d+ MiB) 的段"),
+        (grouped(block), r"([\d,]+) bytes apart", r"每个相差 ([\d,]+) 字节"),
+        (grouped(tail), r"only ([\d,]+) bytes remain", r"只剩 ([\d,]+) 字节"),
+        (grouped(tail - block), r"would leave ([\d,]+) bytes", r"只余 ([\d,]+) 字节"),
+        (grouped(sa[1]), r"counts only the ([\d,]+) bytes t5", r"只计 t5 请求的 ([\d,]+) 字节"),
+        (f"{sum(holes) / MIB:.2f} MiB", r"about ([\d.]+ MiB) of free", r"约 ([\d.]+ MiB) 的空闲"),
+        (f"{max(holes) / MIB:.2f} MiB", r"largest hole is ([\d.]+ MiB)", r"最大的洞只有 ([\d.]+ MiB)"),
+        (grouped(pa[-1] - pa[-2]), r"request for ([\d,]+) bytes", r"请求 ([\d,]+) 字节"),
+        (f"{(pr[-1] - pr[-2]) // MIB} MiB", r"another (\d+ MiB) segment", r"再向驱动要一个 (\d+ MiB) 的段"),
+        (summ.get("Active blocks (live)"), r"(\d+) live blocks", r"(\d+) 个活块"),
+        (summ.get("Segments"), r"(\d+) segments\.", r"(\d+) 个段。"),
+        (grouped(m["oom_batch"]), r"\(([\d,]+) rows with", r"（[^）]*?([\d,]+) 行，否则"),
+        (grouped(full_batch), r"([\d,]+) otherwise\)", r"否则 ([\d,]+) 行）"),
+        (f"{act // MIB} MiB", r"(\d+ MiB) with , \d+ MiB otherwise", r"时 (\d+ MiB)，否则"),
+        (f"{full_act // MIB} MiB", r"with , (\d+ MiB) otherwise", r"否则 (\d+ MiB)。"),
+        (f"{m['oom_layers'] * full_act // MIB} MiB", r"activations are exactly (\d+ MiB)", r"激活正好 (\d+ MiB)"),
+        (f"{weights_seg // MIB} MiB", r"the weights' (\d+ MiB) segment", r"权重所在的 (\d+ MiB) 段"),
+        (f"{m['zg_grads_bytes'] // 4 // MIB} MiB", r"\((\d+ MiB) per gradient\)", r"（每个梯度 (\d+ MiB)）"),
+    ]
+
+
+def check_prose(r, m):
+    """Every byte count in ch03's prose (both languages) equals the run's: the claims above name
+    each one; a byte count in no claim must be one of the allocator's constants (RULES)."""
+    texts = prose_texts()
+    claims = prose_claims(r, m)
+    for lang, text in texts.items():
+        covered = []
+        for want, en, zh in claims:
+            pat = en if lang == "en" else zh
+            found = list(re.finditer(pat, text))
+            expect(found, f"ch03's {lang} prose no longer says /{pat}/: update prose_claims with what it now "
+                   "says, or take the number from a {{metric}} placeholder")
+            for mm in found:
+                expect(unitless(mm.group(1)) == unitless(want), f"ch03's {lang} prose says {mm.group(1)!r} where the run gives "
+                       f"{want!r}: {mm.group(0)!r}")
+                covered.append(mm.span(1))
+        for mm in RE_BYTES.finditer(text):
+            if not (mm.group(2) or "," in mm.group(1)):
+                continue  # a plain number: a count, a size in elements
+            if any(a <= mm.start(1) and mm.end(1) <= b for a, b in covered):
+                continue
+            unit = {"字节": "bytes", None: "bytes"}.get(mm.group(2), mm.group(2))
+            value = float(mm.group(1).replace(",", ""))
+            expect((value, unit) in RULES, f"ch03's {lang} prose writes {mm.group(0)!r} "
+                   f"(…{text[max(0, mm.start() - 40):mm.end() + 20]!r}…), which is neither an allocator "
+                   "constant nor a number this checker compares with the run: add a claim to prose_claims "
+                   "or use a {{metric}} placeholder")
+    print(f"ok: ch03's prose: {len(claims)} byte counts equal the run's, in zh and en")
+
+
 # ---- checks ----------------------------------------------------------------------------
 def stats_rows(stdout, section):
     rows = []
@@ -467,7 +602,9 @@ def cmd_report(ch03, metrics):
     r = run([ch03, "--device", "cpu", "--quick", "--metrics", fresh(metrics)])
     expect(r.returncode == 0, f"exit code {r.returncode}", r)
     expect(r.stdout.splitlines()[0] == "device: cpu", "first line must be 'device: cpu'", r)
-    check_run(r, load_metrics(metrics), "cpu")
+    m = load_metrics(metrics)
+    check_run(r, m, "cpu")
+    check_prose(r, m)
     print("PASS")
 
 

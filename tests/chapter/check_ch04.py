@@ -36,6 +36,7 @@ GPU_VERSIONS = ["gpu_naive", "gpu_coalesced", "gpu_smem_tiled", "gpu_reg_tiled",
 TWIN_GPU_VERSIONS = GPU_VERSIONS[4:]
 PREC = {"gpu_mm_tf32": "tf32", "gpu_mm_bf16": "bf16", "gpu_mm_f16": "f16"}
 NAIVE_CPU_MAX = 512
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHECK_RE = re.compile(r"^check (\S+) (\d+): (?:max rel err (\S+) \(tol (\S+), (all|sampled) (\d+) entries\) (OK|FAIL)"
                       r"|error: .* FAIL)$", re.M)
 
@@ -153,7 +154,52 @@ def cmd_report(ch04, metrics, dump):
            "no 'runtime overhead' line per size", r)
     expect("needs a GPU" in r.stdout, "the CPU run does not say the speed-up needs a GPU", r)
     numpy_recheck(dump, m, r)
+    check_timing_log(r, m, "cpu")
+    check_prose_sizes(m)
     print("PASS")
+
+
+def check_timing_log(r, m, ladder):
+    """The ladder's timing note and its metrics agree: LADDER_timings_timed counts one timing
+    per version and size that ran, _suspect what is still implausible, and the note is printed
+    exactly when something was re-measured or is still suspect."""
+    timed, rem, sus = (m.get(f"{ladder}_timings_{k}") for k in ("timed", "remeasured", "suspect"))
+    ran = sum(1 for v in m if v.startswith(f"{ladder}_") and v.endswith("_gflops") and isinstance(m[v], list)
+              for g in m[v] if isinstance(g, (int, float)) and not math.isnan(g))
+    expect(isinstance(timed, (int, float)) and timed == ran,
+           f"{ladder}_timings_timed = {timed!r}, but {ran} timings have a GFLOP/s value")
+    expect(isinstance(sus, (int, float)) and isinstance(rem, (int, float)) and 0 <= sus <= timed and 0 <= rem <= timed,
+           f"{ladder}_timings_suspect/remeasured = {sus!r}/{rem!r} out of {timed!r}")
+    note = re.search(r"^timing note: (\d+) of (\d+) timings (still implausible|were implausible at first)",
+                     chaptertest.section_text(r.stdout, f"{ladder} ladder"), re.M)
+    if sus:
+        expect(note and int(note.group(1)) == sus and int(note.group(2)) == timed,
+               f"{sus} suspect timings but the note says {note.group(0) if note else 'nothing'}", r)
+    elif rem:
+        expect(note and int(note.group(1)) == rem, f"{rem} re-measured timings but no note", r)
+    else:
+        expect(note is None, "a timing note without any re-measured or suspect timing", r)
+
+
+def check_prose_sizes(m):
+    """The chapter's prose says which sizes --quick and the full run measure: the same as the
+    program's constants and this --quick run."""
+    with open(os.path.join(ROOT, "chapters", "ch04_matmul", "ch04_matmul.c"), encoding="utf-8") as f:
+        src = f.read()
+    consts = {k: [int(x) for x in v.split(",")] for k, v in
+              re.findall(r"static const int (\w+_SIZES(?:_QUICK)?)\[\] = \{([\d, ]+)\};", src)}
+    expect(consts.get("CPU_SIZES_QUICK") == m["cpu_sizes"], f"CPU_SIZES_QUICK {consts.get('CPU_SIZES_QUICK')} "
+           f"is not what --quick ran: {m['cpu_sizes']}")
+    en = re.search(r"Under `--quick` the CPU runs ([\d, and]+) and the GPU ([\d, and]+); the full run goes up "
+                   r"to (\d+) on the CPU and (\d+) on the GPU", src)
+    zh = re.search(r"`--quick` 时 CPU 只跑 ([\d、]+)，GPU 只跑 ([\d和 ]+)；完整运行时 CPU 跑到 (\d+)，GPU 跑到 (\d+)", src)
+    expect(en and zh, "the prose no longer says which sizes --quick runs (update check_prose_sizes)")
+    nums = lambda t: [int(x) for x in re.findall(r"\d+", t)]
+    for lang, mm in (("en", en), ("zh", zh)):
+        said = (nums(mm.group(1)), nums(mm.group(2)), int(mm.group(3)), int(mm.group(4)))
+        want = (consts["CPU_SIZES_QUICK"], consts["GPU_SIZES_QUICK"], consts["CPU_SIZES"][-1], consts["GPU_SIZES"][-1])
+        expect(said == want, f"the {lang} prose says --quick sizes / full maxima {said}, the program has {want}")
+    print("ok: the prose's --quick sizes and full-run maxima are the program's")
 
 
 def cmd_corrupt(ch04, metrics):
