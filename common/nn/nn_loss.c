@@ -14,7 +14,11 @@
 //       the row's max so that exp never overflows (log-softmax's trick);
 //       the mean of the row losses is ct_mean. Targets are checked in the
 //       same pass: one out of [0, C) fails with torch's "Target 10 is out of
-//       bounds." (PyTorch's ignore_index is not supported: -100 is an error.)
+//       bounds." (PyTorch's ignore_index is not supported here: -100 is an
+//       error; ct_cross_entropy below, for language models, has it.)
+// ct_cross_entropy: F.cross_entropy of (*, V) logits with ignore_index, the
+//       mean over the rows not ignored, through the transformer family's
+//       fused kernel (see its comment).
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
