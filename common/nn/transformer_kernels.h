@@ -30,11 +30,13 @@
 //    for the device, as PyTorch's device-side assert.
 //  embedding_backward: dweight (v, c)[r] = sum of dout (n, c)[i] over the i
 //    with idx[i] == r, in ascending i, in the compute type (0 where no index
-//    is r). Each element of dweight is owned by one thread, which walks the
-//    indices in order, so no two threads add into one place and the bits do
-//    not depend on the schedule: the CPU and CUDA give the same bits. The
-//    cost is v*n index reads: right for character vocabularies and position
-//    tables, not for a 50,000-token vocabulary (which would sort first).
+//    is r). Each element of dweight is owned by one thread, which adds the
+//    rows naming it in ascending i, so no two threads add into one place and
+//    the bits do not depend on the schedule: the CPU and CUDA give the same
+//    bits. On CUDA the owner walks all n indices (v*n index reads: right for
+//    character vocabularies and position tables, not for a 50,000-token
+//    vocabulary, which would want the positions sorted first); the CPU first
+//    lists each row's positions with a stable counting sort.
 //  layernorm (f32 f64): per row of x (n, c): mean = sum x / c, var = sum
 //    (x - mean)^2 / c (two passes, biased), rstd = 1 / sqrt(var + eps),
 //    y = (x - mean) * rstd * w + b; mean (n) and rstd (n) are saved in dt.
