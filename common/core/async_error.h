@@ -27,14 +27,19 @@ extern "C" {
 #endif
 
 // What a kernel found; `code` 0 means nothing.
-enum { CT_ASYNC_NONE = 0, CT_ASYNC_TARGET_OUT_OF_BOUNDS = 1 };
+enum {
+  CT_ASYNC_NONE = 0,
+  CT_ASYNC_TARGET_OUT_OF_BOUNDS = 1,    // ct_cross_entropy_loss: row, target, classes
+  CT_ASYNC_INDEX_OUT_OF_RANGE = 2,      // Embedding: position, index, num_embeddings
+  CT_ASYNC_LM_TARGET_OUT_OF_BOUNDS = 3, // ct_cross_entropy: row, target, classes
+};
 
 // The record kernels write (device memory). Fields after `claimed` are valid
 // once `code` is non-zero; a kernel writes `code` last, after a fence.
 typedef struct cti_async_record {
   unsigned long long claimed; // 0 free, 1 taken
   long long code;             // CT_ASYNC_*
-  long long a, b, c;          // cross-entropy: row, target, number of classes
+  long long a, b, c;          // the values the code names (above)
 } cti_async_record;
 
 #ifdef CT_HAVE_CUDA

@@ -56,12 +56,13 @@ static inline int64_t cti_iter_offset(const cti_iter *it, int k, int64_t i) {
 }
 
 // The op families' kernel tables (nn_kernels.h, conv_kernels.h,
-// optim_kernels.h): each family's entries have one signature on every device,
+// optim_kernels.h, transformer_kernels.h): each family's entries have one signature on every device,
 // so the family's code calls cti_backend_for(op, dev)->conv->im2col(...) and
 // never asks which device it is on.
 struct cti_nn_kernels;
 struct cti_conv_kernels;
 struct cti_optim_kernels;
+struct cti_transformer_kernels;
 
 typedef struct cti_backend {
   const char *name;
@@ -117,6 +118,8 @@ typedef struct cti_backend {
   const struct cti_nn_kernels *nn;       // ReLU backward, dropout, cross-entropy
   const struct cti_conv_kernels *conv;   // im2col/col2im, max pooling, batch norm
   const struct cti_optim_kernels *optim; // SGD/Adam updates, clip_grad_norm_'s pieces
+  // Embedding, LayerNorm, GELU, attention's softmax, the LM cross-entropy
+  const struct cti_transformer_kernels *transformer;
 } cti_backend;
 
 extern const cti_backend cti_cpu_backend;

@@ -37,6 +37,7 @@
 #include "error.h"
 #include "nn_kernels.h"
 #include "optim_kernels.h"
+#include "transformer_kernels.h"
 
 static bool dt_ok(ct_dtype dt) { return (unsigned)dt < (unsigned)CT_NUM_DTYPES; }
 
@@ -494,4 +495,5 @@ const cti_backend cti_cpu_backend = {
     .nn = &cti_cpu_nn_kernels,
     .conv = &cti_cpu_conv_kernels,
     .optim = &cti_cpu_optim_kernels,
+    .transformer = &cti_cpu_transformer_kernels,
 };

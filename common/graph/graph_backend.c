@@ -19,8 +19,10 @@
 #include "graph_impl.h"
 #include "nn_kernels.h"
 #include "optim_kernels.h"
+#include "transformer_kernels.h"
 
-_Static_assert(sizeof(cti_backend) == 15 * sizeof(void *), "a new cti_backend entry needs its stand-in here");
+_Static_assert(sizeof(cti_backend) == 16 * sizeof(void *), "a new cti_backend entry needs its stand-in here");
+_Static_assert(sizeof(cti_transformer_kernels) == 8 * sizeof(void *), "a new transformer kernel needs its stand-in here");
 _Static_assert(sizeof(cti_nn_kernels) == 3 * sizeof(void *), "a new nn kernel needs its stand-in here");
 _Static_assert(sizeof(cti_conv_kernels) == 9 * sizeof(void *), "a new conv kernel needs its stand-in here");
 _Static_assert(sizeof(cti_optim_kernels) == 6 * sizeof(void *), "a new optim kernel needs its stand-in here");
@@ -408,6 +410,142 @@ static int scale_by_rec(ct_dtype dt, int64_t n, void *xp, const double *coef, ct
   return ISSUE(scale_by);
 }
 
+// ---- the transformer family -----------------------------------------------------------------------
+// As cross_entropy above: `bad` is the caller's host variable for a call made
+// at once; a recorded call has none, and a bad index or target found at
+// replay fails the replay with the eager message.
+
+typedef struct {
+  ct_dtype dt;
+  int64_t n, c, v;
+  const int64_t *idx;
+  const void *weight;
+  void *out;
+  int64_t *bad; // NULL when recorded
+} embedding_args;
+static int embedding_call(const cti_backend *be, const void *p, ct_stream *s) {
+  const embedding_args *x = p;
+  int64_t bad = -1;
+  int rc = be->transformer->embedding(x->dt, x->n, x->c, x->v, x->idx, x->weight, x->out, x->bad ? x->bad : &bad, s);
+  if (rc == CT_OK && bad >= 0)
+    return ct_fail(CT_ERR_VALUE, "Embedding: index out of range in self (index %lld at position %lld, "
+                   "num_embeddings %lld)", (long long)x->idx[bad], (long long)bad, (long long)x->v);
+  return rc;
+}
+static int embedding_rec(ct_dtype dt, int64_t n, int64_t c, int64_t v, const int64_t *idx, const void *weight,
+                         void *out, int64_t *bad, ct_stream *s) {
+  bool recorded = cti_graph_records(s);
+  if (recorded) *bad = -1;
+  embedding_args x = {dt, n, c, v, idx, weight, out, recorded ? NULL : bad};
+  return ISSUE(embedding);
+}
+
+typedef struct { ct_dtype dt; int64_t n, c, v; const int64_t *idx; const void *dout; void *dweight; } embedding_backward_args;
+static int embedding_backward_call(const cti_backend *be, const void *p, ct_stream *s) {
+  const embedding_backward_args *x = p;
+  return be->transformer->embedding_backward(x->dt, x->n, x->c, x->v, x->idx, x->dout, x->dweight, s);
+}
+static int embedding_backward_rec(ct_dtype dt, int64_t n, int64_t c, int64_t v, const int64_t *idx,
+                                  const void *dout, void *dweight, ct_stream *s) {
+  embedding_backward_args x = {dt, n, c, v, idx, dout, dweight};
+  return ISSUE(embedding_backward);
+}
+
+typedef struct {
+  ct_dtype dt;
+  int64_t n, c;
+  const void *x, *w, *b;
+  double eps;
+  void *y, *mean, *rstd;
+} layernorm_args;
+static int layernorm_call(const cti_backend *be, const void *p, ct_stream *s) {
+  const layernorm_args *a = p;
+  return be->transformer->layernorm(a->dt, a->n, a->c, a->x, a->w, a->b, a->eps, a->y, a->mean, a->rstd, s);
+}
+static int layernorm_rec(ct_dtype dt, int64_t n, int64_t c, const void *xp, const void *w, const void *b,
+                         double eps, void *y, void *mean, void *rstd, ct_stream *s) {
+  layernorm_args x = {dt, n, c, xp, w, b, eps, y, mean, rstd};
+  return ISSUE(layernorm);
+}
+
+typedef struct {
+  ct_dtype dt;
+  int64_t n, c;
+  const void *x, *dy, *mean, *rstd, *w;
+  void *dx, *dw, *db, *work;
+} layernorm_backward_args;
+static int layernorm_backward_call(const cti_backend *be, const void *p, ct_stream *s) {
+  const layernorm_backward_args *a = p;
+  return be->transformer->layernorm_backward(a->dt, a->n, a->c, a->x, a->dy, a->mean, a->rstd, a->w, a->dx,
+                                             a->dw, a->db, a->work, s);
+}
+static int layernorm_backward_rec(ct_dtype dt, int64_t n, int64_t c, const void *xp, const void *dy,
+                                  const void *mean, const void *rstd, const void *w, void *dx, void *dw,
+                                  void *db, void *work, ct_stream *s) {
+  layernorm_backward_args x = {dt, n, c, xp, dy, mean, rstd, w, dx, dw, db, work};
+  return ISSUE(layernorm_backward);
+}
+
+typedef struct { ct_dtype dt; bool tanh_approx; int64_t n; const void *x, *dy; void *out; } gelu_args;
+static int gelu_call(const cti_backend *be, const void *p, ct_stream *s) {
+  const gelu_args *a = p;
+  return be->transformer->gelu(a->dt, a->tanh_approx, a->n, a->x, a->dy, a->out, s);
+}
+static int gelu_rec(ct_dtype dt, bool tanh_approx, int64_t n, const void *xp, const void *dy, void *out,
+                    ct_stream *s) {
+  gelu_args x = {dt, tanh_approx, n, xp, dy, out};
+  return ISSUE(gelu);
+}
+
+typedef struct { ct_dtype dt; int64_t rows, cols; bool causal; double scale; const void *x; void *y; } softmax_args;
+static int softmax_call(const cti_backend *be, const void *p, ct_stream *s) {
+  const softmax_args *a = p;
+  return be->transformer->softmax(a->dt, a->rows, a->cols, a->causal, a->scale, a->x, a->y, s);
+}
+static int softmax_rec(ct_dtype dt, int64_t rows, int64_t cols, bool causal, double scale, const void *xp,
+                       void *y, ct_stream *s) {
+  softmax_args x = {dt, rows, cols, causal, scale, xp, y};
+  return ISSUE(softmax);
+}
+
+typedef struct { ct_dtype dt; int64_t rows, cols; double scale; const void *y, *dy; void *dx; } softmax_backward_args;
+static int softmax_backward_call(const cti_backend *be, const void *p, ct_stream *s) {
+  const softmax_backward_args *a = p;
+  return be->transformer->softmax_backward(a->dt, a->rows, a->cols, a->scale, a->y, a->dy, a->dx, s);
+}
+static int softmax_backward_rec(ct_dtype dt, int64_t rows, int64_t cols, double scale, const void *y,
+                                const void *dy, void *dx, ct_stream *s) {
+  softmax_backward_args x = {dt, rows, cols, scale, y, dy, dx};
+  return ISSUE(softmax_backward);
+}
+
+typedef struct {
+  ct_dtype dt;
+  int64_t n, v;
+  const void *logits;
+  const int64_t *target;
+  int64_t ignore_index;
+  void *loss_rows, *grad, *scale;
+  int64_t *bad; // NULL when recorded
+} lm_cross_entropy_args;
+static int lm_cross_entropy_call(const cti_backend *be, const void *p, ct_stream *s) {
+  const lm_cross_entropy_args *x = p;
+  int64_t bad = -1;
+  int rc = be->transformer->cross_entropy(x->dt, x->n, x->v, x->logits, x->target, x->ignore_index, x->loss_rows,
+                                          x->grad, x->scale, x->bad ? x->bad : &bad, s);
+  if (rc == CT_OK && bad >= 0)
+    return ct_fail(CT_ERR_VALUE, "ct_cross_entropy: Target %lld is out of bounds.", (long long)x->target[bad]);
+  return rc;
+}
+static int lm_cross_entropy_rec(ct_dtype dt, int64_t n, int64_t v, const void *logits, const int64_t *target,
+                                int64_t ignore_index, void *loss_rows, void *grad, void *scale, int64_t *bad,
+                                ct_stream *s) {
+  bool recorded = cti_graph_records(s);
+  if (recorded) *bad = -1;
+  lm_cross_entropy_args x = {dt, n, v, logits, target, ignore_index, loss_rows, grad, scale, recorded ? NULL : bad};
+  return ISSUE(lm_cross_entropy);
+}
+
 // ---- the tables ---------------------------------------------------------------------------------
 
 static const cti_nn_kernels graph_nn = {
@@ -437,6 +575,17 @@ static const cti_optim_kernels graph_optim = {
     .scale_by = scale_by_rec,
 };
 
+static const cti_transformer_kernels graph_transformer = {
+    .embedding = embedding_rec,
+    .embedding_backward = embedding_backward_rec,
+    .layernorm = layernorm_rec,
+    .layernorm_backward = layernorm_backward_rec,
+    .gelu = gelu_rec,
+    .softmax = softmax_rec,
+    .softmax_backward = softmax_backward_rec,
+    .cross_entropy = lm_cross_entropy_rec,
+};
+
 const cti_backend cti_graph_backend = {
     .name = "graph",
     .binary = binary_rec,
@@ -453,4 +602,5 @@ const cti_backend cti_graph_backend = {
     .nn = &graph_nn,
     .conv = &graph_conv,
     .optim = &graph_optim,
+    .transformer = &graph_transformer,
 };

@@ -64,6 +64,70 @@ ct_module *ct_nn_dropout(double p);
 ct_module *ct_nn_batchnorm2d(int64_t num_features, double eps, double momentum);
 // Takes ownership of the n modules; names them "0", "1", ... as nn.Sequential.
 ct_module *ct_nn_sequential(int n, ct_module **modules);
+// nn.ModuleDict / nn.ModuleList: containers that name their modules (the
+// given names; "0", "1", ...) for state_dict keys ("transformer.wte.weight")
+// and print(model), and have no forward (it fails: call the modules, found
+// with ct_module_get_submodule). Take ownership of the modules, also on
+// failure. Names: non-empty, no dots, unique, under 32 bytes.
+ct_module *ct_nn_module_dict(int n, const char *const *names, ct_module **modules);
+ct_module *ct_nn_module_list(int n, ct_module **modules);
+// model.get_submodule("transformer.h.0.attn"): the module at a dotted path
+// of child names ("" is m itself), or NULL naming the missing part.
+ct_module *ct_module_get_submodule(ct_module *m, const char *target);
+
+// ---- transformer layers (GPT-2's: chapter 14) -------------------------------------------------
+// Their loops are the transformer kernel family (common/nn/transformer_kernels.h),
+// on the CPU and on CUDA, float32 and float64 (GELU and Embedding also
+// float16/bfloat16); every sum's order is fixed by the shape, so a run
+// repeats its bits on either device.
+//
+// torch.nn.Embedding(num_embeddings, embedding_dim): indices (*) int64 (or
+// int32) -> (*, embedding_dim), rows of weight (V, C) ~ N(0, 1). An index
+// outside [0, V) is CT_ERR_VALUE "index out of range in self" (on CUDA at the
+// next call that waits for the device, as a device-side assert). The indices
+// have no gradient: run ct_module_backward_params (ct_module_backward fails),
+// which adds dweight[r] += sum of dy rows whose index is r, deterministically
+// (a thread owns each row and adds in index order; no atomics).
+ct_module *ct_nn_embedding(int64_t num_embeddings, int64_t embedding_dim);
+// torch.nn.LayerNorm(normalized_shape, eps) over the last dim (elementwise
+// affine): x (*, C) -> (x - mean) / sqrt(var + eps) * weight + bias, biased
+// variance; weight 1, bias 0. Training keeps x, mean and rstd for backward
+// (dx, dweight, dbias). torch's default eps is 1e-5.
+ct_module *ct_nn_layernorm(int64_t normalized_shape, double eps);
+// torch.nn.GELU(approximate="tanh") when tanh_approx (GPT-2's
+// x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))), else approximate="none",
+// the exact x/2 (1 + erf(x / sqrt 2)).
+ct_module *ct_nn_gelu(bool tanh_approx);
+// torch.softmax(x, dim) and torch.nn.Softmax(dim), over the last dim only
+// (dim -1 or ndim-1): exp(x - max) / sum exp(x - max) per row, so nothing
+// overflows. The module keeps y for dx = y (g - sum y g).
+ct_tensor *ct_softmax(const ct_tensor *x, int dim);
+ct_module *ct_nn_softmax(int dim);
+// GPT-2's causal self-attention (nanoGPT's CausalSelfAttention): x (B, T, C)
+// -> c_proj(attention(c_attn(x))) with c_attn = Linear(C, 3C, bias) split into
+// q, k, v of n_head heads, c_proj = Linear(C, C, bias), and between them
+// F.scaled_dot_product_attention(q, k, v, is_causal=True) (scale
+// 1/sqrt(C/n_head), no dropout): S = q k^T as one batched GEMM, a softmax
+// that applies scale and mask, y = P v. state_dict: c_attn.weight,
+// c_attn.bias, c_proj.weight, c_proj.bias. Backward runs through c_proj,
+// both matrix products, the masked softmax and c_attn.
+ct_module *ct_nn_causal_self_attention(int64_t n_embd, int64_t n_head, bool bias);
+
+// Weight tying, as GPT's `transformer.wte.weight = lm_head.weight`: dst's
+// parameter dst_name becomes src's parameter src_name (same shape, dtype and
+// device), so forward reads one tensor and both modules' backward passes add
+// into its one grad. dst must be a Linear or an Embedding. After it:
+//  - ct_module_parameters lists the shared parameter once, under src's name
+//    (the optimizer steps it once);
+//  - ct_module_state and ct_module_state_dict list both names, as
+//    model.state_dict() does, each entry holding the same tensor (the same
+//    handle), so a saved checkpoint carries both keys (the data twice);
+//  - ct_module_load_state copies into the one tensor under either name, and
+//    a checkpoint that holds only one of the tied names (safetensors'
+//    save_model keeps one) loads with strict=true: the other is not missing;
+//  - ct_module_to moves the tensor once; ct_module_replicate refuses a model
+//    with ties. Both modules must stay in one tree (freed together).
+int ct_module_tie(ct_module *dst, const char *dst_name, ct_module *src, const char *src_name);
 
 void ct_module_free(ct_module *m);
 
@@ -140,6 +204,16 @@ ct_tensor *ct_mse_loss(const ct_tensor *pred, const ct_tensor *target, ct_tensor
 // call that waits for the device (ct_item, ct_stream_synchronize, ...; see
 // async_error.h), the loss being NaN meanwhile.
 ct_tensor *ct_cross_entropy_loss(const ct_tensor *logits, const ct_tensor *target, ct_tensor **grad);
+// F.cross_entropy(logits.view(-1, V), target.view(-1), ignore_index=...) for
+// a language model's logits (*, V) against target (*) int64, mean over the
+// rows whose target is not ignore_index (PyTorch's default is -100); their
+// gradient rows are 0. One fused pass per row gives its loss and, when
+// grad is not NULL, dlogits = (softmax - onehot) / count, *grad of logits'
+// shape. All rows ignored: loss NaN, as torch. A target that is neither
+// ignore_index nor in [0, V) is CT_ERR_VALUE "Target 70 is out of bounds." (on
+// CUDA at the next call that waits for the device). float32 and float64.
+ct_tensor *ct_cross_entropy(const ct_tensor *logits, const ct_tensor *target, int64_t ignore_index,
+                            ct_tensor **grad);
 
 #ifdef __cplusplus
 }

@@ -88,6 +88,16 @@ extern "C" int cti_cuda_async_check(int device, const char *op) {
                    "at the next call that waits for the device, so call ct_cuda_synchronize right "
                    "after the loss to find the step)",
                    h.b, h.a, h.c, device, op);
+  case CT_ASYNC_INDEX_OUT_OF_RANGE:
+    return ct_fail(CT_ERR_VALUE,
+                   "Embedding: index out of range in self (index %lld at position %lld, "
+                   "num_embeddings %lld; found on cuda:%d by the kernel and reported at %s)",
+                   h.b, h.a, h.c, device, op);
+  case CT_ASYNC_LM_TARGET_OUT_OF_BOUNDS:
+    return ct_fail(CT_ERR_VALUE,
+                   "ct_cross_entropy: Target %lld is out of bounds. (row %lld, %lld classes; found "
+                   "on cuda:%d by the kernel and reported at %s)",
+                   h.b, h.a, h.c, device, op);
   default:
     return ct_fail(CT_ERR_CUDA, "%s: a kernel on cuda:%d reported error code %lld", op, device, h.code);
   }

@@ -10,6 +10,7 @@
 #include "cuda_backend.h"
 #include "nn_kernels.h"
 #include "optim_kernels.h"
+#include "transformer_kernels.h"
 
 extern "C" const cti_backend cti_cuda_backend = {
     /* name          */ "cuda",
@@ -27,4 +28,5 @@ extern "C" const cti_backend cti_cuda_backend = {
     /* nn            */ &cti_cuda_nn_kernels,
     /* conv          */ &cti_cuda_conv_kernels,
     /* optim         */ &cti_cuda_optim_kernels,
+    /* transformer   */ &cti_cuda_transformer_kernels,
 };

@@ -54,15 +54,15 @@ static int set_paths(ct_module *m, const char *prefix) {
     char name[sizeof m->own[i].name];
     int w = snprintf(name, sizeof name, "%s%s", prefix, local_name(m->own[i].name));
     if (w < 0 || (size_t)w >= sizeof name)
-      return ct_fail(CT_ERR_VALUE, "ct_nn_sequential: the state_dict name \"%s%s\" is longer than %zu "
-                     "characters", prefix, local_name(m->own[i].name), sizeof name - 1);
+      return ct_fail(CT_ERR_VALUE, "%s: the state_dict name \"%s%s\" is longer than %zu characters",
+                     m->ops->kind, prefix, local_name(m->own[i].name), sizeof name - 1);
     memcpy(m->own[i].name, name, sizeof name);
   }
   for (int c = 0; c < m->n_children; ++c) {
     char p[sizeof m->own[0].name];
     int w = snprintf(p, sizeof p, "%s%s.", prefix, m->children[c]->name);
     if (w < 0 || (size_t)w >= sizeof p)
-      return ct_fail(CT_ERR_VALUE, "ct_nn_sequential: the module path \"%s%s\" is too long", prefix,
+      return ct_fail(CT_ERR_VALUE, "%s: the module path \"%s%s\" is too long", m->ops->kind, prefix,
                      m->children[c]->name);
     int rc = set_paths(m->children[c], p);
     if (rc) return rc;
@@ -113,7 +113,7 @@ ct_param *cti_module_register(ct_module *m, const char *name, ct_tensor *value, 
 ct_param *cti_module_find(ct_module *m, const char *name) {
   if (!m || !name) return NULL;
   for (int i = 0; i < m->n_own; ++i)
-    if (!strcmp(local_name(m->own[i].name), name)) return &m->own[i];
+    if (!strcmp(local_name(m->own[i].name), name)) return m->tied[i] ? m->tied[i] : &m->own[i];
   return NULL;
 }
 
@@ -205,34 +205,161 @@ static const cti_module_ops sequential_ops = {.kind = "Sequential",
                                              .backward = seq_backward,
                                              .backward_params = seq_backward_params};
 
-ct_module *ct_nn_sequential(int n, ct_module **modules) {
+// Why the names cannot name children, or NULL.
+static const char *bad_child_names(int n, const char *const *names) {
+  for (int i = 0; names && i < n; ++i) {
+    if (!names[i] || !*names[i] || strchr(names[i], '.')) return "a child's name must be non-empty and without dots";
+    if (strlen(names[i]) >= sizeof ((ct_module *)0)->name) return "a child's name is 32 bytes or longer";
+    for (int k = 0; k < i; ++k)
+      if (!strcmp(names[k], names[i])) return "two children have the same name";
+  }
+  return NULL;
+}
+
+int cti_module_adopt(ct_module *m, int n, ct_module **children, const char *const *names) {
   const char *why = NULL;
-  if (n < 0 || (n > 0 && !modules)) why = "bad module list";
+  if (!m || n < 0 || (n > 0 && !children)) why = "bad module list";
+  else if (m->n_children) why = "the module already has children";
   for (int i = 0; i < n && !why; ++i)
-    if (!modules[i]) why = "a NULL module (did its constructor fail?)";
-    else if (!ct_device_eq(modules[i]->device, modules[0]->device)) why = "modules on different devices";
-  ct_module *m = why ? NULL : cti_module_new(&sequential_ops, NULL);
-  if (m && n > 0 && !(m->children = calloc((size_t)n, sizeof *m->children))) {
+    if (!children[i]) why = "a NULL module (did its constructor fail?)";
+    else if (!ct_device_eq(children[i]->device, children[0]->device)) why = "modules on different devices";
+  if (!why) why = bad_child_names(n, names);
+  if (why) return ct_fail(CT_ERR_VALUE, "%s: %s", m ? m->ops->kind : "cti_module_adopt", why);
+  if (n > 0 && !(m->children = calloc((size_t)n, sizeof *m->children)))
+    return ct_fail(CT_ERR_OOM, "%s: out of host memory", m->ops->kind);
+  for (int i = 0; i < n; ++i) {
+    m->children[i] = children[i];
+    if (names) snprintf(children[i]->name, sizeof children[i]->name, "%s", names[i]);
+    else snprintf(children[i]->name, sizeof children[i]->name, "%d", i);
+  }
+  m->n_children = n;
+  if (n > 0) m->device = children[0]->device;
+  int rc = set_paths(m, "");
+  if (rc) { // give the children back unadopted
+    free(m->children);
+    m->children = NULL;
+    m->n_children = 0;
+  }
+  return rc;
+}
+
+// A new container of `ops` owning the n modules, or NULL (the modules freed).
+static ct_module *container(const cti_module_ops *ops, int n, ct_module **modules, const char *const *names) {
+  ct_module *m = cti_module_new(ops, NULL);
+  if (m && cti_module_adopt(m, n, modules, names) != CT_OK) {
     free(m);
     m = NULL;
-    ct_fail(CT_ERR_OOM, "ct_nn_sequential: out of host memory");
   }
-  if (!m) {
-    if (why) ct_fail(CT_ERR_VALUE, "ct_nn_sequential: %s", why);
+  if (!m)
+    for (int i = 0; modules && i < n; ++i) ct_module_free(modules[i]);
+  return m;
+}
+
+ct_module *ct_nn_sequential(int n, ct_module **modules) { return container(&sequential_ops, n, modules, NULL); }
+
+// ---- ModuleDict, ModuleList: containers without a forward ---------------------------------------------
+static ct_tensor *no_forward(ct_module *m, const ct_tensor *x) {
+  (void)x;
+  ct_fail(CT_ERR_VALUE, "%s: a container has no forward; call its modules (ct_module_get_submodule)",
+          m->ops->kind);
+  return NULL;
+}
+
+static const cti_module_ops module_dict_ops = {.kind = "ModuleDict", .forward = no_forward, .backward = no_forward};
+static const cti_module_ops module_list_ops = {.kind = "ModuleList", .forward = no_forward, .backward = no_forward};
+
+ct_module *ct_nn_module_dict(int n, const char *const *names, ct_module **modules) {
+  if (n > 0 && !names) {
+    ct_fail(CT_ERR_VALUE, "ct_nn_module_dict: NULL names");
     for (int i = 0; modules && i < n; ++i) ct_module_free(modules[i]);
     return NULL;
   }
-  for (int i = 0; i < n; ++i) {
-    m->children[i] = modules[i];
-    snprintf(modules[i]->name, sizeof modules[i]->name, "%d", i);
-  }
-  m->n_children = n;
-  if (n > 0) m->device = modules[0]->device;
-  if (set_paths(m, "") != CT_OK) {
-    ct_module_free(m);
+  return container(&module_dict_ops, n, modules, names);
+}
+
+ct_module *ct_nn_module_list(int n, ct_module **modules) { return container(&module_list_ops, n, modules, NULL); }
+
+ct_module *ct_module_get_submodule(ct_module *m, const char *target) {
+  if (!m || !target) {
+    ct_fail(CT_ERR_VALUE, "ct_module_get_submodule: NULL module or target");
     return NULL;
   }
+  const char *p = target;
+  while (*p) {
+    const char *dot = strchr(p, '.');
+    const size_t len = dot ? (size_t)(dot - p) : strlen(p);
+    ct_module *next = NULL;
+    for (int i = 0; i < m->n_children && !next; ++i)
+      if (strlen(m->children[i]->name) == len && !strncmp(m->children[i]->name, p, len)) next = m->children[i];
+    if (!next) {
+      ct_fail(CT_ERR_VALUE, "ct_module_get_submodule: %s has no attribute `%.*s` (in \"%s\")", m->ops->kind,
+              (int)len, p, target);
+      return NULL;
+    }
+    m = next;
+    p = dot ? dot + 1 : p + len;
+  }
   return m;
+}
+
+// ---- tied parameters ----------------------------------------------------------------------------------
+// Points every tied entry's value at its parameter's current tensor.
+static void sync_ties(ct_module *m) {
+  for (int i = 0; i < m->n_own; ++i)
+    if (m->tied[i] && m->own[i].value != m->tied[i]->value) {
+      ct_free(m->own[i].value);
+      m->own[i].value = ct_retain(m->tied[i]->value);
+    }
+  for (int c = 0; c < m->n_children; ++c) sync_ties(m->children[c]);
+}
+
+// The parameter p is tied to when p is a tied entry of m's tree, else NULL.
+static ct_param *tie_target(ct_module *m, const ct_param *p) {
+  for (int i = 0; i < m->n_own; ++i)
+    if (p == &m->own[i]) return m->tied[i];
+  for (int c = 0; c < m->n_children; ++c) {
+    ct_param *t = tie_target(m->children[c], p);
+    if (t) return t;
+  }
+  return NULL;
+}
+
+static bool has_ties(const ct_module *m) {
+  for (int i = 0; i < m->n_own; ++i)
+    if (m->tied[i]) return true;
+  for (int c = 0; c < m->n_children; ++c)
+    if (has_ties(m->children[c])) return true;
+  return false;
+}
+
+int ct_module_tie(ct_module *dst, const char *dst_name, ct_module *src, const char *src_name) {
+  static const char *op = "ct_module_tie";
+  if (!dst || !src || !dst_name || !src_name) return ct_fail(CT_ERR_VALUE, "%s: NULL module or name", op);
+  if (strcmp(dst->ops->kind, "Linear") && strcmp(dst->ops->kind, "Embedding"))
+    return ct_fail(CT_ERR_VALUE, "%s: only a Linear's or an Embedding's parameter can be tied, not %s's", op,
+                   dst->ops->kind);
+  int k = -1;
+  for (int i = 0; i < dst->n_own; ++i)
+    if (!strcmp(local_name(dst->own[i].name), dst_name)) k = i;
+  ct_param *p = cti_module_find(src, src_name);
+  if (k < 0 || !p || p->is_buffer || dst->own[k].is_buffer)
+    return ct_fail(CT_ERR_VALUE, "%s: %s has no parameter \"%s\" or %s has no parameter \"%s\"", op,
+                   dst->ops->kind, dst_name, src->ops->kind, src_name);
+  if (p == &dst->own[k] || p == dst->tied[k]) return CT_OK; // already the same parameter
+  ct_tensor *a = dst->own[k].value, *b = p->value;
+  char sa[96], sb[96], da[CT_DEVICE_STR_MAX], db[CT_DEVICE_STR_MAX];
+  if (!ct_shape_eq(ct_shape_of(a), ct_shape_of(b)) || ct_dtype_of(a) != ct_dtype_of(b) ||
+      !ct_device_eq(ct_device_of(a), ct_device_of(b)))
+    return ct_fail(CT_ERR_VALUE, "%s: %s.%s is %s %s on %s but %s.%s is %s %s on %s (they must agree)", op,
+                   dst->ops->kind, dst_name, ct_dtype_name(ct_dtype_of(a)), ct_shape_str(ct_shape_of(a), sa, sizeof sa),
+                   ct_device_str(ct_device_of(a), da), src->ops->kind, src_name, ct_dtype_name(ct_dtype_of(b)),
+                   ct_shape_str(ct_shape_of(b), sb, sizeof sb), ct_device_str(ct_device_of(b), db));
+  ct_free(dst->own[k].value);
+  ct_free(dst->own[k].grad);
+  dst->own[k].value = ct_retain(b);
+  dst->own[k].grad = NULL;
+  dst->tied[k] = p;
+  return CT_OK;
 }
 
 // ---- running ----------------------------------------------------------------------------------
@@ -311,7 +438,7 @@ bool ct_module_is_training(const ct_module *m) { return m && m->training; }
 ct_device ct_module_device(const ct_module *m) { return m ? m->device : ct_device_cpu(); }
 
 // Replaces *t by its copy on `device` (a no-op reference when already there).
-static int move_tensor(ct_tensor **t, ct_device device) {
+int cti_nn_move(ct_tensor **t, ct_device device) {
   if (!*t) return CT_OK;
   ct_tensor *moved = ct_to(*t, device, ct_dtype_of(*t), false);
   if (!moved) return ct_last_status();
@@ -324,8 +451,9 @@ int ct_module_to(ct_module *m, ct_device device) {
   if (!m) return ct_fail(CT_ERR_VALUE, "ct_module_to: NULL module");
   if (!cti_backend_for("ct_module_to", device)) return ct_last_status();
   for (int i = 0; i < m->n_own; ++i) {
-    int rc = move_tensor(&m->own[i].value, device);
-    if (!rc) rc = move_tensor(&m->own[i].grad, device);
+    if (m->tied[i]) continue; // follows its parameter (sync_ties below)
+    int rc = cti_nn_move(&m->own[i].value, device);
+    if (!rc) rc = cti_nn_move(&m->own[i].grad, device);
     if (rc) return rc;
   }
   if (m->ops->state_to) {
@@ -337,6 +465,7 @@ int ct_module_to(ct_module *m, ct_device device) {
     if (rc) return rc;
   }
   m->device = device;
+  sync_ties(m);
   return CT_OK;
 }
 
@@ -429,6 +558,11 @@ ct_module *ct_module_replicate(const ct_module *m, ct_device device) {
     return NULL;
   }
   if (!cti_backend_for("ct_module_replicate", device)) return NULL;
+  if (has_ties(m)) {
+    ct_fail(CT_ERR_VALUE, "ct_module_replicate: %s has tied parameters (ct_module_tie), which replicas "
+            "cannot share yet", m->ops->kind);
+    return NULL;
+  }
   void *state = NULL;
   if (m->state) {
     if (!m->ops->state_clone) {
@@ -477,7 +611,7 @@ ct_module *ct_module_replicate(const ct_module *m, ct_device device) {
 // order (buffers true) to out (may be NULL: counts only); returns the count.
 static int collect(ct_module *m, bool with_buffers, ct_param **out, int k) {
   for (int i = 0; i < m->n_own; ++i)
-    if (!m->own[i].is_buffer) {
+    if (!m->own[i].is_buffer && (with_buffers || !m->tied[i])) { // a tied entry is in the state only
       if (out) out[k] = &m->own[i];
       ++k;
     }
@@ -495,6 +629,7 @@ static int collect(ct_module *m, bool with_buffers, ct_param **out, int k) {
 // construction, so the array handed out earlier stays valid, as nn.h
 // promises); reallocates only when the count differs.
 static ct_param **flatten(ct_module *m, bool with_buffers, ct_param ***arr, int *count, int *n) {
+  if (with_buffers) sync_ties(m);
   int k = collect(m, with_buffers, NULL, 0);
   ct_param **a = *arr && *count == k ? *arr : realloc(*arr, (size_t)(k > 0 ? k : 1) * sizeof *a);
   if (!a) {
@@ -531,7 +666,7 @@ int64_t ct_module_num_elements(ct_module *m) {
   if (!m) return 0;
   int64_t total = 0;
   for (int i = 0; i < m->n_own; ++i)
-    if (!m->own[i].is_buffer && m->own[i].value) total += ct_numel(m->own[i].value);
+    if (!m->own[i].is_buffer && !m->tied[i] && m->own[i].value) total += ct_numel(m->own[i].value);
   for (int c = 0; c < m->n_children; ++c) total += ct_module_num_elements(m->children[c]);
   return total;
 }
@@ -542,6 +677,20 @@ int64_t ct_module_num_elements(ct_module *m) {
 //   \tMissing key(s) in state_dict: "0.bias". 
 //   \tUnexpected key(s) in state_dict: "foo". 
 //   \tsize mismatch for 0.weight: copying a param with shape (3, 2) from checkpoint, the shape in current model is (2, 3).
+// Tied names share one tensor, so a checkpoint needs only one of them (as
+// safetensors' save_model keeps one): true when another entry of state[i]'s
+// tie group (the parameter and the names tied to it) is matched.
+static bool tie_group_loaded(ct_module *m, ct_param **state, const int *match, int ns, int i) {
+  const ct_param *ti = tie_target(m, state[i]);
+  const ct_param *gi = ti ? ti : state[i];
+  for (int k = 0; k < ns; ++k) {
+    if (k == i || match[k] < 0) continue;
+    const ct_param *tk = tie_target(m, state[k]);
+    if ((tk ? tk : state[k]) == gi) return true;
+  }
+  return false;
+}
+
 int ct_module_load_state(ct_module *m, const ct_named_tensor *entries, int n, bool strict) {
   if (!m || (n > 0 && !entries) || n < 0)
     return ct_fail(CT_ERR_VALUE, "ct_module_load_state: NULL module or bad entry list");
@@ -566,6 +715,7 @@ int ct_module_load_state(ct_module *m, const ct_named_tensor *entries, int n, bo
   cti_strbuf missing = {0}, unexpected = {0}, sizes = {0};
   int n_missing = 0, n_unexpected = 0, n_sizes = 0;
   for (int i = 0; i < ns; ++i) {
+    if (match[i] < 0 && tie_group_loaded(m, state, match, ns, i)) continue; // loaded under another name
     if (match[i] < 0) {
       cti_sb_printf(&missing, "%s\"%s\"", n_missing++ ? ", " : "", state[i]->name);
       continue;

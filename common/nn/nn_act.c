@@ -25,7 +25,7 @@
 #include "nn_kernels.h"
 #include "ops.h"
 
-static int check_grad(const char *kind, const ct_tensor *g, ct_shape want, ct_dtype dt) {
+int cti_nn_check_grad(const char *kind, const ct_tensor *g, ct_shape want, ct_dtype dt) {
   if (!ct_shape_eq(ct_shape_of(g), want)) {
     char a[96], b[96];
     return ct_fail(CT_ERR_SHAPE, "%s backward: grad_output of shape %s, expected %s", kind,
@@ -62,7 +62,7 @@ static ct_tensor *relu_forward(ct_module *m, const ct_tensor *x) {
 static ct_tensor *relu_backward(ct_module *m, const ct_tensor *g) {
   relu_state *st = m->state;
   if (!st->y) return no_forward("ReLU"), NULL;
-  if (check_grad("ReLU", g, ct_shape_of(st->y), ct_dtype_of(st->y))) return NULL;
+  if (cti_nn_check_grad("ReLU", g, ct_shape_of(st->y), ct_dtype_of(st->y))) return NULL;
   ct_device dev = ct_device_of(g);
   const cti_backend *be = cti_backend_for("ReLU backward", dev);
   if (!be) return NULL;
@@ -156,7 +156,7 @@ static ct_tensor *flatten_backward(ct_module *m, const ct_tensor *g) {
   if (!st->saved) return no_forward("Flatten"), NULL;
   int64_t rest = 1;
   for (int i = 1; i < st->in.ndim; ++i) rest *= st->in.d[i];
-  if (check_grad("Flatten", g, CT_SHAPE(st->in.d[0], rest), ct_dtype_of(g))) return NULL;
+  if (cti_nn_check_grad("Flatten", g, CT_SHAPE(st->in.d[0], rest), ct_dtype_of(g))) return NULL;
   return ct_reshape(g, st->in);
 }
 
@@ -248,7 +248,7 @@ static ct_tensor *dropout_forward(ct_module *m, const ct_tensor *x) {
 static ct_tensor *dropout_backward(ct_module *m, const ct_tensor *g) {
   dropout_state *st = m->state;
   if (!st->saved) return no_forward("Dropout"), NULL;
-  if (check_grad("Dropout", g, st->shape, st->mask ? ct_dtype_of(st->mask) : ct_dtype_of(g))) return NULL;
+  if (cti_nn_check_grad("Dropout", g, st->shape, st->mask ? ct_dtype_of(st->mask) : ct_dtype_of(g))) return NULL;
   if (!st->mask) return ct_retain((ct_tensor *)g); // p = 0: the identity
   return ct_mul(g, st->mask);
 }

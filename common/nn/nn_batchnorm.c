@@ -48,7 +48,7 @@ static void drop_saved(bn_state *st) {
 
 // Python's repr of a float, as torch prints eps and momentum: the shortest
 // digits that read back to the same double, "1e-05", "0.1", "1.0".
-static void py_float(double v, char *buf, size_t len) {
+void cti_py_float(double v, char *buf, size_t len) {
   for (int prec = 1; prec <= 17; ++prec) {
     snprintf(buf, len, "%.*g", prec, v);
     if (strtod(buf, NULL) == v) break;
@@ -182,8 +182,8 @@ static ct_tensor *bn_backward(ct_module *m, const ct_tensor *gy_in) {
 static void bn_describe(const ct_module *m, char *buf, size_t len) {
   const bn_state *st = m->state;
   char e[32], mo[32];
-  py_float(st->eps, e, sizeof e);
-  py_float(st->momentum, mo, sizeof mo);
+  cti_py_float(st->eps, e, sizeof e);
+  cti_py_float(st->momentum, mo, sizeof mo);
   snprintf(buf, len, "%" PRId64 ", eps=%s, momentum=%s, affine=True, track_running_stats=True",
            st->c, e, mo);
 }

@@ -51,6 +51,11 @@ struct ct_module {
   bool training;
   ct_param own[CT_MODULE_MAX_TENSORS]; // parameters and buffers, in registration order
   int n_own;
+  // tied[i] != NULL: own[i] is another module's parameter under this
+  // module's name (ct_module_tie): cti_module_find returns tied[i], own[i]
+  // keeps only the name and a reference to tied[i]->value (for the
+  // state_dict), and parameters() leaves own[i] out.
+  ct_param *tied[CT_MODULE_MAX_TENSORS];
   ct_module **children;
   int n_children;
   void *state;          // the kind's configuration and saved tensors
@@ -70,14 +75,31 @@ void cti_module_set_grad_hook(ct_module *m, void (*fn)(ct_module *m, void *ctx),
 // then clears the saved-tensor fields. NULL (with an error) when out of memory.
 void *cti_state_dup(const void *src, size_t size);
 
+// Makes the n modules m's children under `names` (NULL: "0", "1", ... as
+// nn.Sequential), names the whole tree's tensors and moves m to the
+// children's device. All or nothing: on failure nothing is adopted and the
+// caller still owns the children. Names must be non-empty, without dots,
+// unique and shorter than 32 bytes.
+int cti_module_adopt(ct_module *m, int n, ct_module **children, const char *const *names);
+
 // A new module of `ops` on the CPU, in training mode, owning `state`.
 ct_module *cti_module_new(const cti_module_ops *ops, void *state);
 // Registers a named tensor (takes the reference `value`); returns it or NULL.
 ct_param *cti_module_register(ct_module *m, const char *name, ct_tensor *value, bool is_buffer);
-ct_param *cti_module_find(ct_module *m, const char *name); // own tensors only
+// An own tensor by local name; for a tied one, the parameter it is tied to
+// (so a kind reads and accumulates into the shared parameter).
+ct_param *cti_module_find(ct_module *m, const char *name);
 // p->grad += g, creating p->grad (a copy of g) when NULL, as autograd
 // accumulates into .grad.
 int cti_param_accumulate_grad(ct_param *p, const ct_tensor *g);
+// Fails unless grad_output g has shape `want` and dtype dt, naming `kind`
+// ("LayerNorm backward: grad_output of shape (2, 3), expected (2, 4)").
+int cti_nn_check_grad(const char *kind, const ct_tensor *g, ct_shape want, ct_dtype dt); // nn_act.c
+// Replaces *t (NULL is fine) by its copy on `device`, for a kind's state_to.
+int cti_nn_move(ct_tensor **t, ct_device device); // nn.c
+// Python's repr of a float, as torch prints eps and momentum: "1e-05",
+// "0.1", "1.0".
+void cti_py_float(double v, char *buf, size_t len); // nn_batchnorm.c
 // Fills t (CPU) with U(-bound, bound) from the CPU generator: torch.nn's
 // kaiming_uniform_(a=sqrt(5)) for weights and the bias rule both reduce to
 // bound = 1/sqrt(fan_in).

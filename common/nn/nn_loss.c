@@ -14,7 +14,11 @@
 //       the row's max so that exp never overflows (log-softmax's trick);
 //       the mean of the row losses is ct_mean. Targets are checked in the
 //       same pass: one out of [0, C) fails with torch's "Target 10 is out of
-//       bounds." (PyTorch's ignore_index is not supported: -100 is an error.)
+//       bounds." (PyTorch's ignore_index is not supported here: -100 is an
+//       error; ct_cross_entropy below, for language models, has it.)
+// ct_cross_entropy: F.cross_entropy of (*, V) logits with ignore_index, the
+//       mean over the rows not ignored, through the transformer family's
+//       fused kernel (see its comment).
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +28,7 @@
 #include "nn.h"
 #include "nn_kernels.h"
 #include "ops.h"
+#include "transformer_kernels.h"
 
 static int same_device(const char *op, const ct_tensor *a, const ct_tensor *b) {
   if (ct_device_eq(ct_device_of(a), ct_device_of(b))) return CT_OK;
@@ -119,6 +124,78 @@ ct_tensor *ct_cross_entropy_loss(const ct_tensor *logits, const ct_tensor *targe
   ct_free(x);
   ct_free(t);
   ct_free(rows);
+  if (!loss) {
+    ct_free(g);
+    return NULL;
+  }
+  if (grad) *grad = g;
+  return loss;
+}
+
+// ---- F.cross_entropy for language models ----------------------------------------------------------
+// logits (*, V) against target (*) int64, as
+//   F.cross_entropy(logits.view(-1, V), target.view(-1), ignore_index=ignore_index)
+// with mean reduction over the rows whose target is not ignore_index. One
+// fused kernel (transformer_kernels.h's cross_entropy) counts those rows
+// (scale = 1/count, on the device), and makes every row's loss and gradient
+// row in one pass over the logits: the loss is sum(rows) * scale, computed
+// on the device, so nothing waits for the GPU. All rows ignored: the loss is
+// NaN (0/0) and the gradient 0, as torch.
+ct_tensor *ct_cross_entropy(const ct_tensor *logits, const ct_tensor *target, int64_t ignore_index,
+                            ct_tensor **grad) {
+  static const char *op = "ct_cross_entropy";
+  if (grad) *grad = NULL;
+  if (!logits || !target) {
+    ct_fail(CT_ERR_VALUE, "%s: NULL tensor", op);
+    return NULL;
+  }
+  if (same_device(op, logits, target)) return NULL;
+  const ct_dtype dt = ct_dtype_of(logits);
+  if (dt != CT_F32 && dt != CT_F64) {
+    ct_fail(CT_ERR_DTYPE, "%s: logits must be float32 or float64, got %s", op, ct_dtype_name(dt));
+    return NULL;
+  }
+  if (ct_dtype_of(target) != CT_I64) {
+    ct_fail(CT_ERR_DTYPE, "%s: expected scalar type Long but found %s (targets are class indices, int64)", op,
+            ct_dtype_name(ct_dtype_of(target)));
+    return NULL;
+  }
+  const int nd = ct_ndim(logits);
+  bool fits = nd >= 1 && ct_ndim(target) == nd - 1;
+  for (int i = 0; fits && i < nd - 1; ++i) fits = ct_size(logits, i) == ct_size(target, i);
+  if (!fits) {
+    char a[96], b[96];
+    ct_fail(CT_ERR_SHAPE, "%s: expected logits (*, V) and target (*) with the same leading dims, got %s and %s", op,
+            ct_shape_str(ct_shape_of(logits), a, sizeof a), ct_shape_str(ct_shape_of(target), b, sizeof b));
+    return NULL;
+  }
+  const ct_device dev = ct_device_of(logits);
+  const cti_backend *be = cti_backend_for(op, dev);
+  if (!be) return NULL;
+  const int64_t v = ct_size(logits, -1), n = ct_numel(target);
+  ct_tensor *x = ct_contiguous(logits), *t = ct_contiguous(target);
+  ct_tensor *rows = x && t ? ct_empty(CT_SHAPE(n), dt, dev) : NULL;
+  ct_tensor *scale = rows ? ct_empty(CT_SCALAR_SHAPE, dt, dev) : NULL;
+  ct_tensor *g = scale && grad ? ct_empty_like(x, dt, dev) : NULL;
+  int rc = scale && (g || !grad) ? CT_OK : (int)ct_last_status();
+  int64_t bad = -1;
+  if (!rc && n > 0)
+    rc = be->transformer->cross_entropy(dt, n, v, ct_data_ptr(x), ct_data_ptr(t), ignore_index, ct_data_ptr(rows),
+                                        g ? ct_data_ptr(g) : NULL, ct_data_ptr(scale), &bad, ct_current_stream(dev));
+  else if (!rc)
+    rc = ct_fill_(scale, NAN); // no rows: the mean of nothing
+  if (!rc && bad >= 0) {
+    int64_t value = 0;
+    ct_tensor *flat = ct_reshape(t, CT_SHAPE(n));
+    ct_tensor *tv = flat ? ct_narrow(flat, 0, bad, 1) : NULL;
+    ct_free(flat);
+    rc = tv ? ct_copy_to_host(tv, &value, sizeof value) : (int)ct_last_status();
+    ct_free(tv);
+    if (!rc) rc = ct_fail(CT_ERR_VALUE, "%s: Target %" PRId64 " is out of bounds.", op, value);
+  }
+  ct_tensor *sum = rc ? NULL : ct_sum(rows);
+  ct_tensor *loss = sum ? ct_mul(sum, scale) : NULL;
+  ct_free(x), ct_free(t), ct_free(rows), ct_free(scale), ct_free(sum);
   if (!loss) {
     ct_free(g);
     return NULL;

@@ -18,6 +18,15 @@
 // and eval), SGD/Adam/AdamW updates, clip_grad_norm_'s scaling, dropout and
 // ReLU's backward. (The reductions -- batch-norm statistics, sums of squares,
 // cross-entropy -- use block and warp collectives and run on a GPU only.)
+// The transformer family (transformer.cuh) is checked here too, whole:
+// embedding lookup and its gradient (bit for bit: both devices sum the same
+// rows in the same order), and its warp-per-row kernels -- LayerNorm forward
+// and backward with the chunked column sums, the causal scaled softmax and
+// its backward, the LM cross-entropy with its target count and ignored rows
+// -- through cti_rows_run's host replay of the lanes and the butterfly; those
+// sum in float where the CPU sums in double, so they agree to within 1e-5 of
+// the tensor's largest value (float32) or 1e-12 (float64). Bad indices and
+// targets must be reported to the (host) async_error record.
 #include <math.h>
 #include <stdlib.h>
 // testutil.h brings ct.h, which is C11: cli.h's _Noreturn is [[noreturn]] in C++.
@@ -32,6 +41,8 @@
 #include "nn_kernels.h"
 #include "optim.cuh"
 #include "optim_kernels.h"
+#include "transformer.cuh"
+#include "transformer_kernels.h"
 extern "C" { // testutil and cmocka are C
 #include "testutil.h"
 }
@@ -343,6 +354,176 @@ static void test_dropout_relu(void **state) {
   }
 }
 
+
+// ---- the transformer family ---------------------------------------------------------------------
+// max |a - b| <= tol * max |b| over n values (NaN only where NaN).
+template <class T> static void assert_near(const T *cpu, const T *cuda, int64_t n, double tol, const char *what) {
+  double big = 0;
+  for (int64_t i = 0; i < n; ++i) big = fmax(big, fabs((double)cpu[i]));
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = (double)cpu[i], b = (double)cuda[i];
+    if ((a != a) != (b != b) || fabs(a - b) > tol * (big > 0 ? big : 1))
+      fail_msg("%s: element %lld: cpu %.17g, cuda body on the host %.17g", what, (long long)i, a, b);
+  }
+}
+
+template <class T> static double tol_of() { return sizeof(T) == 8 ? 1e-12 : 1e-5; }
+
+static int64_t *rand_indices(int64_t n, int64_t v) {
+  double *u = (double *)malloc((size_t)n * sizeof *u);
+  tu_fill_uniform(u, n, 0, (double)v);
+  int64_t *k = (int64_t *)malloc((size_t)n * sizeof *k);
+  for (int64_t i = 0; i < n; ++i) k[i] = (int64_t)u[i] % v;
+  free(u);
+  return k;
+}
+
+template <ct_dtype D> static void check_embedding(int64_t n, int64_t c, int64_t v) {
+  using T = ct_T<D>;
+  int64_t *idx = rand_indices(n, v);
+  T *w = rand_dt<D>(v * c, -2, 2), *g = rand_dt<D>(n * c, -1, 1);
+  T *o1 = (T *)poisoned(n * c * sizeof(T)), *o2 = (T *)poisoned(n * c * sizeof(T));
+  int64_t bad = 0;
+  cti_async_record rec = {};
+  TU_OK(cti_cpu_transformer_kernels.embedding(D, n, c, v, idx, w, o1, &bad, NULL));
+  TU_OK(cti_embedding_run(host, D, false, n, c, v, idx, w, o2, &rec));
+  if (bad != -1 || rec.code != 0 || memcmp(o1, o2, n * c * sizeof(T)))
+    fail_msg("embedding (%s, n %lld, c %lld): the CUDA body differs from the CPU", ct_dtype_name(D), (long long)n,
+             (long long)c);
+  T *d1 = (T *)poisoned(v * c * sizeof(T)), *d2 = (T *)poisoned(v * c * sizeof(T));
+  TU_OK(cti_cpu_transformer_kernels.embedding_backward(D, n, c, v, idx, g, d1, NULL));
+  TU_OK(cti_embedding_run(host, D, true, n, c, v, idx, g, d2, nullptr));
+  if (memcmp(d1, d2, v * c * sizeof(T)))
+    fail_msg("embedding backward (%s, n %lld, v %lld): the CUDA body differs from the CPU", ct_dtype_name(D),
+             (long long)n, (long long)v);
+  idx[n / 2] = v; // out of range: reported, the row NaN
+  TU_OK(cti_embedding_run(host, D, false, n, c, v, idx, w, o2, &rec));
+  if (rec.code != CT_ASYNC_INDEX_OUT_OF_RANGE || rec.a != n / 2 || rec.b != v || rec.c != v)
+    fail_msg("embedding: a bad index was not reported (code %lld)", rec.code);
+  if (cti_load<D>(o2[(n / 2) * c]) == cti_load<D>(o2[(n / 2) * c]))
+    fail_msg("embedding: a bad index's row is not NaN");
+  free(idx), free(w), free(g), free(o1), free(o2), free(d1), free(d2);
+}
+
+static void test_embedding(void **state) {
+  (void)state;
+  check_embedding<CT_F32>(37, 19, 7);   // repeats: 37 positions over 7 rows
+  check_embedding<CT_F64>(64, 40, 65);  // rows no index names
+  check_embedding<CT_F16>(50, 8, 5);
+  check_embedding<CT_BF16>(50, 8, 5);
+}
+
+template <class T> static void check_gelu(ct_dtype dt) {
+  const int64_t n = 1000;
+  T *x = rand_buf<T>(n, -6, 6), *g = rand_buf<T>(n, -1, 1);
+  T *a = (T *)poisoned(n * sizeof(T)), *b = (T *)poisoned(n * sizeof(T));
+  for (int ta = 0; ta < 2; ++ta)
+    for (int bwd = 0; bwd < 2; ++bwd) {
+      TU_OK(cti_cpu_transformer_kernels.gelu(dt, ta, n, x, bwd ? g : NULL, a, NULL));
+      TU_OK(cti_gelu_run(host, dt, ta, n, x, bwd ? g : NULL, b));
+      assert_near(a, b, n, sizeof(T) == 8 ? 1e-14 : 1e-6, bwd ? "gelu backward" : "gelu");
+    }
+  free(x), free(g), free(a), free(b);
+}
+
+static void test_gelu(void **state) {
+  (void)state;
+  check_gelu<float>(CT_F32);
+  check_gelu<double>(CT_F64);
+}
+
+template <class T> static void check_layernorm(ct_dtype dt, int64_t n, int64_t c) {
+  T *x = rand_buf<T>(n * c, -2, 3), *w = rand_buf<T>(c, 0.5, 1.5), *b = rand_buf<T>(c, -1, 1);
+  T *g = rand_buf<T>(n * c, -1, 1);
+  T *y[2], *mu[2], *rs[2], *dx[2], *dw[2], *db[2];
+  for (int k = 0; k < 2; ++k) {
+    y[k] = (T *)poisoned(n * c * sizeof(T)), dx[k] = (T *)poisoned(n * c * sizeof(T));
+    mu[k] = (T *)poisoned(n * sizeof(T)), rs[k] = (T *)poisoned(n * sizeof(T));
+    dw[k] = (T *)poisoned(c * sizeof(T)), db[k] = (T *)poisoned(c * sizeof(T));
+  }
+  void *work = poisoned((size_t)cti_layernorm_work_bytes(dt, n, c));
+  TU_OK(cti_cpu_transformer_kernels.layernorm(dt, n, c, x, w, b, 1e-5, y[0], mu[0], rs[0], NULL));
+  TU_OK(cti_layernorm_run(host, dt, n, c, x, w, b, 1e-5, y[1], mu[1], rs[1]));
+  const double tol = tol_of<T>();
+  assert_near(y[0], y[1], n * c, tol, "layernorm y");
+  assert_near(mu[0], mu[1], n, tol, "layernorm mean");
+  assert_near(rs[0], rs[1], n, tol, "layernorm rstd");
+  // backward from the same saved statistics (the CPU's)
+  TU_OK(cti_cpu_transformer_kernels.layernorm_backward(dt, n, c, x, g, mu[0], rs[0], w, dx[0], dw[0], db[0], NULL, NULL));
+  TU_OK(cti_layernorm_backward_run(host, dt, n, c, x, g, mu[0], rs[0], w, dx[1], dw[1], db[1], work));
+  assert_near(dx[0], dx[1], n * c, tol, "layernorm dx");
+  assert_near(dw[0], dw[1], c, tol, "layernorm dweight");
+  assert_near(db[0], db[1], c, tol, "layernorm dbias");
+  for (int k = 0; k < 2; ++k) free(y[k]), free(mu[k]), free(rs[k]), free(dx[k]), free(dw[k]), free(db[k]);
+  free(x), free(w), free(b), free(g), free(work);
+}
+
+static void test_layernorm(void **state) {
+  (void)state;
+  check_layernorm<float>(CT_F32, 70, 48); // 70 rows: a last chunk of 6
+  check_layernorm<float>(CT_F32, 3, 7);   // rows shorter than a warp
+  check_layernorm<double>(CT_F64, 33, 100);
+}
+
+template <class T> static void check_softmax(ct_dtype dt, int64_t rows, int64_t cols, bool causal, double scale) {
+  T *x = rand_buf<T>(rows * cols, -4, 4), *g = rand_buf<T>(rows * cols, -1, 1);
+  x[cols + 1] += (T)80; // a large value: the max shift keeps exp finite
+  T *y[2], *dx[2];
+  for (int k = 0; k < 2; ++k) y[k] = (T *)poisoned(rows * cols * sizeof(T)), dx[k] = (T *)poisoned(rows * cols * sizeof(T));
+  TU_OK(cti_cpu_transformer_kernels.softmax(dt, rows, cols, causal, scale, x, y[0], NULL));
+  TU_OK(cti_softmax_run(host, dt, rows, cols, causal, scale, x, y[1]));
+  assert_near(y[0], y[1], rows * cols, tol_of<T>(), causal ? "causal softmax" : "softmax");
+  for (int64_t r = 0; causal && r < rows; ++r)
+    for (int64_t j = r % cols + 1; j < cols; ++j)
+      if (y[1][r * cols + j] != 0) fail_msg("causal softmax: a masked entry (%lld, %lld) is not 0", (long long)r, (long long)j);
+  TU_OK(cti_cpu_transformer_kernels.softmax_backward(dt, rows, cols, scale, y[0], g, dx[0], NULL));
+  TU_OK(cti_softmax_backward_run(host, dt, rows, cols, scale, y[0], g, dx[1]));
+  assert_near(dx[0], dx[1], rows * cols, tol_of<T>(), "softmax backward");
+  for (int k = 0; k < 2; ++k) free(y[k]), free(dx[k]);
+  free(x), free(g);
+}
+
+static void test_softmax(void **state) {
+  (void)state;
+  check_softmax<float>(CT_F32, 12, 37, false, 1.0);
+  check_softmax<float>(CT_F32, 3 * 40, 40, true, 0.25); // 3 (batch, head) pairs of 40 x 40 scores
+  check_softmax<double>(CT_F64, 2 * 5, 5, true, 0.5);
+  check_softmax<double>(CT_F64, 4, 70, false, 1.0);
+}
+
+template <class T> static void check_cross_entropy(ct_dtype dt, int64_t n, int64_t v) {
+  T *x = rand_buf<T>(n * v, -3, 3);
+  x[2 * v + 1] += (T)90;
+  int64_t *t = rand_indices(n, v);
+  t[1] = -100, t[n - 1] = -100; // ignored
+  T *l[2], *g[2], sc[2];
+  for (int k = 0; k < 2; ++k) l[k] = (T *)poisoned(n * sizeof(T)), g[k] = (T *)poisoned(n * v * sizeof(T));
+  int64_t bad = 0;
+  TU_OK(cti_cpu_transformer_kernels.cross_entropy(dt, n, v, x, t, -100, l[0], g[0], &sc[0], &bad, NULL));
+  long long count = 0; // the count kernel's 256 threads, replayed
+  for (int64_t tid = 0; tid < 256; ++tid) count += cti_count_targets(t, n, -100, tid, 256);
+  sc[1] = T(1) / T((double)count);
+  cti_async_record rec = {};
+  TU_OK(cti_lm_cross_entropy_rows_run(host, dt, n, v, x, t, -100, l[1], g[1], &sc[1], &rec));
+  if (bad != -1 || rec.code != 0 || count != n - 2 || sc[0] != sc[1]) fail_msg("cross-entropy: count or scale differ");
+  assert_near(l[0], l[1], n, tol_of<T>(), "cross-entropy rows");
+  assert_near(g[0], g[1], n * v, tol_of<T>(), "cross-entropy gradient");
+  for (int64_t j = 0; j < v; ++j)
+    if (g[1][v + j] != 0 || l[1][1] != 0) fail_msg("cross-entropy: an ignored row is not 0");
+  t[3] = v; // out of bounds: reported
+  TU_OK(cti_lm_cross_entropy_rows_run(host, dt, n, v, x, t, -100, l[1], g[1], &sc[1], &rec));
+  if (rec.code != CT_ASYNC_LM_TARGET_OUT_OF_BOUNDS || rec.a != 3 || rec.b != v || l[1][3] == l[1][3])
+    fail_msg("cross-entropy: a bad target was not reported (code %lld)", rec.code);
+  for (int k = 0; k < 2; ++k) free(l[k]), free(g[k]);
+  free(x), free(t);
+}
+
+static void test_lm_cross_entropy(void **state) {
+  (void)state;
+  check_cross_entropy<float>(CT_F32, 300, 65); // rows over a warp's 32 lanes, targets over 256 threads
+  check_cross_entropy<double>(CT_F64, 9, 11);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
@@ -350,6 +531,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_maxpool),             cmocka_unit_test(test_bn_affine),
       cmocka_unit_test(test_sgd),                 cmocka_unit_test(test_adam_adamw),
       cmocka_unit_test(test_clip_scale),          cmocka_unit_test(test_dropout_relu),
+      cmocka_unit_test(test_embedding),           cmocka_unit_test(test_gelu),
+      cmocka_unit_test(test_layernorm),           cmocka_unit_test(test_softmax),
+      cmocka_unit_test(test_lm_cross_entropy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -199,6 +199,115 @@ static void test_replay_equals_eager(void **state) {
   ct_stream_destroy(side);
 }
 
+// ---- the transformer family under capture ---------------------------------------------------------
+// tokens (B, T) -> Embedding(V, C) -> LayerNorm -> CausalSelfAttention -> GELU
+// -> cross-entropy over the C outputs against (B, T) targets: every entry of
+// the transformer kernel table (embedding and its backward, layernorm and its
+// backward, the masked softmax and its backward, gelu, the LM cross-entropy)
+// recorded and replayed.
+#define TV 12 // vocabulary
+#define TC 8  // width (and the classes of the loss)
+#define TT 6  // sequence length
+
+static ct_module *tiny_gpt(void) {
+  ct_module *mods[] = {ct_nn_embedding(TV, TC), ct_nn_layernorm(TC, 1e-5), ct_nn_causal_self_attention(TC, 2, true),
+                       ct_nn_gelu(true)};
+  ct_module *m = ct_nn_sequential(4, mods);
+  TU_CHECK(m);
+  TU_OK(ct_module_to(m, tu_device));
+  return m;
+}
+
+static ct_tensor *tokens(int64_t hi) {
+  int64_t v[B * TT];
+  double u[B * TT];
+  tu_fill_uniform(u, B * TT, 0, (double)hi);
+  for (int i = 0; i < B * TT; ++i) v[i] = (int64_t)u[i];
+  ct_tensor *t = ct_from_host(v, CT_SHAPE(B, TT), CT_I64, tu_device);
+  TU_CHECK(t);
+  return t;
+}
+
+static ct_tensor *lm_step(ct_module *m, ct_optimizer *opt, const ct_tensor *x, const ct_tensor *y) {
+  if (ct_optimizer_zero_grad(opt, true) != CT_OK) return NULL;
+  ct_tensor *out = ct_module_forward(m, x), *g = NULL;
+  ct_tensor *loss = out ? ct_cross_entropy(out, y, -100, &g) : NULL;
+  int rc = loss ? ct_module_backward_params(m, g) : -1;
+  if (rc == CT_OK) rc = ct_optimizer_step(opt);
+  ct_free(out), ct_free(g);
+  if (rc != CT_OK) {
+    ct_free(loss);
+    return NULL;
+  }
+  return loss;
+}
+
+static void test_transformer_replay_equals_eager(void **state) {
+  (void)state;
+  ct_module *eager = tiny_gpt(), *graphed = tiny_gpt();
+  same_weights(eager, graphed);
+  snapshot start = take(eager);
+  ct_optimizer *oe = sgd(eager), *og = sgd(graphed);
+  ct_tensor *xs[WARMUP + STEPS], *ys[WARMUP + STEPS];
+  for (int i = 0; i < WARMUP + STEPS; ++i) xs[i] = tokens(TV), ys[i] = tokens(TC);
+  ct_stream *side = ct_stream_create(tu_device, 0), *def = ct_current_stream(tu_device);
+  TU_CHECK(side);
+  double eager_loss[STEPS];
+  TU_OK(ct_set_stream(side));
+  for (int i = 0; i < WARMUP + STEPS; ++i) {
+    ct_tensor *l = lm_step(eager, oe, xs[i], ys[i]);
+    TU_CHECK(l);
+    if (i >= WARMUP) eager_loss[i - WARMUP] = item(l);
+    ct_free(l);
+  }
+  ct_tensor *sx = ct_empty(CT_SHAPE(B, TT), CT_I64, tu_device), *sy = ct_empty(CT_SHAPE(B, TT), CT_I64, tu_device);
+  TU_CHECK(sx);
+  TU_CHECK(sy);
+  for (int i = 0; i < WARMUP; ++i) {
+    TU_OK(ct_copy_(sx, xs[i], false));
+    TU_OK(ct_copy_(sy, ys[i], false));
+    ct_tensor *l = lm_step(graphed, og, sx, sy);
+    TU_CHECK(l);
+    ct_free(l);
+  }
+  TU_OK(ct_stream_synchronize(side));
+  TU_OK(ct_set_stream(def));
+  TU_OK(ct_stream_wait_stream(def, side));
+  ct_cuda_graph *g = ct_cuda_graph_new();
+  TU_CHECK(g);
+  TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
+  ct_tensor *sloss = lm_step(graphed, og, sx, sy);
+  TU_CHECK(sloss);
+  TU_OK(ct_cuda_graph_capture_end(g));
+  for (int i = 0; i < STEPS; ++i) {
+    TU_OK(ct_copy_(sx, xs[WARMUP + i], false));
+    TU_OK(ct_copy_(sy, ys[WARMUP + i], false));
+    TU_OK(ct_cuda_graph_replay(g));
+    double l = item(sloss);
+    if (memcmp(&l, &eager_loss[i], sizeof l) != 0)
+      fail_msg("transformer step %d: replayed loss %.9g, eager loss %.9g", i, l, eager_loss[i]);
+  }
+  assert_same_params(eager, graphed);
+  assert_true(max_moved(graphed, &start) > 1e-4);
+  // A token outside the vocabulary found at replay fails the replay with the eager message.
+  int64_t bad[B * TT] = {0};
+  bad[5] = TV + 3;
+  ct_tensor *bt = ct_from_host(bad, CT_SHAPE(B, TT), CT_I64, tu_device);
+  TU_CHECK(bt);
+  TU_OK(ct_copy_(sx, bt, false));
+  if (tu_device.type == CT_CPU) {
+    assert_true(ct_cuda_graph_replay(g) != CT_OK);
+    tu_assert_error_contains("index out of range in self", "a bad token at replay");
+  }
+  drop(&start);
+  ct_cuda_graph_free(g);
+  ct_free(bt), ct_free(sloss), ct_free(sx), ct_free(sy);
+  for (int i = 0; i < WARMUP + STEPS; ++i) ct_free(xs[i]), ct_free(ys[i]);
+  ct_optimizer_free(oe), ct_optimizer_free(og);
+  ct_module_free(eager), ct_module_free(graphed);
+  ct_stream_destroy(side);
+}
+
 // A tensor of n elements holding x[i] = i + 1 (exact in every dtype used).
 static ct_tensor *counting(int64_t n) {
   double *v = malloc(sizeof(double) * (size_t)n);
@@ -597,6 +706,7 @@ int main(int argc, char **argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_replay_equals_eager),
+      cmocka_unit_test(test_transformer_replay_equals_eager),
       cmocka_unit_test(test_seed_bug_and_fix),
       cmocka_unit_test(test_forbidden_during_capture),
       cmocka_unit_test(test_adam_capture_refused),

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: MIT
+//
+// nn_attention: GPT-2's causal multi-head self-attention, as nanoGPT's
+// CausalSelfAttention: c_attn = Linear(C, 3C), c_proj = Linear(C, C),
+// n_head heads of size hs = C / n_head, and between them
+// torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+// without dropout.
+//
+// Forward, x (B, T, C):
+//   qkv = c_attn(x)                               (B, T, 3C) = (B, T, 3, nh, hs)
+//   QKV = qkv permuted to (3, B, nh, T, hs)       one contiguous copy: q, k, v by head
+//   S   = q @ k^T                                 (B*nh, T, T), batched GEMM
+//   P   = softmax(S / sqrt(hs)) under the causal mask (key j > query t: P = 0)
+//   Yh  = P @ v                                   (B*nh, T, hs)
+//   y   = c_proj(Yh permuted back to (B, T, nh, hs) = (B, T, C))
+// The matrix products are the backend's strided-batched GEMM (cuBLAS on
+// CUDA, OpenBLAS on the CPU) reading k^T and P^T in place; the softmax is
+// the transformer family's kernel, which applies the scale and the mask.
+// Training forward keeps QKV and P. Backward, for dy:
+//   dYh = c_proj's backward, permuted to (B*nh, T, hs)
+//   dP = dYh @ v^T,  dv = P^T @ dYh
+//   dS = P * (dP - rowsum(P * dP)) / sqrt(hs)     (masked entries: P = 0, so 0)
+//   dq = dS @ k,     dk = dS^T @ q
+//   dqkv = (dq, dk, dv) permuted back to (B, T, 3C), then c_attn's backward.
+// state_dict: c_attn.weight (3C, C), c_attn.bias, c_proj.weight, c_proj.bias.
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "error.h"
+#include "nn_impl.h"
+#include "ops.h"
+#include "transformer_kernels.h"
+
+typedef struct attn_state {
+  int64_t c, nh;
+  int64_t b, t;   // the saved forward's batch and length
+  ct_tensor *qkv; // (3, B, nh, T, hs), or NULL
+  ct_tensor *att; // (B*nh, T, T) probabilities, or NULL
+} attn_state;
+
+static void drop_saved(attn_state *st) {
+  ct_free(st->qkv), ct_free(st->att);
+  st->qkv = st->att = NULL;
+}
+
+static ct_module *c_attn(ct_module *m) { return m->children[0]; }
+static ct_module *c_proj(ct_module *m) { return m->children[1]; }
+
+// (X, B, T, nh, hs) with X = 3 or 1, the view x (B, T, X*C) read as heads:
+// a contiguous (X, B, nh, T, hs) copy.
+static ct_tensor *to_heads(const ct_tensor *x, int64_t X, int64_t B, int64_t T, int64_t nh, int64_t hs) {
+  ct_tensor *v = ct_reshape(x, CT_SHAPE(B, T, X, nh, hs));
+  static const int perm[5] = {2, 0, 3, 1, 4};
+  ct_tensor *p = v ? ct_permute(v, perm) : NULL;
+  ct_tensor *c = p ? ct_contiguous(p) : NULL;
+  ct_free(v), ct_free(p);
+  return c;
+}
+
+// Head `i` of a (X, B, nh, T, hs) tensor as (B*nh, T, hs), a view.
+static ct_tensor *head(const ct_tensor *h, int i) {
+  ct_tensor *s = ct_select(h, 0, i);
+  ct_shape hs = ct_shape_of(h);
+  ct_tensor *r = s ? ct_reshape(s, CT_SHAPE(hs.d[1] * hs.d[2], hs.d[3], hs.d[4])) : NULL;
+  ct_free(s);
+  return r;
+}
+
+// a @ b^T or a^T @ b for 3-d a, b (the transposed operand read in place).
+static ct_tensor *bmm_t(const ct_tensor *a, const ct_tensor *b, bool transpose_a) {
+  ct_tensor *t = ct_transpose(transpose_a ? a : b, 1, 2);
+  ct_tensor *r = t ? (transpose_a ? ct_bmm(t, b) : ct_bmm(a, t)) : NULL;
+  ct_free(t);
+  return r;
+}
+
+static ct_tensor *attn_forward(ct_module *m, const ct_tensor *x) {
+  attn_state *st = m->state;
+  drop_saved(st);
+  char sb[96];
+  if (ct_ndim(x) != 3 || ct_size(x, 2) != st->c) {
+    ct_fail(CT_ERR_SHAPE, "CausalSelfAttention: expected input (B, T, %" PRId64 "), got %s", st->c,
+            ct_shape_str(ct_shape_of(x), sb, sizeof sb));
+    return NULL;
+  }
+  const ct_dtype dt = ct_dtype_of(x);
+  if (dt != CT_F32 && dt != CT_F64) {
+    ct_fail(CT_ERR_DTYPE, "CausalSelfAttention: not implemented for %s (float32 and float64 are)", ct_dtype_name(dt));
+    return NULL;
+  }
+  const cti_backend *be = cti_backend_for("CausalSelfAttention", m->device);
+  if (!be) return NULL;
+  const int64_t B = ct_size(x, 0), T = ct_size(x, 1), nh = st->nh, hs = st->c / nh;
+  ct_tensor *qkv = ct_module_forward(c_attn(m), x); // (B, T, 3C)
+  ct_tensor *QKV = qkv ? to_heads(qkv, 3, B, T, nh, hs) : NULL;
+  ct_free(qkv);
+  ct_tensor *q = QKV ? head(QKV, 0) : NULL, *k = QKV ? head(QKV, 1) : NULL, *v = QKV ? head(QKV, 2) : NULL;
+  ct_tensor *S = q && k && v ? bmm_t(q, k, false) : NULL; // (B*nh, T, T)
+  ct_tensor *P = S ? ct_empty_like(S, dt, m->device) : NULL;
+  int rc = P ? CT_OK : (int)ct_last_status();
+  if (!rc && B * nh * T > 0)
+    rc = be->transformer->softmax(dt, B * nh * T, T, true, 1.0 / sqrt((double)hs), ct_data_ptr(S), ct_data_ptr(P),
+                                  ct_current_stream(m->device));
+  ct_tensor *Yh = rc ? NULL : ct_bmm(P, v); // (B*nh, T, hs)
+  ct_tensor *Y = Yh ? to_heads(Yh, 1, B, nh, T, hs) : NULL; // (1, B, T, nh, hs): the heads back in place
+  ct_tensor *Y3 = Y ? ct_reshape(Y, CT_SHAPE(B, T, st->c)) : NULL;
+  ct_tensor *out = Y3 ? ct_module_forward(c_proj(m), Y3) : NULL;
+  ct_free(q), ct_free(k), ct_free(v), ct_free(S), ct_free(Yh), ct_free(Y), ct_free(Y3);
+  if (out && m->training) {
+    st->qkv = QKV, st->att = P, st->b = B, st->t = T;
+  } else {
+    ct_free(QKV), ct_free(P);
+  }
+  return out;
+}
+
+// Enters with dL/dy of the last training forward; leaves with c_proj's and
+// c_attn's grads accumulated and, when dx is not NULL, *dx = dL/dx.
+static int attn_grads(ct_module *m, const ct_tensor *g, ct_tensor **dx) {
+  attn_state *st = m->state;
+  if (!st->qkv) return ct_fail(CT_ERR_VALUE, "CausalSelfAttention backward: no saved tensors (run forward in training mode first)");
+  const cti_backend *be = cti_backend_for("CausalSelfAttention backward", m->device);
+  if (!be) return ct_last_status();
+  const ct_dtype dt = ct_dtype_of(st->att);
+  const int64_t B = st->b, T = st->t, nh = st->nh, hs = st->c / nh, C = st->c;
+  if (cti_nn_check_grad("CausalSelfAttention", g, CT_SHAPE(B, T, C), dt)) return ct_last_status();
+  ct_tensor *dY = ct_module_backward(c_proj(m), g); // (B, T, C)
+  ct_tensor *dYh5 = dY ? to_heads(dY, 1, B, T, nh, hs) : NULL;
+  ct_tensor *dYh = dYh5 ? head(dYh5, 0) : NULL; // (B*nh, T, hs)
+  ct_free(dY), ct_free(dYh5);
+  ct_tensor *q = head(st->qkv, 0), *k = head(st->qkv, 1), *v = head(st->qkv, 2);
+  ct_tensor *dP = dYh && v ? bmm_t(dYh, v, false) : NULL;      // dYh @ v^T
+  ct_tensor *dv = dYh ? bmm_t(st->att, dYh, true) : NULL;     // P^T @ dYh
+  ct_tensor *dS = dP ? ct_empty_like(dP, dt, m->device) : NULL;
+  int rc = dS && dv && q && k ? CT_OK : (int)ct_last_status();
+  if (!rc && B * nh * T > 0)
+    rc = be->transformer->softmax_backward(dt, B * nh * T, T, 1.0 / sqrt((double)hs), ct_data_ptr(st->att),
+                                           ct_data_ptr(dP), ct_data_ptr(dS), ct_current_stream(m->device));
+  ct_tensor *dq = rc ? NULL : ct_bmm(dS, k);          // dS @ k
+  ct_tensor *dk = dq ? bmm_t(dS, q, true) : NULL;     // dS^T @ q
+  // (dq, dk, dv) into dqkv (B, T, 3C), through its (3, B, nh, T, hs) view
+  ct_tensor *dqkv = dk ? ct_empty(CT_SHAPE(B, T, 3 * C), dt, m->device) : NULL;
+  ct_tensor *v5 = dqkv ? ct_reshape(dqkv, CT_SHAPE(B, T, 3, nh, hs)) : NULL;
+  static const int perm[5] = {2, 0, 3, 1, 4};
+  ct_tensor *pv = v5 ? ct_permute(v5, perm) : NULL;
+  rc = pv ? CT_OK : (int)ct_last_status();
+  ct_tensor *parts[3] = {dq, dk, dv};
+  for (int i = 0; i < 3 && !rc; ++i) {
+    ct_tensor *dst = ct_select(pv, 0, i);
+    ct_tensor *src = dst ? ct_reshape(parts[i], CT_SHAPE(B, nh, T, hs)) : NULL;
+    rc = src ? ct_copy_(dst, src, false) : (int)ct_last_status();
+    ct_free(dst), ct_free(src);
+  }
+  ct_free(q), ct_free(k), ct_free(v), ct_free(dYh), ct_free(dP), ct_free(dv), ct_free(dS), ct_free(dq), ct_free(dk);
+  ct_free(v5), ct_free(pv);
+  if (!rc) {
+    if (dx) {
+      *dx = ct_module_backward(c_attn(m), dqkv);
+      if (!*dx) rc = ct_last_status();
+    } else {
+      rc = ct_module_backward_params(c_attn(m), dqkv);
+    }
+  }
+  ct_free(dqkv);
+  return rc;
+}
+
+static ct_tensor *attn_backward(ct_module *m, const ct_tensor *g) {
+  ct_tensor *dx = NULL;
+  return attn_grads(m, g, &dx) == CT_OK ? dx : NULL;
+}
+
+static int attn_backward_params(ct_module *m, const ct_tensor *g) { return attn_grads(m, g, NULL); }
+
+static int attn_state_to(ct_module *m, ct_device device) {
+  (void)device;
+  drop_saved(m->state);
+  return CT_OK;
+}
+
+static void attn_state_free(ct_module *m) {
+  if (!m->state) return;
+  drop_saved(m->state);
+  free(m->state);
+  m->state = NULL;
+}
+
+static void *attn_state_clone(const ct_module *m) {
+  attn_state *st = cti_state_dup(m->state, sizeof *st);
+  if (st) st->qkv = st->att = NULL;
+  return st;
+}
+
+static const cti_module_ops attn_ops = {
+    .kind = "CausalSelfAttention",
+    .forward = attn_forward,
+    .backward = attn_backward,
+    .backward_params = attn_backward_params,
+    .state_to = attn_state_to,
+    .state_free = attn_state_free,
+    .state_clone = attn_state_clone,
+};
+
+ct_module *ct_nn_causal_self_attention(int64_t n_embd, int64_t n_head, bool bias) {
+  if (n_embd <= 0 || n_head <= 0 || n_embd % n_head) {
+    ct_fail(CT_ERR_VALUE, "ct_nn_causal_self_attention: n_embd (%" PRId64 ") must be a positive multiple of "
+            "n_head (%" PRId64 ")", n_embd, n_head);
+    return NULL;
+  }
+  attn_state *st = calloc(1, sizeof *st);
+  if (!st) {
+    ct_fail(CT_ERR_OOM, "ct_nn_causal_self_attention: out of host memory");
+    return NULL;
+  }
+  st->c = n_embd, st->nh = n_head;
+  ct_module *m = cti_module_new(&attn_ops, st);
+  if (!m) {
+    free(st);
+    return NULL;
+  }
+  ct_module *kids[2] = {ct_nn_linear(n_embd, 3 * n_embd, bias), ct_nn_linear(n_embd, n_embd, bias)};
+  static const char *const names[2] = {"c_attn", "c_proj"};
+  if (!kids[0] || !kids[1] || cti_module_adopt(m, 2, kids, names) != CT_OK) {
+    ct_module_free(kids[0]), ct_module_free(kids[1]);
+    ct_module_free(m);
+    return NULL;
+  }
+  return m;
+}

@@ -1,0 +1,13 @@
+# SPDX-License-Identifier: MIT
+# Transformer-layer fixtures, live: tools/fixtures/transformer.py runs torch
+# again into a temporary folder and compares with the committed
+# tests/fixtures/transformer/*.safetensors numerically (exit 77, skipped,
+# without torch). test_transformer_torch replays the committed files in C
+# (unit.transformer_torch, gpu.transformer_torch); test_transformer_gradcheck
+# is CPU-only, so its gpu.transformer_gradcheck variant exits 77.
+if(CT_TORCH_PYTHON)
+  add_test(NAME unit.transformer_fixtures_live
+           COMMAND ${CT_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/fixtures/transformer.py
+                   --check ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/transformer)
+  set_tests_properties(unit.transformer_fixtures_live PROPERTIES LABELS unit SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
