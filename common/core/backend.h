@@ -62,6 +62,7 @@ static inline int64_t cti_iter_offset(const cti_iter *it, int k, int64_t i) {
 struct cti_nn_kernels;
 struct cti_conv_kernels;
 struct cti_optim_kernels;
+struct cti_amp_kernels;
 
 typedef struct cti_backend {
   const char *name;
@@ -117,6 +118,7 @@ typedef struct cti_backend {
   const struct cti_nn_kernels *nn;       // ReLU backward, dropout, cross-entropy
   const struct cti_conv_kernels *conv;   // im2col/col2im, max pooling, batch norm
   const struct cti_optim_kernels *optim; // SGD/Adam updates, clip_grad_norm_'s pieces
+  const struct cti_amp_kernels *amp;     // GradScaler's scale update
 } cti_backend;
 
 extern const cti_backend cti_cpu_backend;

@@ -30,6 +30,12 @@ int ct_save_safetensors(const char *path, const ct_named_tensor *entries, int n,
 // and the problem.
 int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **entries, int *n);
 void ct_named_tensors_free(ct_named_tensor *entries, int n);
+// The file's "__metadata__" as *pairs: key, value, key, value, ..., NULL, in
+// the header's order (the shape of ct_save_safetensors's metadata argument);
+// an empty list when the file has none. Free with ct_metadata_free. The file
+// is checked as ct_load_safetensors checks its header.
+int ct_load_safetensors_metadata(const char *path, char ***pairs);
+void ct_metadata_free(char **pairs);
 
 // model.state_dict() to a file, and load_state_dict from one (strict).
 int ct_module_save(ct_module *m, const char *path);
