@@ -74,8 +74,13 @@ ct_dtype ct_get_autocast_dtype(ct_device_type device_type) {
 
 ct_dtype ct_autocast_compute_dtype(ct_device d, ct_dtype dt) {
   // PyTorch casts "eligible" tensors only: floating and not float64.
-  if (dt == CT_F32 && ct_is_autocast_enabled(d.type)) return t_state.dtype[d.type];
+  const bool eligible = dt == CT_F32 || dt == CT_F16 || dt == CT_BF16;
+  if (eligible && ct_is_autocast_enabled(d.type)) return t_state.dtype[d.type];
   return dt;
+}
+
+bool ct_autocast_wants_f32(ct_device d, ct_dtype dt) {
+  return (dt == CT_F16 || dt == CT_BF16) && ct_is_autocast_enabled(d.type);
 }
 
 ct_tensor *ct_autocast_lower(const ct_tensor *t) {

@@ -63,14 +63,18 @@ int ct_autocast_exit(void);
 // torch.is_autocast_enabled(device_type) and torch.get_autocast_dtype(device_type).
 bool ct_is_autocast_enabled(ct_device_type device_type);
 ct_dtype ct_get_autocast_dtype(ct_device_type device_type);
-// What a lower-precision op does to one floating input: a float32 tensor on
-// a device type where autocast is on comes back cast to the autocast dtype;
-// anything else comes back as a new reference to itself. For code that
-// writes its own layer with ct_matmul (and then owns the cast's backward).
+// What a lower-precision op does to one input: a float32, float16 or
+// bfloat16 tensor on a device type where autocast is on comes back cast to
+// the autocast dtype (PyTorch's "eligible" tensors); anything else, float64
+// included, comes back as a new reference to itself. For code that writes
+// its own layer with ct_matmul (and then owns the cast's backward).
 ct_tensor *ct_autocast_lower(const ct_tensor *t);
-// The dtype a lower-precision op on a tensor of dtype dt, device d runs in
+// The dtype a lower-precision op on a tensor of dtype dt on device d runs in
 // right now (dt itself when autocast does not apply).
 ct_dtype ct_autocast_compute_dtype(ct_device d, ct_dtype dt);
+// What a float32 op (a loss) does under autocast: true when a float16 or
+// bfloat16 input on device d is to be computed, and answered, in float32.
+bool ct_autocast_wants_f32(ct_device d, ct_dtype dt);
 
 // ---- GradScaler ----------------------------------------------------------------------------
 typedef struct ct_grad_scaler_options {
