@@ -67,12 +67,14 @@ cd build && ninja ch09_amp
 /*md hide*/
 #define _POSIX_C_SOURCE 200809L // clock_gettime
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ct.h"
 
@@ -1086,6 +1088,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ch09: --steps must be >= 6, --batch-size >= 8, --hidden >= 8, --scale-steps >= 18, --lr > 0\n"
                     "usage: ch09 [--help] ...\n");
     return 2;
+  }
+  if (access(s.out_dir, W_OK) != 0) { // the checkpoint goes there: fail now, not after the training
+    fprintf(stderr, "ch09: --out-dir %s: %s\n", s.out_dir, strerror(errno));
+    return 1;
   }
   /*md show*/
   ct_cli_begin(&cli); // "device: ...", ct_manual_seed(seed)
