@@ -423,12 +423,12 @@ static void snapshot_free(double **v, int n) {
 ::: zh
 ## 不放大的 float16：梯度被冲成零
 
-GradScaler 要解决的问题先看清楚。拿一个已经用 float32 训练了一阵、损失已经很小的模型（训练后期，`softmax - onehot` 很小，再除以批大小），对同一个批次算三次梯度：float32；float16 的 autocast 不加 scaler；float16 加 scaler（倍数 2^16，`unscale_` 之后）。数一数 float32 里不为零、另两种里却恰好为零的梯度元素——它们在 float16 的反向里掉到了最小次正规数的一半以下，被冲成了零。
+GradScaler 要解决的问题先看清楚。梯度小是训练后期的常态：模型已经拟合了数据，`softmax - onehot` 很小，再除以批大小。下面用 float32 在一个批次上训练到把它拟合好（相当于训练后期），再对这个批次算三次梯度：float32；float16 的 autocast 不加 scaler；float16 加 scaler（倍数 2^16，`unscale_` 之后）。数一数 float32 里不为零、另两种里却恰好为零的梯度元素——它们在 float16 的反向里掉到了最小次正规数的一半以下，被冲成了零。这次运行里，不加 scaler 时有 {{metric underflow_flushed_noscale_pct %.2f}}% 的非零梯度变成了零；加上 scaler，只剩 {{metric underflow_flushed_scaled %.0f}} 个。
 :::
 ::: en
 ## float16 without scaling: gradients flushed to zero
 
-First, the problem GradScaler solves. Take a model that float32 has already trained for a while, so its loss is small (late in training `softmax - onehot` is small, and it is divided by the batch size), and compute one batch's gradients three times: float32; float16 autocast without a scaler; float16 with a scaler (factor 2^16, after `unscale_`). Then count the gradient elements that are not zero in float32 but exactly zero in the other two: in the float16 backward they fell below half the smallest subnormal and were flushed to zero.
+First, the problem GradScaler solves. Small gradients are the rule late in training: the model fits the data, `softmax - onehot` is small, and it is divided by the batch size. Below, float32 trains on one batch until it fits it (late training in miniature), then that batch's gradients are computed three times: float32; float16 autocast without a scaler; float16 with a scaler (factor 2^16, after `unscale_`). Then we count the gradient elements that are not zero in float32 but exactly zero in the other two: in the float16 backward they fell below half the smallest subnormal and were flushed to zero. In this run, without a scaler {{metric underflow_flushed_noscale_pct %.2f}}% of the nonzero gradients became zero; with the scaler, {{metric underflow_flushed_scaled %.0f}} did.
 :::
 */
 // Grads of one batch under precision dt (scaler options: enabled or not);
@@ -696,12 +696,12 @@ static int show_best_practice(const settings *s, ct_device dev, ct_metrics *m) {
 ::: zh
 ## 种子的 `model.half()`：丢掉了什么
 
-“手动混合精度”把整个模型转成 float16：参数、梯度、优化器的更新都在 float16 里。它省掉了 float32 的主权重，也没有 GradScaler。下面从同一个初始权重出发，用 float16 模型和普通 SGD 训练同样的步数，和 float32、autocast（float16 + GradScaler）两次运行比较，并数两件事：一是**丢掉的更新**——梯度不为零、参数却一点没变的元素：`lr × grad` 小于参数在 float16 里最小间隔的一半，加上去又被舍入掉了；主权重在 float32 里，这样的小更新能累积起来。二是没有放大时被冲成零的梯度，和上一节一样。
+“手动混合精度”把整个模型转成 float16：参数、梯度、优化器的更新都在 float16 里（PyTorch 1.13 在 CPU 上连这一步都跑不了：它的 CPU 矩阵乘没有 float16，孪生程序会打印那条错误）。它省掉了 float32 的主权重，也没有 GradScaler。下面从同一个初始权重出发，用 float16 模型和普通 SGD 训练同样的步数，和 float32、autocast（float16 + GradScaler）两次运行比较，并数两件事：一是**丢掉的更新**——梯度不为零、参数却一点没变的元素：`lr × grad` 小于参数在 float16 里最小间隔的一半，加上去又被舍入掉了；主权重在 float32 里，这样的小更新能累积起来。二是没有放大时被冲成零的梯度，和上一节一样。这次运行里，float16 模型有 {{metric half_lost_pct %.1f}}% 的更新被舍入掉了。
 :::
 ::: en
 ## The seed's `model.half()`: what it loses
 
-"Manual mixed precision" turns the whole model into float16: parameters, gradients and the optimizer's update all live in float16. It drops the float32 master weights, and it has no GradScaler. Below, starting from the same initial weights, a float16 model trains with plain SGD for the same number of steps, next to a float32 run and an autocast run (float16 + GradScaler), counting two things. First, **lost updates**: elements whose gradient is not zero yet whose parameter did not change at all, because `lr × grad` was less than half the parameter's float16 spacing and rounding took it away again; float32 master weights let such small updates add up. Second, as in the section above, gradients flushed to zero without scaling.
+"Manual mixed precision" turns the whole model into float16: parameters, gradients and the optimizer's update all live in float16 (PyTorch 1.13 cannot even run this on a CPU: its CPU matmul has no float16, and the twin prints that error). It drops the float32 master weights, and it has no GradScaler. Below, starting from the same initial weights, a float16 model trains with plain SGD for the same number of steps, next to a float32 run and an autocast run (float16 + GradScaler), counting two things. First, **lost updates**: elements whose gradient is not zero yet whose parameter did not change at all, because `lr × grad` was less than half the parameter's float16 spacing and rounding took it away again; float32 master weights let such small updates add up. Second, as in the section above, gradients flushed to zero without scaling. In this run rounding took away {{metric half_lost_pct %.1f}}% of the half-precision model's updates.
 :::
 */
 static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
@@ -1114,3 +1114,24 @@ int main(int argc, char **argv) {
   if (ct_metrics_close(m) != CT_OK) ct_cli_die(&cli);
   return 0;
 }
+
+/*md
+::: zh
+## 练习
+
+1. 把 `show_gradscaler` 里的 `growth_interval` 改回默认的 2000，用 `--scale-steps 2100` 运行（去掉埋下的坏批次）：倍数什么时候第一次增长？和 `tests/fixtures/amp/defaults.safetensors` 里 PyTorch 的序列对照。
+2. 在 `show_underflow` 里把倍数从 2^16 改成 2^8 和 2^24（`ct_grad_scaler_options.init_scale`）。被冲成零的梯度有多少？倍数太大时会发生什么（看 `skipped`）？
+3. 用 `--device cpu` 比较 `speed` 表里 bfloat16 与“bfloat16，关掉 oneDNN”两行，再改 `--hidden`（256、1024、2048）：原生 BF16 指令在多大的矩阵上才值得？为什么卷积模型上 bfloat16 不一定更快？
+4. 批归一化的 `running_mean` 不受跳步保护。给种子的卷积模型喂一个含 NaN 的批次，看 `running_mean` 变成什么，再想想 PyTorch 里是否一样，应该怎样防。
+5. （实验）重写 `update_scale_by_hand`：`tools/lab make ch09 /tmp/lab09`，再 `tools/lab check ch09 /tmp/lab09`。
+:::
+::: en
+## Exercises
+
+1. In `show_gradscaler`, set `growth_interval` back to the default 2000 and run with `--scale-steps 2100` (without the planted bad batches): when does the scale first grow? Compare with PyTorch's sequence in `tests/fixtures/amp/defaults.safetensors`.
+2. In `show_underflow`, change the factor from 2^16 to 2^8 and 2^24 (`ct_grad_scaler_options.init_scale`). How many gradients are flushed to zero? What happens when the factor is too large (watch `skipped`)?
+3. With `--device cpu`, compare the rows "bfloat16" and "bfloat16, oneDNN off" of the `speed` table, then vary `--hidden` (256, 1024, 2048): from what matrix size on do the native BF16 instructions pay? Why is bfloat16 not necessarily faster for the convolution model?
+4. Batch norm's `running_mean` is not protected by skipped steps. Feed the seed's conv model a batch holding a NaN, look at `running_mean`, consider whether PyTorch behaves the same, and how to guard against it.
+5. (Lab) Write `update_scale_by_hand` again: `tools/lab make ch09 /tmp/lab09`, then `tools/lab check ch09 /tmp/lab09`.
+:::
+*/
