@@ -770,6 +770,8 @@ static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
 两个工作负载，各用三种精度训练同样的步数：一个以矩阵乘为主的 MLP（Linear–ReLU–Linear–ReLU–Linear，隐藏层宽 `--hidden`），和种子的卷积 + 批归一化模型（输入 3×32×32，`--quick` 时 16×16）。每种精度都从同一个初始权重、同一批数据出发。计时不含前两步（预热），只在开始和结束时等设备；内存是训练步里分配器的峰值减去训练前已占用的量（模型、数据、优化器），也就是激活值和临时张量；损失是最后五步的平均。
 
 在 GPU 上，float16 和 bfloat16 的矩阵乘走张量核心（cuBLAS 的 GemmEx，float32 累加），吞吐比 float32 高一个数量级，激活值也只有一半大小；卷积是 im2col 加同一个 GEMM。在 CPU 上：bfloat16 的矩阵乘交给 oneDNN，用这台 CPU 的 AVX-512 BF16 指令（`vdpbf16ps`：一条指令把成对的 bf16 乘积加进 float32）；float16 在 CPU 上没有这样的指令（Debian 的 OpenBLAS 也没有半精度 GEMM），只能先展宽成 float32 再用 sgemm，所以反而更慢。有 oneDNN 时，表里还多一行“bfloat16，关掉 oneDNN”，看看原生指令本身带来了多少。PyTorch 的 CPU autocast 用的也是 oneDNN（孪生程序的同一张表是 `torch.autocast("cpu", dtype=torch.bfloat16)` 量出来的）。
+
+这次运行里，bfloat16 的 MLP 一步是 float32 的 {{metric gemm_speedup_bfloat16 %.2f}} 倍快，float16 是 {{metric gemm_speedup_float16 %.2f}} 倍；卷积模型上 bfloat16 是 {{metric conv_speedup_bfloat16 %.2f}} 倍。卷积模型的矩阵很“瘦”（输出通道 64，每张图的 im2col 只有 27 行），原生指令省下的时间被转换的开销抵消；它的步内存在低精度下反而更大，因为 ct 为了精度，col2im 在 float32 里求和（多一块 float32 的列矩阵），批归一化也在输入的 float32 副本上计算。
 :::
 ::: en
 ## Speed, memory and final loss
@@ -777,6 +779,8 @@ static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
 Two workloads, each trained for the same number of steps in the three precisions: a GEMM-heavy MLP (Linear–ReLU–Linear–ReLU–Linear, hidden width `--hidden`), and the seed's convolution + batch-norm model (3×32×32 inputs, 16×16 with `--quick`). Every precision starts from the same initial weights and sees the same batches. Timing leaves out the first two steps (warm-up) and waits for the device only at its start and end; memory is the allocator's peak during the steps minus what was held before them (model, data, optimizer), that is activations and temporaries; the loss is the mean of the last five steps.
 
 On a GPU, float16 and bfloat16 products run on the tensor cores (cuBLAS GemmEx with float32 accumulation), an order of magnitude more throughput than float32, and activations take half the memory; convolution is im2col plus the same GEMM. On the CPU, bfloat16 products go to oneDNN, which uses this CPU's AVX-512 BF16 instructions (`vdpbf16ps`: one instruction adds pairs of bf16 products into float32); float16 has no such instruction on the CPU (and Debian's OpenBLAS no half-precision GEMM), so it widens to float32 and runs sgemm, and ends up slower. Where oneDNN is present the table has one more row, "bfloat16, oneDNN off", to show what the native instructions themselves add. PyTorch's CPU autocast uses oneDNN too (the twin's table is measured with `torch.autocast("cpu", dtype=torch.bfloat16)`).
+
+In this run bfloat16 made the MLP's step {{metric gemm_speedup_bfloat16 %.2f}} times as fast as float32, float16 {{metric gemm_speedup_float16 %.2f}} times; on the convolution model bfloat16 ran at {{metric conv_speedup_bfloat16 %.2f}} times float32's speed. The convolution's matrices are thin (64 output channels, 27 rows of im2col per image), so the casts eat what the native instructions save; and its step memory is larger in low precision, because for accuracy ct sums col2im in float32 (one more float32 column matrix) and batch norm computes on a float32 copy of its input.
 :::
 */
 typedef struct run_stats {
@@ -863,6 +867,8 @@ static int speed_table(const settings *s, const char *name, ct_module *(*build)(
     ct_metrics_num(m, key, r.mem_mb);
     snprintf(key, sizeof key, "%s_loss_%s", name, tag);
     ct_metrics_num(m, key, r.loss);
+    snprintf(key, sizeof key, "%s_speedup_%s", name, tag);
+    ct_metrics_num(m, key, f32_ms / r.ms);
     if (curve && p < 3) {
       snprintf(key, sizeof key, "%s_curve_%s", name, tag);
       ct_metrics_series(m, key, curve, (int)s->steps);
