@@ -1046,8 +1046,9 @@ static int show_bad_batch(const settings *s, ct_device dev, ct_metrics *m) {
       same = memcmp(w0[i], w1[i], (size_t)ct_numel(ps[i]->value) * sizeof(double)) == 0;
     double scale;
     ct_grad_scaler_get_scale(tr.scaler, &scale);
+    const double lv = item(loss);
     printf("a batch holding %g: loss %g, skipped steps %" PRId64 " -> %" PRId64 ", scale now %g, weights %s\n", bad[b],
-           item(loss), before_skipped, after_skipped, scale, same ? "bit for bit unchanged" : "CHANGED");
+           isnan(lv) ? NAN : lv, before_skipped, after_skipped, scale, same ? "bit for bit unchanged" : "CHANGED");
     unchanged += same && after_skipped == before_skipped + 1;
     snapshot_free(w0, np), snapshot_free(w1, np);
     ct_free(x), ct_free(xp), ct_free(y), ct_free(loss);
@@ -1075,20 +1076,20 @@ int main(int argc, char **argv) {
   ct_cli cli = {.program = "ch09", .summary = "Chapter 9: automatic mixed precision, autocast and GradScaler."};
   settings s = {.steps = 60, .batch = 256, .hidden = 1024, .scale_steps = 40, .lr = 0.05, .out_dir = "."};
   ct_cli_opt opts[] = {
-      {"steps", CT_OPT_INT, &s.steps, "training steps of each timed run (--quick: 12)"},
-      {"batch-size", CT_OPT_INT, &s.batch, "the MLP's batch; the conv model takes a quarter (--quick: 64)"},
-      {"hidden", CT_OPT_INT, &s.hidden, "the MLP's width, also its input width (--quick: 256)"},
-      {"scale-steps", CT_OPT_INT, &s.scale_steps, "steps of the GradScaler demonstration (--quick: 24)"},
+      {"steps", CT_OPT_INT, &s.steps, "training steps of each timed run (--quick: 8)"},
+      {"batch-size", CT_OPT_INT, &s.batch, "the MLP's batch; the conv model takes a quarter (--quick: 32)"},
+      {"hidden", CT_OPT_INT, &s.hidden, "the MLP's width, also its input width (--quick: 128)"},
+      {"scale-steps", CT_OPT_INT, &s.scale_steps, "steps of the GradScaler demonstration (--quick: 20)"},
       {"lr", CT_OPT_DOUBLE, &s.lr, "SGD learning rate"},
       {"out-dir", CT_OPT_STRING, &s.out_dir, "where the checkpoint file goes"},
   };
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   /*md hide*/
   if (cli.quick) {
-    if (s.steps == 60) s.steps = 12;
-    if (s.batch == 256) s.batch = 64;
-    if (s.hidden == 1024) s.hidden = 256;
-    if (s.scale_steps == 40) s.scale_steps = 24;
+    if (s.steps == 60) s.steps = 8;
+    if (s.batch == 256) s.batch = 32;
+    if (s.hidden == 1024) s.hidden = 128;
+    if (s.scale_steps == 40) s.scale_steps = 20;
   }
   if (s.steps < 6 || s.batch < 8 || s.hidden < 8 || s.scale_steps < 18 || !(s.lr > 0)) {
     fprintf(stderr, "ch09: --steps must be >= 6, --batch-size >= 8, --hidden >= 8, --scale-steps >= 18, --lr > 0\n"

@@ -61,10 +61,10 @@ def parse_args(argv):
     p.add_argument("--out-dir", default=".")
     a = p.parse_args(argv)
     if a.quick:
-        a.steps = 12 if a.steps == 60 else a.steps
-        a.batch_size = 64 if a.batch_size == 256 else a.batch_size
-        a.hidden = 256 if a.hidden == 1024 else a.hidden
-        a.scale_steps = 24 if a.scale_steps == 40 else a.scale_steps
+        a.steps = 8 if a.steps == 60 else a.steps
+        a.batch_size = 32 if a.batch_size == 256 else a.batch_size
+        a.hidden = 128 if a.hidden == 1024 else a.hidden
+        a.scale_steps = 20 if a.scale_steps == 40 else a.scale_steps
     if a.steps < 6 or a.batch_size < 8 or a.hidden < 8 or a.scale_steps < 18 or a.lr <= 0:
         p.error("--steps must be >= 6, --batch-size >= 8, --hidden >= 8, --scale-steps >= 18, --lr > 0")
     return a
