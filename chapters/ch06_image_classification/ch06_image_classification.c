@@ -129,7 +129,7 @@ typedef struct settings {
   long epochs, batch_size, workers, channels, max_steps, train_size, test_size;
   double lr, momentum, dropout;
   bool batchnorm, no_shuffle;
-  const char *data, *out_dir, *save, *load, *save_init;
+  const char *data, *out_dir, *save, *load, *save_init, *resume;
 } settings;
 
 // What one pass over the test set found.
@@ -547,6 +547,7 @@ The comparison is with PyTorch run in float64 (`--float64`), not in float32, and
 :::
 */
 typedef struct history {
+  int first_epoch;               // epochs done before this run (--resume)
   int epochs;                    // epochs run
   double *train_loss, *test_loss, *test_acc, *images_per_s;
   double step_loss[STEP_LOSSES]; // the first steps' losses
@@ -555,22 +556,36 @@ typedef struct history {
   double train_seconds;          // training only (evaluation excluded)
 } history;
 
+// Where a run starts and how it stopped: a fresh run starts at zero; --resume
+// starts where the checkpoint says, with the interrupted epoch's loss sum.
+// Ctrl-C sets `interrupted` and leaves `at` where the next run should go on.
+typedef struct run_state {
+  ct_train_progress at; // epochs started before, batches of the current one, steps in all
+  double loss_sum;      // the current epoch's summed step losses at `at`
+  bool interrupted;
+} run_state;
+
 static int train(const settings *s, ct_module *model, ct_optimizer *opt, ct_dataloader *train_dl,
-                 ct_dataloader *test_dl, ct_device dev, history *h, eval_result *last) {
+                 ct_dataloader *test_dl, ct_device dev, history *h, eval_result *last, run_state *rs) {
   ct_tensor *loss_sum = ct_zeros(CT_SCALAR_SHAPE, CT_F32, dev); // sum of this epoch's step losses
   if (!loss_sum) return -1;
   const int64_t sync_every = dev.type == CT_CPU ? 1 : 50;
   int64_t steps_per_epoch = ct_dataloader_len(train_dl);
   int rc = CT_OK;
-  for (int epoch = 1; epoch <= s->epochs && rc == CT_OK; ++epoch) {
+  h->first_epoch = (int)rs->at.epoch;
+  h->steps = rs->at.step - rs->at.batch; // the steps of the epochs before
+  for (int epoch = 1 + (int)rs->at.epoch; epoch <= s->epochs && rc == CT_OK; ++epoch) {
     ct_module_train(model, true); // model.train()
-    if (ct_zero_(loss_sum) != CT_OK || ct_dataloader_start_epoch(train_dl) != CT_OK) {
+    bool resumed = epoch == 1 + rs->at.epoch && rs->at.batch > 0; // go on mid-epoch, where Ctrl-C stopped
+    if (ct_fill_(loss_sum, resumed ? rs->loss_sum : 0.0) != CT_OK ||
+        (resumed && ct_dataloader_resume_at(train_dl, epoch - 1, rs->at.batch) != CT_OK) ||
+        ct_dataloader_start_epoch(train_dl) != CT_OK) {
       rc = -1;
       break;
     }
     ct_progress *bar = ct_progress_start(stdout, epoch, (int)s->epochs, steps_per_epoch, false);
     double t0 = now_seconds(), mean = NAN;
-    int64_t step = 0, images = 0;
+    int64_t step = resumed ? rs->at.batch : 0, images = 0;
     ct_tensor *x = NULL, *y = NULL;
     while ((rc = ct_dataloader_next(train_dl, &x, &y)) == 1) {
       rc = CT_OK;
@@ -593,6 +608,11 @@ static int train(const settings *s, ct_module *model, ct_optimizer *opt, ct_data
       if ((step == 1 || step % sync_every == 0 || step == steps_per_epoch) && ct_item(loss_sum, &sum) == CT_OK)
         mean = sum / (double)step;
       ct_progress_step(bar, mean, b);
+      if (ct_cli_interrupted()) { // Ctrl-C: stop here, at the end of a whole step
+        rs->interrupted = true;
+        rs->at = (ct_train_progress){.epoch = epoch - 1, .batch = step, .step = h->steps + step};
+        break;
+      }
       if (s->max_steps > 0 && h->steps + step >= s->max_steps) break;
     }
     double sum = NAN;
@@ -600,6 +620,10 @@ static int train(const settings *s, ct_module *model, ct_optimizer *opt, ct_data
     double seconds = now_seconds() - t0;
     ct_progress_finish(bar, NULL);
     if (rc != CT_OK) break;
+    if (rs->interrupted) {
+      rs->loss_sum = sum;
+      break;
+    }
     h->steps += step;
     h->images += images;
     h->train_seconds += seconds;
@@ -624,6 +648,27 @@ static int train(const settings *s, ct_module *model, ct_optimizer *opt, ct_data
 /*md output train*/
 /*md figure loss*/
 /*md figure accuracy*/
+
+/*md
+::: zh
+## Ctrl-C 与 `--resume`
+
+训练跑到一半按下 Ctrl-C，不应该白白丢掉已经做完的步数。`main` 在训练开始前调用 `ct_cli_catch_interrupt()`：第一次 Ctrl-C 只设置一个标志，训练循环在每一步结束时用 `ct_cli_interrupted()` 检查它，于是总是停在一个完整的步之后，不会停在反向传播或参数更新的中间。停下来之后，如果给了 `--save FILE`，`stop_interrupted` 就写一个可续训的检查点，然后以退出码 130 结束（shell 对被 Ctrl-C 结束的程序报告的就是 130）。再按一次 Ctrl-C 则立刻退出：正在写的临时文件被删掉，原来的 FILE 保持原样。
+
+可续训的检查点就是 PyTorch 里常见的 `torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch, ...})`，只是写成一个 safetensors 文件（`ct_save_train_checkpoint`）：模型的张量名字前加 `model.`，优化器的状态（Adam 的 `exp_avg`、`exp_avg_sq` 和每个参数的 `step`）名字形如 `optimizer.state.3.exp_avg`；元数据里记着第几轮、这一轮已经训练了几批、一共多少步、CPU 随机数生成器的状态（Dropout 的掩码从它来），以及本章自己加的两项：这一轮到此为止的损失和，和决定训练过程的那些参数（模型、batch 大小、学习率、种子……）。
+
+`--resume FILE` 把这些全部装回去：权重和 BatchNorm 的 running 统计量、优化器状态、生成器的偏移量，再让 DataLoader 从同一轮的同一个排列、跳过已经训练过的那几批接着走（`ct_dataloader_resume_at`）。每一个影响后续步骤的数都回到了原样，所以续训的结果和不中断的训练**逐位相同**，不只是“差不多”。测试 `chapter.ch06_resume` 在第 1 轮和第 2 轮中途各打断一次，续训到底，比较最终的每个张量的每个字节。换了参数续训会被拒绝，错误信息列出两边的参数：batch 大小不同，数据的顺序和每一步的平均就都变了，那已经是另一次训练了。`--load` 也能读这种检查点，只取其中的模型部分做评估。
+:::
+::: en
+## Ctrl-C and `--resume`
+
+Pressing Ctrl-C halfway through training should not throw away the steps already done. Before training starts, `main` calls `ct_cli_catch_interrupt()`: the first Ctrl-C only sets a flag, which the training loop checks with `ct_cli_interrupted()` at the end of every step, so the run always stops after a whole step, never in the middle of a backward pass or an update. Once stopped, if `--save FILE` was given, `stop_interrupted` writes a resumable checkpoint and ends with exit status 130 (what a shell reports for a program that Ctrl-C ended). A second Ctrl-C quits at once: the temporary file being written is removed and the old FILE stays as it was.
+
+The resumable checkpoint is PyTorch's familiar `torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch, ...})`, written as one safetensors file (`ct_save_train_checkpoint`): the model's tensors get the prefix `model.`, the optimizer's state (Adam's `exp_avg`, `exp_avg_sq` and each parameter's `step`) is named like `optimizer.state.3.exp_avg`, and the metadata records the epoch, how many batches of it were trained, the step count, the state of the CPU's random number generator (where dropout's masks come from), and two entries of the chapter's own: the epoch's loss sum so far and the settings that decide the training (model, batch size, learning rate, seed, ...).
+
+`--resume FILE` puts all of it back: the weights and BatchNorm's running statistics, the optimizer's state, the generator's offset, and the DataLoader goes on with the same epoch's permutation, skipping the batches already trained (`ct_dataloader_resume_at`). Every number the following steps depend on is restored, so the resumed run ends **bit-identical** to an uninterrupted one, not merely close. The test `chapter.ch06_resume` interrupts a run once in epoch 1 and once in epoch 2, resumes each to the end, and compares every byte of every final tensor. Resuming with other settings is refused, with both sets of settings in the message: with another batch size the data order and every step's average change, and that is a different training run. `--load` reads such a checkpoint too, and evaluates its model part.
+:::
+*/
 
 /*md
 ::: zh
@@ -960,6 +1005,55 @@ So that the whole book builds in minutes, the output shown for this chapter come
 :::
 */
 /*md bookrun --epochs 3 --train-size 12000*/
+// The flags a resumed run must share with the one it continues: anything
+// else would change the steps it repeats. Kept in the checkpoint as text.
+static void run_config(const settings *s, const ct_cli *cli, char *out, size_t cap) {
+  snprintf(out, cap,
+           "model=%s batchnorm=%d channels=%ld dropout=%.17g optimizer=%s lr=%.17g momentum=%.17g "
+           "batch-size=%ld train-size=%ld shuffle=%d seed=%llu",
+           s->model, s->batchnorm, s->channels, s->dropout, s->optimizer, s->lr, s->momentum, s->batch_size,
+           s->train_size, !s->no_shuffle, (unsigned long long)cli->seed);
+}
+
+// Ctrl-C stopped training: with --save, write everything --resume needs
+// (weights, optimizer state, generators, epoch and batch, the epoch's loss
+// sum so far, the run's settings); then exit 130, as a program Ctrl-C ends.
+static _Noreturn void stop_interrupted(const settings *s, const ct_cli *cli, ct_module *model, ct_optimizer *opt,
+                                       const run_state *rs) {
+  printf("interrupted after step %" PRId64 " (epoch %" PRId64 ", batch %" PRId64 ")\n", rs->at.step,
+         rs->at.epoch + 1, rs->at.batch);
+  if (!s->save) {
+    printf("nothing saved: pass --save FILE to keep a run that Ctrl-C stops, then --resume FILE\n");
+  } else {
+    char config[512], loss_sum[40];
+    run_config(s, cli, config, sizeof config);
+    snprintf(loss_sum, sizeof loss_sum, "%.17g", rs->loss_sum);
+    const char *extra[] = {"ch06.config", config, "ch06.loss_sum", loss_sum, NULL};
+    if (ct_save_train_checkpoint(s->save, model, opt, &rs->at, extra) != CT_OK) ct_cli_die(cli);
+    printf("saved %s: continue with --resume %s and the same flags\n", s->save, s->save);
+  }
+  fflush(stdout);
+  exit(130);
+}
+
+// --resume FILE: the model, the optimizer, the generators and where to go on.
+static void resume(const settings *s, const ct_cli *cli, ct_module *model, ct_optimizer *opt, run_state *rs) {
+  char **meta = NULL, config[512];
+  if (ct_load_train_checkpoint(s->resume, model, opt, &rs->at, &meta) != CT_OK) ct_cli_die(cli);
+  run_config(s, cli, config, sizeof config);
+  const char *saved = ct_metadata_get(meta, "ch06.config"), *sum = ct_metadata_get(meta, "ch06.loss_sum");
+  if (!saved || strcmp(saved, config) != 0 || !sum) {
+    fprintf(stderr, "ch06: --resume %s: the run was saved with settings\n  %s\nand this one has\n  %s\n"
+            "resume with the same flags\n", s->resume, saved ? saved : "(none: not a ch06 run)", config);
+    ct_metadata_free(meta);
+    exit(1);
+  }
+  rs->loss_sum = strtod(sum, NULL);
+  ct_metadata_free(meta);
+  printf("resuming %s: epoch %" PRId64 ", after batch %" PRId64 " (step %" PRId64 ")\n", s->resume,
+         rs->at.epoch + 1, rs->at.batch, rs->at.step);
+}
+
 int main(int argc, char **argv) {
   ct_cli cli = {.program = "ch06",
                 .summary = "Chapter 6: Fashion-MNIST classification (MLP or CNN) trained on the device."};
@@ -981,6 +1075,7 @@ int main(int argc, char **argv) {
       {"save", CT_OPT_OUTPUT, &s.save, "write the trained state_dict to FILE (safetensors)"},
       {"load", CT_OPT_STRING, &s.load, "evaluate the checkpoint FILE instead of training"},
       {"save-init", CT_OPT_OUTPUT, &s.save_init, "write the initial state_dict to FILE (for the PyTorch twin)"},
+      {"resume", CT_OPT_STRING, &s.resume, "continue the run Ctrl-C stopped and --save kept in FILE (same flags)"},
       {"no-shuffle", CT_OPT_FLAG, &s.no_shuffle, "read the training set in order"},
       {"max-steps", CT_OPT_INT, &s.max_steps, "stop after this many steps (0: no limit)"},
       {"train-size", CT_OPT_INT, &s.train_size, "use the first N training images (0: all; --quick: 2560)"},
@@ -998,6 +1093,7 @@ int main(int argc, char **argv) {
           "--test-size >= 0";
   else if (!(s.lr >= 0) || !(s.dropout >= 0 && s.dropout < 1) || !(s.momentum >= 0))
     bad = "--lr and --momentum must be >= 0, --dropout in [0, 1)";
+  if (!bad && s.resume && s.load) bad = "--resume continues training and --load only evaluates: give one of them";
   if (bad) {
     fprintf(stderr, "ch06: %s\nusage: ch06 [--help] ...\n", bad);
     return 2;
@@ -1063,14 +1159,18 @@ int main(int argc, char **argv) {
   h.images_per_s = buf + 3 * s.epochs;
   double *epoch_no = buf + 4 * s.epochs;
   eval_result last;
+  run_state rs = {{0}, 0, false};
+  if (s.resume) resume(&s, &cli, model, opt, &rs);
   if (s.load) {
     printf("no training: evaluating %s\n", s.load);
     if (evaluate(model, test_dl, &last) != CT_OK) ct_cli_die(&cli);
-  } else if (train(&s, model, opt, train_dl, test_dl, dev, &h, &last) != CT_OK) {
-    ct_cli_die(&cli);
+  } else {
+    ct_cli_catch_interrupt(); // Ctrl-C ends the current step, then stops (below)
+    if (train(&s, model, opt, train_dl, test_dl, dev, &h, &last, &rs) != CT_OK) ct_cli_die(&cli);
+    if (rs.interrupted) stop_interrupted(&s, &cli, model, opt, &rs); // exits
   }
   device_sync(dev);
-  for (int e = 0; e < h.epochs; ++e) epoch_no[e] = e + 1;
+  for (int e = 0; e < h.epochs; ++e) epoch_no[e] = h.first_epoch + e + 1;
   ct_metrics_num(m, "epochs", h.epochs);
   ct_metrics_series(m, "epoch", epoch_no, h.epochs);
   ct_metrics_series(m, "train_loss", h.train_loss, h.epochs);
@@ -1110,6 +1210,7 @@ int main(int argc, char **argv) {
 4. 把 `train` 里的 `sync_every` 在 GPU 上改成 1（每步都读损失），比较每秒图片数。在 CPU 上为什么看不出差别？
 5. 用 `--save a.safetensors` 训练，然后 `./ch06 --load a.safetensors`。再用 `--batchnorm --load a.safetensors` 载入它，读一读报错信息。用 Python 打开这个文件（`tools/fixtures/st.py` 的 `load`），打印每个张量的名字和形状。
 6. 用 `--workers 0`、`1`、`4` 各训练一轮。在这台机器的 CPU 上，吞吐量变了吗？在 GPU 上呢？为什么？
+7. 用 `--epochs 2 --save run.safetensors` 训练，在第二轮中途按 Ctrl-C，再用 `--resume run.safetensors --save end.safetensors` 续完；和一次不中断、`--save full.safetensors` 的训练比较两个文件（`cmp`）。然后把 `ct_load_train_checkpoint` 里恢复生成器状态的那一行注释掉再试一次：哪些张量变了，为什么没有 Dropout 的 MLP 不受影响？
 :::
 ::: en
 ## Exercises
@@ -1120,5 +1221,6 @@ int main(int argc, char **argv) {
 4. On a GPU, set `sync_every` in `train` to 1 (read the loss every step) and compare the images per second. Why is there no difference on the CPU?
 5. Train with `--save a.safetensors`, then run `./ch06 --load a.safetensors`. Load it with `--batchnorm --load a.safetensors` too and read the error. Open the file from Python (`load` in `tools/fixtures/st.py`) and print each tensor's name and shape.
 6. Train one epoch each with `--workers 0`, `1` and `4`. Does the throughput change on this machine's CPU? On a GPU? Why?
+7. Train with `--epochs 2 --save run.safetensors`, press Ctrl-C halfway through the second epoch, and finish with `--resume run.safetensors --save end.safetensors`; compare the file with an uninterrupted run's `--save full.safetensors` (`cmp`). Then comment out the line of `ct_load_train_checkpoint` that restores the generators and try again: which tensors change, and why is the MLP, which has no dropout, not affected?
 :::
 */

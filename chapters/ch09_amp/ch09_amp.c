@@ -981,12 +981,15 @@ static int show_checkpoint(const settings *s, ct_device dev, ct_metrics *m) {
   if (scaled_steps(a.model, a.opt, a.scaler, &t, K, K + MORE, s->batch, cont) != CT_OK) return -1;
   // Resume: model.load_state_dict(ck["model"]); scaler.load_state_dict(ck["scaler"])
   char **pairs = NULL;
+  ct_named_tensor *loaded = NULL;
   ct_grad_scaler_state back;
-  if (trainer_make(s, dev, &b) != CT_OK || ct_module_load(b.model, path) != CT_OK ||
-      ct_load_safetensors_metadata(path, &pairs) != CT_OK ||
+  if (trainer_make(s, dev, &b) != CT_OK ||
+      ct_load_safetensors_with_metadata(path, dev, &loaded, &n, &pairs) != CT_OK ||
+      ct_module_load_state(b.model, loaded, n, true) != CT_OK ||
       ct_grad_scaler_state_from_metadata((const char *const *)pairs, &back) != CT_OK ||
       ct_grad_scaler_load_state_dict(b.scaler, &back) != CT_OK)
     return -1;
+  ct_named_tensors_free(loaded, n);
   ct_metadata_free(pairs);
   if (scaled_steps(b.model, b.opt, b.scaler, &t, K, K + MORE, s->batch, resumed) != CT_OK) return -1;
   bool same_scale = memcmp(cont, resumed, sizeof cont) == 0;

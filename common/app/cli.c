@@ -25,6 +25,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -383,6 +384,51 @@ void ct_cli_launch(const char *program, int argc, char **argv, int nproc) {
   fprintf(stderr, "%s: cannot start the launcher %s: %s (set CT_LAUNCH, or run tools/launch --nproc-per-node %d %s)\n",
           program, launch, strerror(errno), nproc, argv[0]);
   exit(1);
+}
+
+// ---- Ctrl-C ------------------------------------------------------------------------------------
+static volatile sig_atomic_t interrupts; // SIGINTs received since ct_cli_catch_interrupt
+
+static void on_sigint(int sig) {
+  (void)sig;
+  if (interrupts++ == 0) {
+    static const char msg[] = "\ninterrupted: stopping after this step (Ctrl-C again to quit now)\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    return;
+  }
+  cti_atomic_unlink_pending(); // a save cut short leaves no temporary; its target is intact
+  _exit(130);                   // 128 + SIGINT, what a shell reports for a process Ctrl-C ended
+}
+
+void ct_cli_catch_interrupt(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART; // reads and waits go on; the loop polls the flag
+  sigaction(SIGINT, &sa, NULL);
+}
+
+// The test aid: counts calls and raises SIGINT at the ones $CT_TEST_SIGINT_AFTER names.
+static void test_sigint(void) {
+  static long calls;
+  const char *spec = getenv("CT_TEST_SIGINT_AFTER");
+  if (!spec) return;
+  ++calls;
+  for (const char *p = spec; *p;) {
+    char *end;
+    long at = strtol(p, &end, 10);
+    if (end == p) return;
+    if (at == calls) raise(SIGINT);
+    p = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return;
+  }
+}
+
+bool ct_cli_interrupted(void) {
+  test_sigint();
+  return interrupts > 0;
 }
 
 void ct_cli_section(const char *name) {

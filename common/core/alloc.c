@@ -74,6 +74,8 @@
 
 #include "device.h"
 #include "error.h"
+#include "prof_impl.h"
+#include "graph_impl.h"
 #include "stream.h"
 #include "strbuf.h"
 
@@ -135,6 +137,7 @@ struct ct_mempool {
   ct_segment *segments;
   ct_block *free_list[2];    // [1] small pool, [0] large pool
   ct_mempool *next_private;  // the device's private pools
+  bool orphaned;             // released (ct_mempool_release): destroyed with its last live block
 };
 
 typedef struct alloc_stats {
@@ -318,7 +321,23 @@ static int raw_alloc(int slot, size_t size, void **out) {
   int prev, rc = cuda_enter(slot - 1, &prev);
   if (rc) return rc;
   void *p = NULL;
-  cudaError_t e = cudaMalloc(&p, size);
+  // A segment may be asked for while this thread captures a graph (for the
+  // graph's pool): cudaMalloc is then allowed only in relaxed capture mode,
+  // as PyTorch's allocator sets it around its own cudaMalloc.
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaError_t e = cudaThreadExchangeStreamCaptureMode(&mode);
+  if (e == cudaSuccess) {
+    e = cudaMalloc(&p, size);
+    cudaError_t e2 = cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e == cudaSuccess && e2 != cudaSuccess) {
+      (void)cudaFree(p);
+      cuda_leave(slot - 1, prev);
+      return ct_cuda_fail((int)e2, "cudaThreadExchangeStreamCaptureMode(&mode)", __FILE__, __LINE__);
+    }
+  } else {
+    cuda_leave(slot - 1, prev);
+    return ct_cuda_fail((int)e, "cudaThreadExchangeStreamCaptureMode(&mode)", __FILE__, __LINE__);
+  }
   cuda_leave(slot - 1, prev);
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError(); // clear the sticky-free error so later calls see success
@@ -616,6 +635,8 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
             ss < 0 ? "an unavailable device" : slot_str(ss, a), slot_str(slot, b));
     return NULL;
   }
+  // During a graph capture a block for the capture stream comes from the graph's pool.
+  if (cti_graph_alloc_pool(d, stream, &pool) != CT_OK) return NULL;
   ct_mempool *p = pool ? pool : &ds->pool;
 
   pthread_mutex_lock(&ds->mu);
@@ -625,7 +646,10 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
     pthread_mutex_unlock(&ds->mu);
     return NULL;
   }
-  process_events(ds, false); // blocks whose other-stream work has finished
+  // Blocks whose other-stream work has finished; not while this thread
+  // captures on the device (an event query there is not permitted, PyTorch
+  // skips it too).
+  if (!cti_graph_capturing_on(d)) process_events(ds, false);
   // region: cache
   size_t rounded = round_request(nbytes);
   bool small = rounded <= SMALL_SIZE;
@@ -681,9 +705,10 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
   s->active++;
   if (s->active > s->peak_active) s->peak_active = s->active;
   s->num_alloc_calls++;
+  if (CTI_PROF_ON) cti_prof_memory(d, b->ptr, (int64_t)rounded, s->allocated, s->reserved);
   pthread_mutex_unlock(&ds->mu);
 
-  if (ct_alloc_poison() && poison_block(b) != CT_OK) {
+  if (ct_alloc_poison() && !cti_graph_legacy_stream(stream) && poison_block(b) != CT_OK) {
     ct_status st = ct_last_status();
     char msg[512];
     snprintf(msg, sizeof msg, "%s", ct_last_error());
@@ -775,6 +800,8 @@ static bool block_events_done(ct_block *b, bool wait) {
 // Releases every pending block of the device whose events are done (all of
 // them, with `wait`), as PyTorch's process_events / synchronize_and_free_events.
 // Enters with the device's mutex held.
+static void pool_reap(dev_state *ds, ct_mempool *p);
+
 static void process_events(dev_state *ds, bool wait) {
   for (ct_block **q = &ds->pending; *q;) {
     ct_block *b = *q;
@@ -786,7 +813,9 @@ static void process_events(dev_state *ds, bool wait) {
     b->pending_next = NULL;
     for (int i = 0; i < b->nuses; ++i)
       if (b->events && b->events[i]) ct_event_destroy(b->events[i]);
+    ct_mempool *pool = b->seg->pool;
     block_release(b);
+    pool_reap(ds, pool);
   }
 }
 
@@ -804,13 +833,18 @@ void ct_block_free(ct_block *b) {
   s->freed_total += b->rounded;
   s->active--;
   s->num_frees++;
+  if (CTI_PROF_ON)
+    cti_prof_memory(b->slot == 0 ? ct_device_cpu() : ct_device_cuda(b->slot - 1), b->ptr,
+                    -(int64_t)b->rounded, s->allocated, s->reserved);
   if (b->nuses > 0) { // used on other streams: wait for them (record_stream)
     block_insert_events(b);
     b->pending = true;
     b->pending_next = ds->pending;
     ds->pending = b;
   } else {
+    ct_mempool *pool = b->seg->pool;
     block_release(b);
+    pool_reap(ds, pool);
   }
   pthread_mutex_unlock(&ds->mu);
 }
@@ -870,6 +904,28 @@ ct_mempool *ct_mempool_create(ct_device d) {
   return p;
 }
 
+// Gives back a private pool with no live block: its segments, its place in
+// the device's list, itself. Enters with the device's mutex held.
+static int pool_destroy_locked(dev_state *ds, ct_mempool *p) {
+  int rc = pool_release_free(ds, p, NULL);
+  if (rc) return rc;
+  for (ct_mempool **q = &ds->privates; *q; q = &(*q)->next_private) {
+    if (*q == p) {
+      *q = p->next_private;
+      break;
+    }
+  }
+  free(p);
+  return CT_OK;
+}
+
+// Destroys a released pool once its last live block is gone (not while this
+// thread captures on the device: giving memory back waits for the device).
+static void pool_reap(dev_state *ds, ct_mempool *p) {
+  ct_device d = p->slot == 0 ? ct_device_cpu() : ct_device_cuda(p->slot - 1);
+  if (p->orphaned && p->live == 0 && !cti_graph_capturing_on(d)) (void)pool_destroy_locked(ds, p);
+}
+
 int ct_mempool_destroy(ct_mempool *p) {
   if (!p) return CT_OK;
   if (!p->is_private)
@@ -883,19 +939,20 @@ int ct_mempool_destroy(ct_mempool *p) {
     return ct_fail(CT_ERR_VALUE, "ct_mempool_destroy: the pool still has %zu live block%s", n,
                    n == 1 ? "" : "s");
   }
-  int rc = pool_release_free(ds, p, NULL);
-  if (rc) {
-    pthread_mutex_unlock(&ds->mu);
-    return rc;
-  }
-  for (ct_mempool **q = &ds->privates; *q; q = &(*q)->next_private) {
-    if (*q == p) {
-      *q = p->next_private;
-      break;
-    }
-  }
+  int rc = pool_destroy_locked(ds, p);
   pthread_mutex_unlock(&ds->mu);
-  free(p);
+  return rc;
+}
+
+int ct_mempool_release(ct_mempool *p) {
+  if (!p) return CT_OK;
+  if (!p->is_private)
+    return ct_fail(CT_ERR_VALUE, "ct_mempool_release: a device's default pool cannot be released");
+  dev_state *ds = &states[p->slot];
+  pthread_mutex_lock(&ds->mu);
+  p->orphaned = true;
+  pool_reap(ds, p);
+  pthread_mutex_unlock(&ds->mu);
   return CT_OK;
 }
 
@@ -951,10 +1008,12 @@ void ct_reset_peak_memory_stats(ct_device d) {
 int ct_empty_cache(ct_device d) {
   int slot = slot_of(d, "ct_empty_cache");
   if (slot < 0) return ct_last_status();
+  int rc = cti_graph_forbid_sync("ct_empty_cache", d); // giving memory back waits for the device
+  if (rc) return rc;
   dev_state *ds = &states[slot];
   pthread_mutex_lock(&ds->mu);
   process_events(ds, true); // as PyTorch's synchronize_and_free_events
-  int rc = pool_release_free(ds, &ds->pool, NULL);
+  rc = pool_release_free(ds, &ds->pool, NULL);
   pthread_mutex_unlock(&ds->mu);
   return rc;
 }

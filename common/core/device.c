@@ -24,6 +24,8 @@
 #include <string.h>
 
 #include "error.h"
+#include "san_hooks.h"
+#include "graph_impl.h"
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -312,6 +314,7 @@ int ct_cublas_version(void) {
 
 int ct_cuda_synchronize(int index) {
   int rc = check_cuda_index("ct_cuda_synchronize", index);
+  if (rc == CT_OK) rc = cti_graph_forbid_sync("ct_cuda_synchronize", ct_device_cuda(index));
   if (rc) return rc;
 #ifdef CT_HAVE_CUDA
   // Enters on the thread's current device; leaves on it again.
@@ -324,6 +327,7 @@ int ct_cuda_synchronize(int index) {
   if (prev != index) (void)cudaSetDevice(prev);
   if (e != cudaSuccess) return ct_cuda_fail((int)e, "cudaDeviceSynchronize()", __FILE__, __LINE__);
   if (rc != CT_OK) return rc;
+  cti_san_host_waits_device(ct_device_cuda(index)); // every stream of the device is done
 #endif
   return CT_OK;
 }

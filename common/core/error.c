@@ -49,6 +49,9 @@ const char *ct_status_name(ct_status s) {
   case CT_ERR_CUDA: return "CT_ERR_CUDA";
   case CT_ERR_UNAVAILABLE: return "CT_ERR_UNAVAILABLE";
   case CT_ERR_IO: return "CT_ERR_IO";
+  case CT_ERR_SYNC: return "CT_ERR_SYNC";
+  case CT_ERR_RACE: return "CT_ERR_RACE";
+  case CT_ERR_CAPTURE: return "CT_ERR_CAPTURE";
   }
   return "CT_ERR_UNKNOWN";
 }

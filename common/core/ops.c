@@ -20,7 +20,11 @@
 
 #include "backend.h"
 #include "error.h"
+#include "san_hooks.h"
+#include "prof_impl.h"
+#include "graph_impl.h"
 #include "stream.h"
+#include "sync_point.h"
 #include "tensor_impl.h"
 
 static bool allow_tf32 = false;
@@ -28,7 +32,11 @@ void ct_set_allow_tf32(bool allow) { allow_tf32 = allow; }
 bool ct_get_allow_tf32(void) { return allow_tf32; }
 
 // ---- backends -----------------------------------------------------------------
-const cti_backend *cti_backend_for(const char *op, ct_device d) {
+// While a profiler session records, the table handed out opens an op range
+// around each entry (prof/prof_backend.c): one branch here when it does not.
+#define PROFILED(be) (CTI_PROF_ON ? cti_prof_backend(be) : (be))
+
+static const cti_backend *device_backend(const char *op, ct_device d) {
   if (d.type == CT_CPU) return &cti_cpu_backend;
   if (d.type != CT_CUDA) {
     ct_fail(CT_ERR_DEVICE, "%s: unknown device type %d", op, (int)d.type);
@@ -52,6 +60,17 @@ const cti_backend *cti_backend_for(const char *op, ct_device d) {
   return NULL;
 #endif
 }
+
+// region: backend_for
+// While this thread captures a graph on d, ops get the recording table
+// instead (graph_impl.h): the one place where capture meets the dispatcher.
+// (A profiler session sees a capture's recording table as it is: the
+// recorded calls run, and are timed, only at replay's level.)
+const cti_backend *cti_backend_for(const char *op, ct_device d) {
+  const cti_backend *be = device_backend(op, d);
+  return be ? PROFILED(cti_graph_intercept(op, d, be)) : NULL;
+}
+// endregion
 
 // ---- loops ------------------------------------------------------------------------
 void cti_iter_build(cti_iter *it, int ndim, const int64_t *shape, int noperands,
@@ -137,6 +156,14 @@ static ct_tensor *as_dtype(const ct_tensor *t, ct_dtype dt) {
 
 static ct_stream *stream_of(const ct_tensor *t) { return ct_current_stream(ct_device_of(t)); }
 
+// The sanitizer's view of an op on stream s that reads r0, r1 and writes w0,
+// w1 (NULLs skipped): CT_OK, or CT_ERR_RACE and the op must not run.
+static int san(const char *op, ct_stream *s, const ct_tensor *r0, const ct_tensor *r1,
+               const ct_tensor *w0, const ct_tensor *w1) {
+  const ct_tensor *r[2] = {r0, r1}, *w[2] = {w0, w1};
+  return cti_san_access(op, s, r, 2, w, 2);
+}
+
 // ---- binary ops ---------------------------------------------------------------------------
 // The dtype the arithmetic runs in and the dtype of the result.
 typedef struct {
@@ -177,8 +204,9 @@ static int run_binary(const char *name, ct_binary_op op, ct_tensor *out, const c
       const int64_t *strides[3] = {res->stride, ca->stride, cb->stride};
       cti_iter it;
       cti_iter_build(&it, res->ndim, res->shape, 3, strides);
-      rc = be->binary(op, compute, &it, ct_data_ptr(res), ct_data_ptr(ca), ct_data_ptr(cb),
-                      stream_of(out));
+      rc = san(name, stream_of(out), ca, cb, res, NULL);
+      if (rc == CT_OK)
+        rc = be->binary(op, compute, &it, ct_data_ptr(res), ct_data_ptr(ca), ct_data_ptr(cb), stream_of(out));
       if (rc == CT_OK && res != out) rc = ct_copy_(out, res, false);
     }
   }
@@ -271,7 +299,9 @@ static int run_binary_scalar(const char *name, ct_binary_op op, ct_tensor *out, 
       const int64_t *strides[3] = {res->stride, ca->stride, NULL};
       cti_iter it;
       cti_iter_build(&it, res->ndim, res->shape, 2, strides);
-      rc = be->binary_scalar(op, compute, &it, ct_data_ptr(res), ct_data_ptr(ca), s, stream_of(out));
+      rc = san(name, stream_of(out), ca, NULL, res, NULL);
+      if (rc == CT_OK)
+        rc = be->binary_scalar(op, compute, &it, ct_data_ptr(res), ct_data_ptr(ca), s, stream_of(out));
       if (rc == CT_OK && res != out) rc = ct_copy_(out, res, false);
     }
   }
@@ -368,7 +398,8 @@ static int run_unary(const char *name, ct_unary_op op, ct_tensor *out, const ct_
       const int64_t *strides[3] = {out->stride, ca->stride, NULL};
       cti_iter it;
       cti_iter_build(&it, out->ndim, out->shape, 2, strides);
-      rc = be->unary(op, compute, &it, ct_data_ptr(out), ct_data_ptr(ca), stream_of(out));
+      rc = san(name, stream_of(out), ca, NULL, out, NULL);
+      if (rc == CT_OK) rc = be->unary(op, compute, &it, ct_data_ptr(out), ct_data_ptr(ca), stream_of(out));
     }
   }
   ct_free(ca);
@@ -430,10 +461,15 @@ int ct_any_nonfinite(const ct_tensor *a, bool *out) {
   if (!ct_dtype_is_floating(ct_dtype_of(a)) || ct_numel(a) == 0) return CT_OK;
   const cti_backend *be = cti_backend_for("ct_any_nonfinite", ct_device_of(a));
   if (!be) return ct_last_status();
+  // The answer is a host bool: the host waits for it (a sync point).
+  int rc = cti_sync_begin("ct_any_nonfinite", ct_device_of(a));
+  if (rc) return rc;
   ct_tensor *c = ct_contiguous(a);
-  if (!c) return ct_last_status();
-  int rc = be->any_nonfinite(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), out, stream_of(c));
+  rc = c ? san("ct_any_nonfinite", stream_of(c), c, NULL, NULL, NULL) : (int)ct_last_status();
+  if (rc == CT_OK) rc = be->any_nonfinite(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), out, stream_of(c));
+  if (rc == CT_OK) cti_san_host_waits(stream_of(c)); // the answer came back to the host
   ct_free(c);
+  cti_sync_end();
   return rc;
 }
 
@@ -456,8 +492,10 @@ int ct_amp_non_finite_check_(const ct_tensor *t, ct_tensor *found_inf) {
   if (!be) return ct_last_status();
   ct_tensor *c = ct_contiguous(t);
   if (!c) return ct_last_status();
-  int rc = be->found_nonfinite(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c),
-                               (float *)ct_data_ptr(found_inf), stream_of(c));
+  int rc = san(op, stream_of(c), c, found_inf, found_inf, NULL);
+  if (rc == CT_OK)
+    rc = be->found_nonfinite(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), (float *)ct_data_ptr(found_inf),
+                             stream_of(c));
   ct_free(c);
   return rc;
 }
@@ -494,8 +532,10 @@ static int run_reduce(const char *name, ct_reduce_op op, const ct_tensor *a, ct_
   if (!be) return ct_last_status();
   ct_tensor *c = ct_contiguous(a);
   if (!c) return ct_last_status();
-  int rc = be->reduce(op, ct_dtype_of(c), ct_dtype_of(out), ct_data_ptr(c), ct_data_ptr(out),
-                      idx ? (int64_t *)ct_data_ptr(idx) : NULL, outer, r, inner, stream_of(c));
+  int rc = san(name, stream_of(c), c, NULL, out, idx);
+  if (rc == CT_OK)
+    rc = be->reduce(op, ct_dtype_of(c), ct_dtype_of(out), ct_data_ptr(c), ct_data_ptr(out),
+                    idx ? (int64_t *)ct_data_ptr(idx) : NULL, outer, r, inner, stream_of(c));
   ct_free(c);
   return rc;
 }
@@ -631,8 +671,11 @@ static int run_gemm(const char *name, const ct_tensor *A, const ct_tensor *B, ct
     matrix_layout(k, n, b->stride[1], b->stride[2], &tb, &ldb);
   }
   int64_t sa = batch > 1 ? a->stride[0] : 0, sb = batch > 1 ? b->stride[0] : 0;
-  int rc = be->gemm(ct_dtype_of(C), ta, tb, m, n, k, alpha, ct_data_ptr(a), lda, sa, ct_data_ptr(b),
-                    ldb, sb, beta, ct_data_ptr(C), n, m * n, batch, stream_of(C));
+  // C is read too unless beta is 0; a write after a read on one stream is ordered anyway.
+  int rc = san(name, stream_of(C), a, b, C, NULL);
+  if (rc == CT_OK)
+    rc = be->gemm(ct_dtype_of(C), ta, tb, m, n, k, alpha, ct_data_ptr(a), lda, sa, ct_data_ptr(b), ldb, sb,
+                  beta, ct_data_ptr(C), n, m * n, batch, stream_of(C));
   ct_free(a);
   ct_free(b);
   return rc;

@@ -44,6 +44,7 @@
 
 #include "error.h"
 #include "strbuf.h"
+#include "sync_point.h"
 
 enum { PR_PRECISION = 4, PR_THRESHOLD = 1000, PR_EDGEITEMS = 3, PR_LINEWIDTH = 80 };
 
@@ -328,11 +329,7 @@ static void add_suffixes(cti_strbuf *b, char suffixes[][64], int nsuffixes, int 
   cti_sb_puts(b, ")");
 }
 
-char *ct_tensor_str(const ct_tensor *t) {
-  if (!t) {
-    ct_fail(CT_ERR_VALUE, "ct_tensor_str: expected a tensor, got NULL");
-    return NULL;
-  }
+static char *tensor_str(const ct_tensor *t) {
   static const char prefix[] = "tensor(";
   const int indent = (int)sizeof prefix - 1;
   ct_dtype dt = ct_dtype_of(t);
@@ -386,9 +383,25 @@ char *ct_tensor_str(const ct_tensor *t) {
   return str;
 }
 
+// Printing reads the values on the host, so it waits for the device (as
+// print(x) does in PyTorch): a sync point named `op`, unless there are no values.
+static char *str_synced(const char *op, const ct_tensor *t) {
+  if (!t) {
+    ct_fail(CT_ERR_VALUE, "ct_tensor_str: expected a tensor, got NULL");
+    return NULL;
+  }
+  bool reads = ct_numel(t) > 0;
+  if (reads && cti_sync_begin(op, ct_device_of(t)) != CT_OK) return NULL;
+  char *s = tensor_str(t);
+  if (reads) cti_sync_end();
+  return s;
+}
+
+char *ct_tensor_str(const ct_tensor *t) { return str_synced("ct_tensor_str", t); }
+
 int ct_print(FILE *f, const ct_tensor *t) {
   if (!f) return ct_fail(CT_ERR_VALUE, "ct_print: expected a FILE, got NULL");
-  char *s = ct_tensor_str(t);
+  char *s = str_synced("ct_print", t);
   if (!s) return ct_last_status() != CT_OK ? (int)ct_last_status() : CT_ERR_VALUE;
   int bad = fputs(s, f) < 0 || fputc('\n', f) == EOF;
   free(s);

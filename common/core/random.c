@@ -96,6 +96,29 @@ uint64_t ct_philox_offset(ct_device d) {
 //   (hi(M1*c2) ^ c1 ^ k0, lo(M1*c2), hi(M0*c0) ^ c3 ^ k1, lo(M0*c0))
 // and the key is bumped by the Weyl constants between rounds.
 
+int ct_get_rng_state(ct_device d, ct_rng_state *out) {
+  if (!out) return ct_fail(CT_ERR_VALUE, "ct_get_rng_state: NULL state");
+  int slot = slot_of("ct_get_rng_state", d);
+  if (slot < 0) return CT_ERR_DEVICE;
+  pthread_mutex_lock(&lock);
+  if (!initialized) reset_all(CT_DEFAULT_SEED);
+  out->seed = states[slot].seed;
+  out->offset = states[slot].offset;
+  pthread_mutex_unlock(&lock);
+  return CT_OK;
+}
+
+int ct_set_rng_state(ct_device d, ct_rng_state state) {
+  int slot = slot_of("ct_set_rng_state", d);
+  if (slot < 0) return CT_ERR_DEVICE;
+  pthread_mutex_lock(&lock);
+  if (!initialized) reset_all(CT_DEFAULT_SEED);
+  states[slot].seed = state.seed;
+  states[slot].offset = state.offset;
+  pthread_mutex_unlock(&lock);
+  return CT_OK;
+}
+
 #define PHILOX_M0 UINT32_C(0xD2511F53)
 #define PHILOX_M1 UINT32_C(0xCD9E8D57)
 #define PHILOX_W0 UINT32_C(0x9E3779B9) // golden ratio

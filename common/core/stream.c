@@ -17,7 +17,9 @@
 //  - Streams from ct_stream_create are non-blocking (cudaStreamNonBlocking),
 //    again as torch.cuda.Stream(): they do not wait for the legacy stream, so
 //    order them with events (ct_stream_wait_event / ct_stream_wait_stream).
-//    Priorities are clamped to the device's range.
+//    Priorities are clamped to ct_stream_priority_range: PyTorch's range,
+//    CUDA's (least 0, greatest -5 on recent GPUs) cut to 0..-3 (c10's
+//    max_compile_time_stream_priorities = 4); on the CPU, 0..0.
 //  - The current stream is thread-local per device (_Thread_local): a new
 //    thread starts on the default streams. Destroying a stream that is
 //    current in the calling thread makes the default current again; the
@@ -33,8 +35,10 @@
 //  - A CPU event records CLOCK_MONOTONIC; elapsed time is the difference in
 //    milliseconds. Elapsed time between events of different devices is
 //    CT_ERR_DEVICE; it needs both events recorded and created with timing.
-//    On CUDA, ct_event_elapsed_time first waits for `end` to complete (torch
-//    leaves that to the caller and raises if it has not).
+//    The checks come in PyTorch's order and words (timing, then recorded).
+//    On CUDA, ct_event_elapsed_time then waits for both events to complete
+//    (current PyTorch raises "Both events must be completed before calculating
+//    elapsed time." instead; 1.13 raised cudaErrorNotReady).
 #define _POSIX_C_SOURCE 200809L // clock_gettime under -std=c11
 
 #include "stream.h"
@@ -47,6 +51,9 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "san_hooks.h"
+#include "sync_point.h"
+#include "graph_impl.h"
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -67,6 +74,7 @@ struct ct_event {
   bool enable_timing;
   bool recorded;
   double host_ms; // CPU: CLOCK_MONOTONIC at the last record, in ms
+  void *san;      // the sanitizer's clock at the last record (san_hooks.h), or NULL
   uint64_t held;  // CPU: nonzero = recorded during hold number `held` (ct_cpu_events_hold_)
   void *handle;   // cudaEvent_t on CUDA, NULL on the CPU
 };
@@ -173,20 +181,47 @@ int ct_set_stream(ct_stream *s) {
   return CT_OK;
 }
 
+// PyTorch supports this many priority levels (c10::cuda::max_compile_time_stream_priorities).
+#define TORCH_STREAM_PRIORITIES 4
+
+int ct_stream_priority_range(ct_device d, int *least, int *greatest) {
+  if (!least || !greatest) return ct_fail(CT_ERR_VALUE, "ct_stream_priority_range: NULL argument");
+  int rc = check_device("ct_stream_priority_range", d);
+  if (rc) return rc;
+  *least = *greatest = 0; // the CPU runs work as it is issued: one level
+#ifdef CT_HAVE_CUDA
+  if (d.type == CT_CUDA) {
+    dev_guard g;
+    rc = guard_enter(&g, d.index);
+    if (rc) return rc;
+    int lo = 0, hi = 0; // numerically: lo >= hi (lower = higher priority)
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&lo, &hi);
+    guard_exit(&g);
+    if (e != cudaSuccess) return CT_CUDA_FAILED(e, "cudaDeviceGetStreamPriorityRange(&least, &greatest)");
+    *least = lo;
+    *greatest = hi > -TORCH_STREAM_PRIORITIES + 1 ? hi : -TORCH_STREAM_PRIORITIES + 1;
+  }
+#endif
+  return CT_OK;
+}
+
+int ct_cuda_stream_priority_range(int *least, int *greatest) {
+  if (!ct_cuda_is_available())
+    return ct_fail(CT_ERR_UNAVAILABLE, "ct_cuda_stream_priority_range: CUDA is unavailable: %s",
+                   ct_cuda_unavailable_reason());
+  return ct_stream_priority_range(ct_device_cuda(ct_cuda_current_device()), least, greatest);
+}
+
+int ct_stream_priority(const ct_stream *s) { return s ? s->priority : 0; }
+
 #ifdef CT_HAVE_CUDA
 static int cuda_stream_create(ct_stream *s) {
   dev_guard g;
   int rc = guard_enter(&g, s->device.index);
   if (rc) return rc;
-  int least = 0, greatest = 0; // numerically: least >= greatest (lower = higher priority)
-  cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
-  if (e == cudaSuccess) {
-    if (s->priority > least) s->priority = least;
-    if (s->priority < greatest) s->priority = greatest;
-    cudaStream_t h = NULL;
-    e = cudaStreamCreateWithPriority(&h, cudaStreamNonBlocking, s->priority);
-    s->handle = h;
-  }
+  cudaStream_t h = NULL;
+  cudaError_t e = cudaStreamCreateWithPriority(&h, cudaStreamNonBlocking, s->priority);
+  s->handle = h;
   guard_exit(&g);
   if (e != cudaSuccess) return CT_CUDA_FAILED(e, "cudaStreamCreateWithPriority(&h, cudaStreamNonBlocking, priority)");
   return CT_OK;
@@ -201,7 +236,12 @@ ct_stream *ct_stream_create(ct_device d, int priority) {
     return NULL;
   }
   s->device = d;
-  s->priority = priority;
+  int least = 0, greatest = 0; // clamp into the device's range
+  if (ct_stream_priority_range(d, &least, &greatest) != CT_OK) {
+    free(s);
+    return NULL;
+  }
+  s->priority = priority > least ? least : priority < greatest ? greatest : priority;
 #ifdef CT_HAVE_CUDA
   if (d.type == CT_CUDA && cuda_stream_create(s)) {
     free(s);
@@ -232,6 +272,7 @@ void ct_stream_destroy(ct_stream *s) {
     }
   }
 #endif
+  cti_san_stream_destroyed(s);
   ct_alloc_stream_retire(s, ct_default_stream(s->device));
   free(s);
 }
@@ -240,8 +281,10 @@ ct_device ct_stream_device(const ct_stream *s) { return s ? s->device : ct_devic
 
 void *ct_stream_handle(const ct_stream *s) { return s ? s->handle : NULL; }
 
-int ct_stream_synchronize(ct_stream *s) {
-  if (!s) return ct_fail(CT_ERR_VALUE, "ct_stream_synchronize: stream is NULL");
+// Waits for s. Not a sync point itself: ct_stream_synchronize is; the
+// runtime's own waits (ct_stream_wait_stream from the CPU) call this.
+static int stream_sync(ct_stream *s) {
+  cti_san_host_waits(s); // (a failure below is reported anyway)
   if (s->device.type == CT_CPU) return CT_OK;
 #ifdef CT_HAVE_CUDA
   dev_guard g;
@@ -256,6 +299,17 @@ int ct_stream_synchronize(ct_stream *s) {
 #else
   return check_device("ct_stream_synchronize", s->device);
 #endif
+}
+
+// A sync point (sync_debug.h), as torch.cuda.Stream.synchronize is one.
+int ct_stream_synchronize(ct_stream *s) {
+  if (!s) return ct_fail(CT_ERR_VALUE, "ct_stream_synchronize: stream is NULL");
+  if (cti_graph_forbid_sync("ct_stream_synchronize", s->device)) return ct_last_status();
+  int rc = cti_sync_begin("ct_stream_synchronize", s->device);
+  if (rc) return rc;
+  rc = stream_sync(s);
+  cti_sync_end();
+  return rc;
 }
 
 #ifdef CT_HAVE_CUDA
@@ -279,20 +333,23 @@ bool ct_stream_query(ct_stream *s) {
     ct_fail(CT_ERR_VALUE, "ct_stream_query: stream is NULL");
     return true;
   }
-  if (s->device.type == CT_CPU) return true;
+  bool done = true;
 #ifdef CT_HAVE_CUDA
-  dev_guard g;
-  if (guard_enter(&g, s->device.index)) return true;
-  cudaError_t e = cudaStreamQuery(cu_stream(s));
-  guard_exit(&g);
-  return query_result(e, "cudaStreamQuery(s)");
-#else
-  return true;
+  if (s->device.type == CT_CUDA) {
+    dev_guard g;
+    if (guard_enter(&g, s->device.index)) return true;
+    cudaError_t e = cudaStreamQuery(cu_stream(s));
+    guard_exit(&g);
+    done = query_result(e, "cudaStreamQuery(s)");
+  }
 #endif
+  if (done) cti_san_host_waits(s); // "done" tells the host what a synchronize would
+  return done;
 }
 
 int ct_stream_wait_event(ct_stream *s, ct_event *e) {
   if (!s || !e) return ct_fail(CT_ERR_VALUE, "ct_stream_wait_event: stream or event is NULL");
+  cti_san_wait_event(s, &e->san); // also where nothing below has to wait
   // A CPU event marks work that has already run, and an unrecorded event
   // marks nothing: nothing to wait for (cudaStreamWaitEvent agrees).
   if (e->device.type == CT_CPU || !e->recorded) return CT_OK;
@@ -312,8 +369,9 @@ int ct_stream_wait_event(ct_stream *s, ct_event *e) {
 
 int ct_stream_wait_stream(ct_stream *s, ct_stream *other) {
   if (!s || !other) return ct_fail(CT_ERR_VALUE, "ct_stream_wait_stream: stream is NULL");
+  cti_san_wait_stream(s, other); // also where nothing below has to wait
   if (other->device.type == CT_CPU || s == other) return CT_OK; // nothing pending
-  if (s->device.type == CT_CPU) return ct_stream_synchronize(other);
+  if (s->device.type == CT_CPU) return stream_sync(other); // the host is the CPU's stream
   // As torch.cuda.Stream.wait_stream: an event recorded on `other` now.
   ct_event *e = ct_event_create(other->device, false);
   if (!e) return ct_last_status();
@@ -358,6 +416,7 @@ ct_event *ct_event_create(ct_device d, bool enable_timing) {
 
 void ct_event_destroy(ct_event *e) {
   if (!e) return;
+  cti_san_event_free(&e->san);
 #ifdef CT_HAVE_CUDA
   if (e->device.type == CT_CUDA && e->handle) {
     dev_guard g;
@@ -386,6 +445,7 @@ int ct_event_record(ct_event *e, ct_stream *s) {
     e->host_ms = monotonic_ms();
     e->held = atomic_load(&holding) ? atomic_load(&hold_gen) : 0;
     e->recorded = true;
+    cti_san_event_record(&e->san, s);
     return CT_OK;
   }
 #ifdef CT_HAVE_CUDA
@@ -396,6 +456,7 @@ int ct_event_record(ct_event *e, ct_stream *s) {
   guard_exit(&g);
   if (err != cudaSuccess) return CT_CUDA_FAILED(err, "cudaEventRecord(e, s)");
   e->recorded = true;
+  cti_san_event_record(&e->san, s);
   return CT_OK;
 #else
   return check_device("ct_event_record", e->device);
@@ -404,6 +465,8 @@ int ct_event_record(ct_event *e, ct_stream *s) {
 
 int ct_event_synchronize(ct_event *e) {
   if (!e) return ct_fail(CT_ERR_VALUE, "ct_event_synchronize: event is NULL");
+  if (cti_graph_forbid_sync("ct_event_synchronize", e->device)) return ct_last_status();
+  cti_san_host_waits_event(&e->san);
   if (e->device.type == CT_CPU || !e->recorded) return CT_OK;
 #ifdef CT_HAVE_CUDA
   dev_guard g;
@@ -426,16 +489,18 @@ bool ct_event_query(ct_event *e) {
     return true;
   }
   if (!e->recorded) return true;
-  if (e->device.type == CT_CPU) return !cpu_event_pending(e);
+  bool done = e->device.type != CT_CPU || !cpu_event_pending(e);
 #ifdef CT_HAVE_CUDA
-  dev_guard g;
-  if (guard_enter(&g, e->device.index)) return true;
-  cudaError_t err = cudaEventQuery(cu_event(e));
-  guard_exit(&g);
-  return query_result(err, "cudaEventQuery(e)");
-#else
-  return true;
+  if (e->device.type == CT_CUDA) {
+    dev_guard g;
+    if (guard_enter(&g, e->device.index)) return true;
+    cudaError_t err = cudaEventQuery(cu_event(e));
+    guard_exit(&g);
+    done = query_result(err, "cudaEventQuery(e)");
+  }
 #endif
+  if (done) cti_san_host_waits_event(&e->san);
+  return done;
 }
 
 int ct_event_elapsed_time(ct_event *start, ct_event *end, float *ms) {
@@ -448,17 +513,18 @@ int ct_event_elapsed_time(ct_event *start, ct_event *end, float *ms) {
                    ct_device_str(start->device, a), ct_device_str(end->device, b));
   }
   if (!start->enable_timing || !end->enable_timing)
-    return ct_fail(CT_ERR_VALUE,
-                   "ct_event_elapsed_time: both events must be created with enable_timing=true");
+    return ct_fail(CT_ERR_VALUE, "ct_event_elapsed_time: Both events must be created with argument "
+                                 "'enable_timing=True'.");
   if (!start->recorded || !end->recorded)
     return ct_fail(CT_ERR_VALUE,
-                   "ct_event_elapsed_time: both events must be recorded before asking for the time");
+                   "ct_event_elapsed_time: Both events must be recorded before calculating elapsed time.");
   if (start->device.type == CT_CPU) {
     *ms = (float)(end->host_ms - start->host_ms);
     return CT_OK;
   }
 #ifdef CT_HAVE_CUDA
-  int rc = ct_event_synchronize(end);
+  int rc = ct_event_synchronize(start);
+  if (rc == CT_OK) rc = ct_event_synchronize(end);
   if (rc) return rc;
   dev_guard g;
   rc = guard_enter(&g, start->device.index);

@@ -17,8 +17,11 @@
 
 #include "backend.h"
 #include "error.h"
+#include "graph_impl.h"
 #include "random.h"
+#include "san_hooks.h"
 #include "stream.h"
+#include "sync_point.h"
 
 // ---- shapes ----------------------------------------------------------------
 int64_t ct_shape_numel(ct_shape s) {
@@ -77,6 +80,7 @@ static int check_shape(const char *op, ct_shape s) {
 // ---- handles and storage ------------------------------------------------------
 static void storage_release(cti_storage *st) {
   if (!st || __atomic_sub_fetch(&st->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (st->san) cti_san_storage_free(st); // checks alloc.h's rule 2 first
   if (st->pinned) ct_pinned_free(st->data);
   else if (st->block) ct_block_free(st->block);
   free(st);
@@ -87,7 +91,9 @@ int ct_record_stream(const ct_tensor *t, ct_stream *s) {
   cti_storage *st = t->storage;
   if (st->pinned) return ct_pinned_record_stream(st->data, s);
   if (!st->block) return CT_OK; // memory the allocator does not own
-  return ct_block_record_stream(st->block, s);
+  int rc = ct_block_record_stream(st->block, s);
+  if (rc == CT_OK) cti_san_record_stream(t, s);
+  return rc;
 }
 
 ct_tensor *cti_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool pinned) {
@@ -131,7 +137,15 @@ ct_tensor *cti_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool
   t->storage = st;
   t->dtype = dtype;
   t->refcount = 1;
+  if (!pinned) cti_san_allocated(t, ct_current_stream(device)); // the block's stream (NULL above)
   return t;
+}
+
+// The sanitizer's view of an op that reads r and writes w on stream s
+// (either may be NULL): CT_OK, or CT_ERR_RACE and the op must not run.
+static int san(const char *op, ct_stream *s, const ct_tensor *r, const ct_tensor *w) {
+  const ct_tensor *rs[1] = {r}, *ws[1] = {w};
+  return cti_san_access(op, s, rs, r ? 1 : 0, ws, w ? 1 : 0);
 }
 
 ct_tensor *cti_tensor_view(const ct_tensor *t, int ndim, const int64_t *shape,
@@ -219,7 +233,9 @@ int ct_fill_(ct_tensor *t, double value) {
   cti_iter it;
   iter_1(&it, t);
   if (it.numel == 0) return CT_OK;
-  return be->fill(t->dtype, &it, ct_data_ptr(t), value, ct_current_stream(ct_device_of(t)));
+  ct_stream *s = ct_current_stream(ct_device_of(t));
+  int rc = san("ct_fill_", s, NULL, t);
+  return rc ? rc : be->fill(t->dtype, &it, ct_data_ptr(t), value, s);
 }
 
 int ct_zero_(ct_tensor *t) { return ct_fill_(t, 0.0); }
@@ -266,7 +282,8 @@ ct_tensor *ct_arange(double start, double end, double step, ct_dtype dtype, ct_d
   ct_tensor *t = ct_empty(CT_SHAPE(n), dtype, device);
   if (!t || n == 0) return t;
   const cti_backend *be = cti_backend_for("ct_arange", device);
-  if (!be || be->arange(dtype, n, ct_data_ptr(t), start, step, ct_current_stream(device)) != CT_OK) {
+  ct_stream *s = ct_current_stream(device);
+  if (!be || san("ct_arange", s, NULL, t) || be->arange(dtype, n, ct_data_ptr(t), start, step, s) != CT_OK) {
     ct_free(t);
     return NULL;
   }
@@ -286,7 +303,8 @@ static ct_tensor *random_tensor(const char *op, bool normal, ct_shape shape, ct_
   uint64_t seed, offset;
   ct_philox_reserve(device, (uint64_t)(n + 3) / 4, &seed, &offset);
   const cti_backend *be = cti_backend_for(op, device);
-  if (!be || be->random(normal, dtype, n, ct_data_ptr(t), seed, offset, ct_current_stream(device)) != CT_OK) {
+  ct_stream *s = ct_current_stream(device);
+  if (!be || san(op, s, NULL, t) || be->random(normal, dtype, n, ct_data_ptr(t), seed, offset, s) != CT_OK) {
     ct_free(t);
     return NULL;
   }
@@ -304,12 +322,17 @@ ct_tensor *ct_from_host(const void *data, ct_shape shape, ct_dtype dtype, ct_dev
     ct_fail(CT_ERR_VALUE, "ct_from_host: NULL data");
     return NULL;
   }
+  // A blocking copy from the caller's (pageable) memory: a sync point.
+  if (!cti_backend_for("ct_from_host", device) || cti_sync_begin("ct_from_host", device)) return NULL;
   ct_tensor *t = ct_empty(shape, dtype, device);
-  if (!t) return NULL;
-  if (cti_memcpy(device, ct_data_ptr(t), ct_device_cpu(), data, ct_nbytes(t), false, NULL) != CT_OK) {
+  ct_stream *s = ct_current_stream(device); // the copy's, as cti_memcpy picks it
+  if (t && (san("ct_from_host", s, NULL, t) ||
+            cti_memcpy(device, ct_data_ptr(t), ct_device_cpu(), data, ct_nbytes(t), false, NULL) != CT_OK)) {
     ct_free(t);
-    return NULL;
+    t = NULL;
   }
+  if (t) cti_san_host_waits(s);
+  cti_sync_end();
   return t;
 }
 
@@ -538,8 +561,9 @@ static int copy_same_device(ct_tensor *dst, const ct_tensor *src) {
   cti_iter it;
   cti_iter_build(&it, dst->ndim, dst->shape, 2, strides);
   if (it.numel == 0) return CT_OK;
-  return be->copy(dst->dtype, src->dtype, &it, ct_data_ptr(dst), ct_data_ptr(src),
-                  ct_current_stream(d));
+  ct_stream *s = ct_current_stream(d);
+  int rc = san("ct_copy_", s, src, dst);
+  return rc ? rc : be->copy(dst->dtype, src->dtype, &it, ct_data_ptr(dst), ct_data_ptr(src), s);
 }
 
 ct_tensor *ct_contiguous(const ct_tensor *t) {
@@ -558,10 +582,10 @@ ct_tensor *ct_clone(const ct_tensor *t) {
   return c;
 }
 
-// The CUDA side of a host<->device pair, whose current stream carries the copy.
-static ct_stream *transfer_stream(ct_device a, ct_device b) {
-  return ct_current_stream(a.type == CT_CUDA ? a : b);
-}
+// The CUDA side of a host<->device pair, whose current stream carries the copy
+// (the destination when both are GPUs).
+static ct_device gpu_side(ct_device a, ct_device b) { return a.type == CT_CUDA ? a : b; }
+static ct_stream *transfer_stream(ct_device a, ct_device b) { return ct_current_stream(gpu_side(a, b)); }
 
 ct_tensor *ct_to(const ct_tensor *t, ct_device device, ct_dtype dtype, bool non_blocking) {
   CHECK_T("ct_to", t);
@@ -589,13 +613,17 @@ ct_tensor *ct_to(const ct_tensor *t, ct_device device, ct_dtype dtype, bool non_
   bool to_host = device.type == CT_CPU;
   bool async = non_blocking && !(to_host && cast_after) &&
                (to_host || ct_is_pinned(src));
-  ct_tensor *moved = cti_tensor_new(ct_shape_of(t), t->dtype, device, to_host && async);
-  if (!moved) {
+  // A blocking copy waits for the GPU side's stream: a sync point.
+  if (!async && cti_sync_begin("ct_to", gpu_side(device, src_dev)) != CT_OK) {
     ct_free(src);
     return NULL;
   }
-  int rc = cti_memcpy(device, ct_data_ptr(moved), src_dev, ct_data_ptr(src), ct_nbytes(src), async,
-                     transfer_stream(device, src_dev));
+  ct_tensor *moved = cti_tensor_new(ct_shape_of(t), t->dtype, device, to_host && async);
+  ct_stream *s = transfer_stream(device, src_dev);
+  int rc = moved ? san("ct_to", s, src, moved) : (int)ct_last_status();
+  if (rc == CT_OK) rc = cti_memcpy(device, ct_data_ptr(moved), src_dev, ct_data_ptr(src), ct_nbytes(src), async, s);
+  if (rc == CT_OK && !async) cti_san_host_waits(s);
+  if (!async) cti_sync_end();
   ct_free(src);
   if (rc != CT_OK) {
     ct_free(moved);
@@ -698,15 +726,27 @@ int ct_copy_(ct_tensor *dst, const ct_tensor *src, bool non_blocking) {
     } else {
       rc = overlap == 1 && dst->dtype == b->dtype ? CT_OK : copy_same_device(dst, b);
     }
-  } else if (ct_is_contiguous(dst) && ct_is_contiguous(b) && ct_numel(src) == ct_numel(dst) &&
-             dst->dtype == src->dtype) {
-    bool host_pinned = dd.type == CT_CPU ? ct_is_pinned(dst) : ct_is_pinned(src);
-    rc = cti_memcpy(dd, ct_data_ptr(dst), sd, ct_data_ptr(b), ct_nbytes(dst),
-                   non_blocking && host_pinned, transfer_stream(dd, sd));
   } else {
-    ct_tensor *moved = ct_to(b, dd, dst->dtype, false);
-    rc = moved ? copy_same_device(dst, moved) : (int)ct_last_status();
-    ct_free(moved);
+    // Across devices: one copy of the bytes when the layouts agree, else a
+    // blocking ct_to and a copy on dst's device. Unless the bytes may go
+    // asynchronously (pinned host memory, non_blocking) this waits: a sync point.
+    bool direct = ct_is_contiguous(dst) && ct_is_contiguous(b) && ct_numel(src) == ct_numel(dst) &&
+                  dst->dtype == src->dtype;
+    bool host_pinned = dd.type == CT_CPU ? ct_is_pinned(dst) : ct_is_pinned(src);
+    bool async = direct && non_blocking && host_pinned;
+    rc = async ? CT_OK : cti_sync_begin("ct_copy_", gpu_side(dd, sd));
+    bool opened = !async && rc == CT_OK;
+    if (rc == CT_OK && direct) {
+      ct_stream *s = transfer_stream(dd, sd);
+      rc = san("ct_copy_", s, b, dst);
+      if (rc == CT_OK) rc = cti_memcpy(dd, ct_data_ptr(dst), sd, ct_data_ptr(b), ct_nbytes(dst), async, s);
+      if (rc == CT_OK && !async) cti_san_host_waits(s);
+    } else if (rc == CT_OK) {
+      ct_tensor *moved = ct_to(b, dd, dst->dtype, false);
+      rc = moved ? copy_same_device(dst, moved) : (int)ct_last_status();
+      ct_free(moved);
+    }
+    if (opened) cti_sync_end();
   }
   ct_free(b);
   return rc;
@@ -735,24 +775,33 @@ ct_tensor *ct_pin_memory(const ct_tensor *t) {
 
 int ct_copy_to_host(const ct_tensor *t, void *dst, size_t dst_bytes) {
   if (!t || !dst) return ct_fail(CT_ERR_VALUE, "ct_copy_to_host: NULL argument");
+  if (cti_graph_forbid_sync("ct_copy_to_host", ct_device_of(t))) return ct_last_status();
   if (dst_bytes < ct_nbytes(t))
     return ct_fail(CT_ERR_VALUE, "ct_copy_to_host: destination holds %zu bytes, the tensor needs %zu",
                    dst_bytes, ct_nbytes(t));
+  int rc = cti_sync_begin("ct_copy_to_host", ct_device_of(t)); // the host waits for the values
+  if (rc) return rc;
   ct_tensor *c = ct_contiguous(t);
-  if (!c) return ct_last_status();
-  int rc = cti_memcpy(ct_device_cpu(), dst, ct_device_of(c), ct_data_ptr(c), ct_nbytes(c), false,
-                     transfer_stream(ct_device_cpu(), ct_device_of(c)));
+  ct_stream *s = transfer_stream(ct_device_cpu(), ct_device_of(t));
+  rc = c ? san("ct_copy_to_host", s, c, NULL) : (int)ct_last_status();
+  if (rc == CT_OK) rc = cti_memcpy(ct_device_cpu(), dst, ct_device_of(c), ct_data_ptr(c), ct_nbytes(c), false, s);
+  if (rc == CT_OK) cti_san_host_waits(s);
   ct_free(c);
+  cti_sync_end();
   return rc;
 }
 
 int ct_item(const ct_tensor *t, double *out) {
   if (!t || !out) return ct_fail(CT_ERR_VALUE, "ct_item: NULL argument");
+  if (cti_graph_forbid_sync("ct_item", ct_device_of(t))) return ct_last_status();
   if (ct_numel(t) != 1)
     return ct_fail(CT_ERR_VALUE, "ct_item: a Tensor with %" PRId64
                    " elements cannot be converted to Scalar", ct_numel(t));
+  int rc = cti_sync_begin("ct_item", ct_device_of(t)); // Tensor.item() waits for the value
+  if (rc) return rc;
   unsigned char buf[8];
-  int rc = ct_copy_to_host(t, buf, sizeof buf);
+  rc = ct_copy_to_host(t, buf, sizeof buf);
   if (rc == CT_OK) *out = ct_load_f64(buf, t->dtype);
+  cti_sync_end();
   return rc;
 }

@@ -105,6 +105,7 @@ struct ct_dataloader {
   uint64_t epochs_started;
   bool epoch_active;
   int64_t host_next; // next batch the main thread takes from the host side
+  int64_t skip;      // batches the next epoch skips (ct_dataloader_resume_at)
 
   // workers (num_workers > 0)
   pthread_mutex_t mu;
@@ -271,8 +272,8 @@ static void stop_workers(ct_dataloader *dl) {
 }
 
 static int start_workers(ct_dataloader *dl) {
-  dl->next_claim = 0;
-  dl->consumed = 0;
+  dl->next_claim = dl->host_next; // a resumed epoch starts past its skipped batches
+  dl->consumed = dl->host_next;
   int want = dl->o.num_workers;
   if ((int64_t)want > dl->nbatches) want = (int)dl->nbatches; // idle workers would only exit
   for (int i = 0; i < want; ++i) {
@@ -484,7 +485,8 @@ int ct_dataloader_start_epoch(ct_dataloader *dl) {
   drop_pending(dl);
   make_permutation(dl->perm, dl->len, dl->o.shuffle, dl->o.seed + dl->epochs_started);
   dl->epochs_started++;
-  dl->host_next = 0;
+  dl->host_next = dl->skip < dl->nbatches ? dl->skip : dl->nbatches;
+  dl->skip = 0;
   dl->epoch_active = true;
   if (dl->o.num_workers > 0) {
     int rc = start_workers(dl);
@@ -493,6 +495,21 @@ int ct_dataloader_start_epoch(ct_dataloader *dl) {
       return rc;
     }
   }
+  return CT_OK;
+}
+
+int ct_dataloader_resume_at(ct_dataloader *dl, int64_t epoch, int64_t batch) {
+  if (!dl) return ct_fail(CT_ERR_VALUE, "ct_dataloader_resume_at: NULL loader");
+  if (epoch < 0 || batch < 0 || batch > dl->nbatches)
+    return ct_fail(CT_ERR_VALUE,
+                   "ct_dataloader_resume_at: epoch %lld, batch %lld: expected epoch >= 0 and 0 <= batch <= %lld "
+                   "(the batches per epoch)",
+                   (long long)epoch, (long long)batch, (long long)dl->nbatches);
+  stop_workers(dl);
+  drop_pending(dl);
+  dl->epoch_active = false;
+  dl->epochs_started = (uint64_t)epoch;
+  dl->skip = batch;
   return CT_OK;
 }
 

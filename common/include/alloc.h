@@ -128,6 +128,10 @@ void ct_alloc_stream_retire(const ct_stream *s, ct_stream *heir);
 ct_mempool *ct_mempool_create(ct_device d);
 // Frees the pool's cached segments; fails if blocks are still live.
 int ct_mempool_destroy(ct_mempool *p);
+// Gives up the pool: destroyed now when no block is live, else as soon as
+// its last live block is freed (graphs release theirs this way, since the
+// tensors a captured step made may outlive the graph).
+int ct_mempool_release(ct_mempool *p);
 
 // ---- testing aid ---------------------------------------------------------------
 // When on, every block handed out is first filled with 0xFF bytes (NaN for

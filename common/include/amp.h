@@ -137,7 +137,7 @@ int ct_grad_scaler_load_state_dict(ct_grad_scaler *s, const ct_grad_scaler_state
 // scaler.state_dict()}, flattened); values with 17 significant digits, so
 // they read back exactly. `pairs` is ct_save_safetensors's metadata
 // argument; ct_grad_scaler_state_from_metadata reads what
-// ct_load_safetensors_metadata returns (CT_ERR_VALUE naming a key that is
+// ct_load_safetensors_with_metadata returns (CT_ERR_VALUE naming a key that is
 // missing or not a number).
 #define CT_GRAD_SCALER_METADATA_KEYS 5
 typedef struct ct_grad_scaler_metadata {

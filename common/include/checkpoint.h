@@ -15,6 +15,7 @@
 #define CT_CHECKPOINT_H
 
 #include "nn.h"
+#include "optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,16 +31,42 @@ int ct_save_safetensors(const char *path, const ct_named_tensor *entries, int n,
 // and the problem.
 int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **entries, int *n);
 void ct_named_tensors_free(ct_named_tensor *entries, int n);
-// The file's "__metadata__" as *pairs: key, value, key, value, ..., NULL, in
-// the header's order (the shape of ct_save_safetensors's metadata argument);
-// an empty list when the file has none. Free with ct_metadata_free. The file
-// is checked as ct_load_safetensors checks its header.
-int ct_load_safetensors_metadata(const char *path, char ***pairs);
-void ct_metadata_free(char **pairs);
+// The same, also returning the header's "__metadata__" as a new
+// NULL-terminated array key, value, key, value, ..., NULL (empty when the
+// file has none; free with ct_metadata_free).
+int ct_load_safetensors_with_metadata(const char *path, ct_device device, ct_named_tensor **entries, int *n,
+                                 char ***metadata);
+void ct_metadata_free(char **metadata);
+// The value of `key` in such an array, or NULL.
+const char *ct_metadata_get(char *const *metadata, const char *key);
 
 // model.state_dict() to a file, and load_state_dict from one (strict).
 int ct_module_save(ct_module *m, const char *path);
 int ct_module_load(ct_module *m, const char *path);
+
+
+// ---- resumable training (torch.save({"model", "optimizer", "epoch", ...})) --------------------
+// Where a run stands: `epoch` epochs were started before the one in
+// progress (its index from 0), `batch` of its batches were trained, `step`
+// optimizer steps in all.
+typedef struct ct_train_progress {
+  int64_t epoch, batch, step;
+} ct_train_progress;
+// One safetensors file: "model.<name>" (the state_dict), the optimizer's
+// state as "optimizer.state.<i>.<key>", and metadata: ct.format "ct-train/1",
+// the optimizer's name and lr, the progress, the CPU's and the model
+// device's generator states, and `extra` (key, value, ..., NULL; may be
+// NULL) for what the caller adds. Written atomically like every save.
+int ct_save_train_checkpoint(const char *path, ct_module *m, ct_optimizer *opt, const ct_train_progress *p,
+                             const char *const *extra);
+// Restores the model (strict), the optimizer's state and the generators, and
+// fills *p; *metadata (may be NULL) gets the whole metadata for the caller's
+// own keys (free with ct_metadata_free). A weights-only file, another
+// optimizer or another model fails with a message saying which; do not go
+// on training after a failed load. ct_module_load also reads the model
+// part of such a file, so --load evaluates an interrupted run.
+int ct_load_train_checkpoint(const char *path, ct_module *m, ct_optimizer *opt, ct_train_progress *p,
+                             char ***metadata);
 
 #ifdef __cplusplus
 }

@@ -75,6 +75,17 @@ _Noreturn void ct_cli_die(const ct_cli *cli);
 // stdout sent to /dev/null (only rank 0 logs); stderr stays, so every rank's
 // errors are seen. $CT_LAUNCH overrides the launcher's path.
 void ct_cli_launch(const char *program, int argc, char **argv, int nproc);
+// ---- Ctrl-C: stop at the end of a step -------------------------------------
+// After ct_cli_catch_interrupt, the first SIGINT only sets a flag (and says
+// "stopping after this step; Ctrl-C again to quit now" on stderr): a training
+// loop polls ct_cli_interrupted() after each step, saves what it needs and
+// ends. A second SIGINT ends the process at once (exit status 130), removing
+// the temporary of a save in progress, so the target file keeps its old
+// content. Programs that never call ct_cli_catch_interrupt keep the default
+// (Ctrl-C ends them). For tests, $CT_TEST_SIGINT_AFTER=N[,M] makes the N-th
+// call of ct_cli_interrupted() (and the M-th) raise a real SIGINT first.
+void ct_cli_catch_interrupt(void);
+bool ct_cli_interrupted(void);
 // Prints a section header "== name ==" that the book uses to place output.
 void ct_cli_section(const char *name);
 

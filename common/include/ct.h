@@ -11,6 +11,7 @@
 #include "data.h"
 #include "device.h"
 #include "dtype.h"
+#include "graph.h"
 #include "error.h"
 #include "nn.h"
 #include "ops.h"
@@ -18,9 +19,12 @@
 #include "dist.h"
 #include "parallel.h"
 #include "print.h"
+#include "profiler.h"
 #include "progress.h"
 #include "random.h"
+#include "sanitizer.h"
 #include "stream.h"
+#include "sync_debug.h"
 #include "tensor.h"
 
 #endif

@@ -89,6 +89,11 @@ int ct_dataloader_start_epoch(ct_dataloader *dl);
 // until the next start_epoch), or a negative ct_status on error. A loader
 // never started begins epoch 0 by itself.
 int ct_dataloader_next(ct_dataloader *dl, ct_tensor **x, ct_tensor **y);
+// Positions the loader for a resumed run: the next start_epoch starts epoch
+// `epoch` (counting from 0: its permutation, as if `epoch` epochs had been
+// started before) and skips its first `batch` batches without loading them,
+// so the batches that follow are the ones an uninterrupted run would see.
+int ct_dataloader_resume_at(ct_dataloader *dl, int64_t epoch, int64_t batch);
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,9 @@ typedef enum ct_status {
   CT_ERR_CUDA,        // a CUDA/cuBLAS call failed
   CT_ERR_UNAVAILABLE, // CUDA asked for where there is none
   CT_ERR_IO,          // files
+  CT_ERR_SYNC,        // a synchronizing call refused by the sync debug mode "error" (sync_debug.h)
+  CT_ERR_RACE,        // a stream-ordering race the sanitizer caught in its "error" mode (sanitizer.h)
+  CT_ERR_CAPTURE,     // not permitted while a graph is being captured (graph.h)
 } ct_status;
 
 // Records a failure: formats the message (printf-style) and returns `status`,

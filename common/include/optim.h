@@ -60,6 +60,19 @@ double ct_optimizer_get_lr(const ct_optimizer *opt);
 int ct_optimizer_set_lr(ct_optimizer *opt, double lr);
 const char *ct_optimizer_name(const ct_optimizer *opt); // "SGD", "Adam", "AdamW"
 
+// optimizer.state_dict()["state"], flattened to named tensors
+// "<prefix>state.<i>.<key>" (i the parameter's index; keys momentum_buffer,
+// or exp_avg, exp_avg_sq, max_exp_avg_sq; and step, a float32 0-d tensor;
+// PyTorch's SGD keeps no step, this one does: its first step initializes the
+// momentum buffer). New references (free with ct_named_tensors_free); the
+// hyperparameters (param_groups) are the caller's to record.
+ct_named_tensor *ct_optimizer_state_dict(ct_optimizer *opt, const char *prefix, int *n);
+// optimizer.load_state_dict for that state: entries without the prefix are
+// ignored; an entry naming no parameter or key, a shape or dtype that is not
+// the parameter's, or a stepped parameter missing a buffer fails and leaves
+// the optimizer unchanged. Tensors are copied to each parameter's device.
+int ct_optimizer_load_state_dict(ct_optimizer *opt, const ct_named_tensor *entries, int n, const char *prefix);
+
 // torch.nn.utils.clip_grad_norm_: the global L2 norm over all grads (NULL
 // grads skipped); if it exceeds max_norm, every grad is scaled by
 // max_norm / (norm + 1e-6). *total_norm (may be NULL) gets the norm before

@@ -39,6 +39,16 @@ uint64_t ct_initial_seed(void);
 void ct_philox_reserve(ct_device d, uint64_t n_counters, uint64_t *seed, uint64_t *offset);
 uint64_t ct_philox_offset(ct_device d);
 
+// A device's generator state, as torch.get_rng_state / torch.cuda.get_rng_state
+// (there a byte tensor holding Philox's seed and offset on CUDA): setting a
+// state read earlier makes the following random tensors repeat exactly. What
+// a resumable checkpoint saves for dropout.
+typedef struct ct_rng_state {
+  uint64_t seed, offset;
+} ct_rng_state;
+int ct_get_rng_state(ct_device d, ct_rng_state *out);
+int ct_set_rng_state(ct_device d, ct_rng_state state);
+
 // One Philox 4x32-10 block: 10 rounds on counter `ctr` with key `key`.
 void ct_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 

@@ -35,7 +35,15 @@ typedef struct ct_event ct_event;
 ct_stream *ct_default_stream(ct_device d); // NULL + error if d is unavailable
 ct_stream *ct_current_stream(ct_device d); // this thread's current stream
 int ct_set_stream(ct_stream *s);           // makes s current for its device
-ct_stream *ct_stream_create(ct_device d, int priority); // 0 = normal; lower = higher priority
+// A new stream; priority 0 is normal, lower is higher (-1, -2, ...), clamped
+// into ct_stream_priority_range. Its work is ordered after nothing: order
+// it against other streams with events (it does not wait for the default stream).
+ct_stream *ct_stream_create(ct_device d, int priority);
+int ct_stream_priority(const ct_stream *s); // torch.cuda.Stream.priority (after clamping)
+// torch.cuda.Stream.priority_range(): (least, greatest) = (0, -3) on current
+// GPUs (CUDA's own range cut to PyTorch's four levels); (0, 0) on the CPU.
+int ct_stream_priority_range(ct_device d, int *least, int *greatest);
+int ct_cuda_stream_priority_range(int *least, int *greatest); // the current CUDA device; CT_ERR_UNAVAILABLE without one
 // Waits for the stream's queued work, then destroys it (not for default
 // streams: ignored). The memory the allocator cut for it passes to the
 // device's default stream, which the wait makes safe.
@@ -54,8 +62,12 @@ void ct_event_destroy(ct_event *e);
 int ct_event_record(ct_event *e, ct_stream *s); // s NULL = current stream
 int ct_event_synchronize(ct_event *e);
 bool ct_event_query(ct_event *e);
-// Milliseconds from `start` to `end` (both recorded, both with timing), like
-// torch.cuda.Event.elapsed_time; writes it to *ms.
+// Milliseconds from `start` to `end`, like torch.cuda.Event.elapsed_time;
+// writes it to *ms. Both events need enable_timing and a record, else
+// CT_ERR_VALUE in PyTorch's words ("Both events must be created with argument
+// 'enable_timing=True'.", then "Both events must be recorded before
+// calculating elapsed time."); events of two devices are CT_ERR_DEVICE. On
+// CUDA it waits for both to complete (not a sync point: see sync_debug.h).
 int ct_event_elapsed_time(ct_event *start, ct_event *end, float *ms);
 
 // Testing aid (see the top): on = CPU events recorded from now on stay

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,7 +18,17 @@
 
 #include "error.h"
 
+// The temporary being written, for cti_atomic_unlink_pending (a signal
+// handler may read it: a fixed buffer and a flag, no allocation).
+static char pending_tmp[4096];
+static volatile sig_atomic_t pending_set;
+
+void cti_atomic_unlink_pending(void) {
+  if (pending_set) unlink(pending_tmp);
+}
+
 static void af_free(cti_atomic_file *af) {
+  if (af->tmp) pending_set = 0;
   free(af->target);
   free(af->tmp);
   free(af->dir);
@@ -127,6 +138,11 @@ static int af_open_through(cti_atomic_file *af, mode_t mode) {
 static int af_open_temp(cti_atomic_file *af, mode_t old_mode) {
   int rc = af_names(af);
   if (rc != CT_OK) return rc;
+  if (strlen(af->tmp) < sizeof pending_tmp) { // named before it exists: a signal may come at any point
+    pending_set = 0;
+    memcpy(pending_tmp, af->tmp, strlen(af->tmp) + 1);
+    pending_set = 1;
+  }
   int fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0)
     return ct_fail(CT_ERR_IO,

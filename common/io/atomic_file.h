@@ -53,6 +53,11 @@ typedef struct cti_atomic_file {
 // cti_atomic_write with the bytes written so far, so a test can stop a save
 // in the middle (tests/unit/test_checkpoint.c kills the process there).
 extern void (*cti_atomic_write_hook)(cti_atomic_file *af, size_t written);
+// Async-signal-safe: removes the temporary of the write in progress, if any
+// (the latest one opened). A signal handler that ends the process at once
+// (the CLI's second Ctrl-C) calls it so no "<path>.tmp.<pid>" is left behind;
+// the target itself is untouched either way.
+void cti_atomic_unlink_pending(void);
 
 // Enters with af uninitialised; leaves with the temporary created and open
 // (CT_OK), or with nothing created and the error recorded: CT_ERR_VALUE for

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "train_checkpoint.h"
 #include "error.h"
 #include "strbuf.h"
 
@@ -277,9 +278,9 @@ typedef struct st_json {
   const char *s;
   size_t n, i;
   const char *path;
-  bool collect;  // keep __metadata__'s strings in meta (ct_load_safetensors_metadata)
-  char **meta;   // key, value, ..., NULL (malloc'ed strings)
-  int nmeta, capmeta;
+  char **meta; // when not NULL... see js_metadata: key, value, ..., NULL
+  int nmeta;
+  bool want_meta;
 } st_json;
 
 static int load_fail(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -507,44 +508,40 @@ check:
   return CT_OK;
 }
 
-// Parses a JSON string into a new malloc'ed buffer *out (of its whole
-// decoded length).
-static int js_string_dup(st_json *j, char **out) {
-  const size_t at = j->i;
-  size_t len = 0;
-  int rc = js_string(j, NULL, 0, &len, NULL);
-  if (rc) return rc;
-  char *buf = malloc(len + 1);
-  if (!buf) return ct_fail(CT_ERR_OOM, LOAD_OP ": %s: out of host memory for metadata", j->path);
+// Decodes the string starting at byte `at` (already parsed once) into a new
+// entry of j->meta, which stays NULL-terminated. A string holding NUL is
+// refused: C strings could not carry it.
+static int js_keep(st_json *j, size_t at) {
+  size_t end = j->i, len = 0;
+  bool nul = false;
   j->i = at;
-  js_string(j, buf, len + 1, NULL, NULL); // the same bytes parse the same way
-  *out = buf;
-  return CT_OK;
-}
-
-// Appends one string to j->meta, keeping it NULL-terminated.
-static int meta_push(st_json *j, char *str) {
-  if (j->nmeta + 2 > j->capmeta) {
-    int nc = j->capmeta ? 2 * j->capmeta : 16;
-    char **nm = realloc(j->meta, (size_t)nc * sizeof *nm);
-    if (!nm) {
-      free(str);
-      return ct_fail(CT_ERR_OOM, LOAD_OP ": %s: out of host memory for metadata", j->path);
-    }
-    j->meta = nm;
-    j->capmeta = nc;
+  js_string(j, NULL, 0, &len, &nul);
+  if (nul) return load_fail(j->path, "a __metadata__ string holds a NUL character");
+  char *str = malloc(len + 1);
+  char **grown = realloc(j->meta, (size_t)(j->nmeta + 2) * sizeof *grown);
+  if (grown) j->meta = grown;
+  if (!str || !grown) {
+    free(str);
+    return ct_fail(CT_ERR_OOM, LOAD_OP ": %s: out of host memory for the metadata", j->path);
   }
+  j->i = at;
+  js_string(j, str, len + 1, NULL, NULL);
+  j->i = end;
   j->meta[j->nmeta++] = str;
   j->meta[j->nmeta] = NULL;
   return CT_OK;
 }
 
-// A metadata string: kept when collecting, else only checked.
-static int js_meta_string(st_json *j) {
-  if (!j->collect) return js_string(j, NULL, 0, NULL, NULL);
-  char *str = NULL;
-  int rc = js_string_dup(j, &str);
-  return rc ? rc : meta_push(j, str);
+void ct_metadata_free(char **metadata) {
+  if (!metadata) return;
+  for (char **p = metadata; *p; ++p) free(*p);
+  free(metadata);
+}
+
+const char *ct_metadata_get(char *const *metadata, const char *key) {
+  for (char *const *p = metadata; p && p[0] && p[1]; p += 2)
+    if (strcmp(p[0], key) == 0) return p[1];
+  return NULL;
 }
 
 // {"key": "value", ...} or null.
@@ -557,12 +554,16 @@ static int js_metadata(st_json *j) {
   if (!js_eat(j, '{')) return js_fail(j, "'{' opening __metadata__");
   if (js_eat(j, '}')) return CT_OK;
   for (;;) {
-    int rc = js_meta_string(j);
+    size_t at = j->i;
+    int rc = js_string(j, NULL, 0, NULL, NULL);
     if (rc) return rc;
+    if (j->want_meta && (rc = js_keep(j, at))) return rc;
     if (!js_eat(j, ':')) return js_fail(j, "':'");
     js_ws(j);
     if (j->i >= j->n || j->s[j->i] != '"') return js_fail(j, "a string value (__metadata__ maps strings to strings)");
-    if ((rc = js_meta_string(j))) return rc;
+    at = j->i;
+    if ((rc = js_string(j, NULL, 0, NULL, NULL))) return rc;
+    if (j->want_meta && (rc = js_keep(j, at))) return rc;
     if (js_eat(j, '}')) return CT_OK;
     if (!js_eat(j, ',')) return js_fail(j, "',' or '}'");
   }
@@ -676,7 +677,7 @@ static int check_entries(const char *path, st_entry *es, int n, uint64_t data_le
                        printable(e->name, pn, sizeof pn), e->begin, e->end, data_len);
   }
   // Back to back from 0 to the end of the file: no gap, no overlap, nothing after.
-  st_entry **by = malloc((size_t)(n > 0 ? n : 1) * sizeof *by);
+  st_entry **by = malloc((size_t)(n ? n : 1) * sizeof *by);
   if (!by) return ct_fail(CT_ERR_OOM, LOAD_OP ": %s: out of host memory", path);
   for (int i = 0; i < n; i++) by[i] = &es[i];
   qsort(by, (size_t)n, sizeof *by, cmp_begin);
@@ -707,16 +708,23 @@ void ct_named_tensors_free(ct_named_tensor *entries, int n) {
   free(entries);
 }
 
-// Opens path and reads its header: *f open at the first data byte, *hdr the
-// header (NUL-terminated, valid UTF-8, *hlen bytes), *size the file's size.
-// On failure everything is closed and freed.
-static int read_header(const char *path, FILE **fp, char **hdrp, uint64_t *hlenp, uint64_t *sizep) {
-  *fp = NULL;
-  *hdrp = NULL;
+int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **entries, int *n) {
+  return ct_load_safetensors_with_metadata(path, device, entries, n, NULL);
+}
+
+int ct_load_safetensors_with_metadata(const char *path, ct_device device, ct_named_tensor **entries, int *n,
+                                 char ***metadata) {
+  if (entries) *entries = NULL;
+  if (n) *n = 0;
+  if (metadata) *metadata = NULL;
+  if (!path || !entries || !n) return ct_fail(CT_ERR_VALUE, LOAD_OP ": NULL argument");
   FILE *f = fopen(path, "rb");
   if (!f) return ct_fail(CT_ERR_IO, LOAD_OP ": %s: cannot open: %s", path, strerror(errno));
   char *hdr = NULL;
-  int rc;
+  st_entry *es = NULL;
+  ct_named_tensor *out = NULL;
+  st_json j = {0};
+  int count = 0, done = 0, rc;
   struct stat sb;
   if (fstat(fileno(f), &sb) != 0) {
     rc = load_fail(path, "cannot stat: %s", strerror(errno));
@@ -760,64 +768,7 @@ static int read_header(const char *path, FILE **fp, char **hdrp, uint64_t *hlenp
     rc = load_fail(path, "the header is not valid UTF-8: the file is corrupt or not safetensors");
     goto out;
   }
-  *fp = f;
-  *hdrp = hdr;
-  *hlenp = hlen;
-  *sizep = size;
-  return CT_OK;
-out:
-  free(hdr);
-  fclose(f);
-  return rc;
-}
-
-// Frees a NULL-terminated list of strings from ct_load_safetensors_metadata.
-void ct_metadata_free(char **pairs) {
-  if (!pairs) return;
-  for (char **p = pairs; *p; ++p) free(*p);
-  free(pairs);
-}
-
-int ct_load_safetensors_metadata(const char *path, char ***pairs) {
-  if (pairs) *pairs = NULL;
-  if (!path || !pairs) return ct_fail(CT_ERR_VALUE, LOAD_OP ": NULL argument");
-  FILE *f;
-  char *hdr;
-  uint64_t hlen, size;
-  int rc = read_header(path, &f, &hdr, &hlen, &size);
-  if (rc) return rc;
-  st_json j = {hdr, hlen, 0, path, .collect = true};
-  st_entry *es = NULL;
-  int count = 0;
-  rc = js_header(&j, &es, &count);
-  free(es);
-  free(hdr);
-  fclose(f);
-  if (rc == CT_OK && !j.meta) { // no __metadata__: an empty list
-    j.meta = calloc(1, sizeof *j.meta);
-    if (!j.meta) rc = ct_fail(CT_ERR_OOM, LOAD_OP ": %s: out of host memory", path);
-  }
-  if (rc != CT_OK) {
-    if (j.meta) j.meta[j.nmeta] = NULL, ct_metadata_free(j.meta);
-    return rc;
-  }
-  *pairs = j.meta;
-  return CT_OK;
-}
-
-int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **entries, int *n) {
-  if (entries) *entries = NULL;
-  if (n) *n = 0;
-  if (!path || !entries || !n) return ct_fail(CT_ERR_VALUE, LOAD_OP ": NULL argument");
-  FILE *f;
-  char *hdr;
-  uint64_t hlen, size;
-  int rc = read_header(path, &f, &hdr, &hlen, &size);
-  if (rc) return rc;
-  st_entry *es = NULL;
-  ct_named_tensor *out = NULL;
-  int count = 0, done = 0;
-  st_json j = {hdr, hlen, 0, path, .collect = false};
+  j = (st_json){hdr, hlen, 0, path, NULL, 0, metadata != NULL};
   if ((rc = js_header(&j, &es, &count))) goto out;
   uint64_t data_start = 8 + hlen, data_len = size - data_start;
   if ((rc = check_entries(path, es, count, data_len))) goto out;
@@ -873,13 +824,17 @@ int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **en
   }
   }
   rc = CT_OK;
+  if (metadata && !j.meta && !(j.meta = calloc(1, sizeof *j.meta))) // none: an empty list, not NULL
+    rc = ct_fail(CT_ERR_OOM, LOAD_OP ": %s: out of host memory", path);
 out:
   if (rc == CT_OK) {
     *entries = out;
     *n = count;
+    if (metadata) *metadata = j.meta, j.meta = NULL;
   } else {
     ct_named_tensors_free(out, done);
   }
+  ct_metadata_free(j.meta);
   free(es);
   free(hdr);
   fclose(f);
@@ -889,6 +844,25 @@ out:
 // ================================================================================================
 // Modules
 // ================================================================================================
+int cti_keep_prefixed(ct_named_tensor *es, int n, const char *prefix) {
+  const size_t pl = strlen(prefix);
+  int kept = 0;
+  for (int i = 0; i < n; i++) {
+    if (strncmp(es[i].name, prefix, pl) != 0) {
+      ct_free(es[i].tensor);
+      continue;
+    }
+    ct_named_tensor e = es[i];
+    memmove(e.name, e.name + pl, strlen(e.name + pl) + 1);
+    es[kept++] = e;
+  }
+  return kept;
+}
+
+bool cti_is_train_checkpoint(char *const *metadata) {
+  const char *f = ct_metadata_get(metadata, "ct.format");
+  return f && strcmp(f, CTI_TRAIN_FORMAT) == 0;
+}
 int ct_module_save(ct_module *m, const char *path) {
   if (!m) return ct_fail(CT_ERR_VALUE, "ct_module_save: NULL module");
   int n = 0;
@@ -922,8 +896,11 @@ int ct_module_load(ct_module *m, const char *path) {
   ct_param **st = ct_module_state(m, &ns);
   if (ns < 0 || (ns > 0 && !st)) return ct_last_status() != CT_OK ? ct_last_status() : ct_fail(CT_ERR_VALUE, "ct_module_load: no state");
   ct_named_tensor *es = NULL;
-  int rc = ct_load_safetensors(path, ct_module_device(m), &es, &n);
+  char **meta = NULL;
+  int rc = ct_load_safetensors_with_metadata(path, ct_module_device(m), &es, &n, &meta);
   if (rc != CT_OK) return rc;
+  if (cti_is_train_checkpoint(meta)) n = cti_keep_prefixed(es, n, CTI_TRAIN_MODEL_PREFIX); // its model part
+  ct_metadata_free(meta);
 
   // Check everything before changing anything, so a failed load leaves the
   // model as it was (torch copies the matching tensors, then raises).

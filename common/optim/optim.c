@@ -26,14 +26,17 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "error.h"
+#include "graph_impl.h"
 #include "ops.h"
 #include "optim_kernels.h"
+#include "prof_impl.h"
 #include "stream.h"
 
 typedef enum opt_kind { KIND_SGD, KIND_ADAM, KIND_ADAMW } opt_kind;
@@ -253,6 +256,12 @@ static int check_param(const ct_optimizer *opt, int i) {
                      ct_shape_str(ct_shape_of(s), sa, sizeof sa), ct_dtype_name(ct_dtype_of(s)),
                      ct_shape_str(ps, sb, sizeof sb), ct_dtype_name(dt));
   }
+  // Adam's bias corrections are host scalars of the step count: a captured
+  // step would replay the captured step's forever (PyTorch's capturable=False).
+  if (opt->kind != KIND_SGD && cti_graph_refuse(pd, "ct_optimizer_step: Attempting CUDA graph capture of "
+                                                "step() for an instance of %s but param_groups' capturable "
+                                                "is False.", ct_optimizer_name(opt)))
+    return ct_last_status();
   return cti_backend_for("ct_optimizer_step", pd) ? CT_OK : (int)ct_last_status();
 }
 
@@ -385,24 +394,12 @@ static int step(ct_optimizer *opt, const ct_tensor *found_inf) {
   return CT_OK;
 }
 
-int ct_optimizer_step(ct_optimizer *opt) {
-  if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step: NULL optimizer");
-  return step(opt, NULL);
-}
-
-int ct_optimizer_step_found_inf(ct_optimizer *opt, const ct_tensor *found_inf) {
-  if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step_found_inf: NULL optimizer");
-  if (!found_inf) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step_found_inf: NULL found_inf");
-  return step(opt, found_inf);
-}
-
 ct_param **ct_optimizer_params(const ct_optimizer *opt, int *n) {
   if (n) *n = opt ? opt->n : 0;
   return opt ? opt->params : NULL;
 }
 
-int ct_optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
-  if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_zero_grad: NULL optimizer");
+static int optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
   int first = CT_OK;
   for (int i = 0; i < opt->n; ++i) {
     ct_param *p = opt->params[i];
@@ -416,6 +413,38 @@ int ct_optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
     }
   }
   return first;
+}
+
+// torch's range names: "Optimizer.step#Adam.step", "Optimizer.zero_grad#Adam.zero_grad".
+static int profile_range(const ct_optimizer *opt, const char *what) {
+  char name[64];
+  snprintf(name, sizeof name, "Optimizer.%s#%s.%s", what, ct_optimizer_name(opt), what);
+  return cti_prof_module_begin(name, NULL, NULL);
+}
+
+int ct_optimizer_step(ct_optimizer *opt) {
+  if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step: NULL optimizer");
+  int range = CTI_PROF_ON ? profile_range(opt, "step") : -1;
+  int rc = step(opt, NULL);
+  cti_prof_end(range);
+  return rc;
+}
+
+int ct_optimizer_step_found_inf(ct_optimizer *opt, const ct_tensor *found_inf) {
+  if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step_found_inf: NULL optimizer");
+  if (!found_inf) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step_found_inf: NULL found_inf");
+  int range = CTI_PROF_ON ? profile_range(opt, "step") : -1;
+  int rc = step(opt, found_inf);
+  cti_prof_end(range);
+  return rc;
+}
+
+int ct_optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
+  if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_zero_grad: NULL optimizer");
+  int range = CTI_PROF_ON ? profile_range(opt, "zero_grad") : -1;
+  int rc = optimizer_zero_grad(opt, set_to_none);
+  cti_prof_end(range);
+  return rc;
 }
 
 ct_tensor *cti_optimizer_state_tensor(const ct_optimizer *opt, int i, const char *key) {
@@ -568,5 +597,154 @@ int ct_clip_grad_norm_(ct_param **params, int n, double max_norm, double *total_
                     : clip_host(grads, k, max_norm, total_norm);
   }
   free(grads);
+  return rc;
+}
+
+// ---- state_dict ---------------------------------------------------------------------------
+// Entries are "<prefix>state.<i>.<key>" as optimizer.state_dict()["state"][i]
+// flattened: momentum_buffer (SGD), exp_avg, exp_avg_sq, max_exp_avg_sq
+// (Adam/AdamW), and step, a float32 0-d tensor as PyTorch keeps it since 1.12
+// (SGD too here: its first step initializes the momentum buffer, so a resumed
+// run must know whether that happened). A parameter that has not stepped yet
+// has no entries, as in PyTorch.
+typedef struct state_key {
+  const char *name;
+  size_t off; // offsetof(opt_slot, member)
+} state_key;
+
+static int state_keys(const ct_optimizer *opt, state_key *keys) {
+  if (opt->kind == KIND_SGD) {
+    keys[0] = (state_key){"momentum_buffer", offsetof(opt_slot, buf)};
+    return 1;
+  }
+  keys[0] = (state_key){"exp_avg", offsetof(opt_slot, buf)};
+  keys[1] = (state_key){"exp_avg_sq", offsetof(opt_slot, sq)};
+  keys[2] = (state_key){"max_exp_avg_sq", offsetof(opt_slot, vmax)};
+  return 3;
+}
+
+static ct_tensor **slot_tensor(opt_slot *st, const state_key *k) {
+  return (ct_tensor **)((char *)st + k->off);
+}
+
+ct_named_tensor *ct_optimizer_state_dict(ct_optimizer *opt, const char *prefix, int *n) {
+  if (n) *n = 0;
+  if (!opt || !n) return ct_fail(CT_ERR_VALUE, "ct_optimizer_state_dict: NULL argument"), NULL;
+  if (!prefix) prefix = "";
+  state_key keys[3];
+  const int nk = state_keys(opt, keys);
+  ct_named_tensor *out = calloc((size_t)opt->n * (size_t)(nk + 1) + 1, sizeof *out);
+  if (!out) return ct_fail(CT_ERR_OOM, "ct_optimizer_state_dict: out of host memory"), NULL;
+  int c = 0;
+  for (int i = 0; i < opt->n; ++i) {
+    opt_slot *st = &opt->state[i];
+    const int64_t steps = cti_optimizer_state_step(opt, i); // the device's count under GradScaler
+    if (steps == 0) continue;
+    for (int k = 0; k < nk; ++k) {
+      ct_tensor *t = *slot_tensor(st, &keys[k]);
+      if (!t) continue;
+      snprintf(out[c].name, sizeof out[c].name, "%sstate.%d.%s", prefix, i, keys[k].name);
+      if (!(out[c].tensor = ct_clone(t))) goto fail;
+      c++;
+    }
+    snprintf(out[c].name, sizeof out[c].name, "%sstate.%d.step", prefix, i);
+    if (!(out[c].tensor = ct_full(CT_SCALAR_SHAPE, (double)steps, CT_F32, ct_device_cpu()))) goto fail;
+    c++;
+  }
+  *n = c;
+  return out;
+fail:
+  for (int j = 0; j < c; ++j) ct_free(out[j].tensor);
+  free(out);
+  return NULL;
+}
+
+// Finds "<prefix>state.<i>.<key>" in entries; NULL if absent.
+static const ct_tensor *find_entry(const ct_named_tensor *e, int n, const char *prefix, int i, const char *key) {
+  char want[sizeof e->name];
+  snprintf(want, sizeof want, "%sstate.%d.%s", prefix, i, key);
+  for (int j = 0; j < n; ++j)
+    if (strcmp(e[j].name, want) == 0) return e[j].tensor;
+  return NULL;
+}
+
+// Counts entries under "<prefix>state." that name no parameter or key of opt.
+static int unexpected_entries(const ct_optimizer *opt, const ct_named_tensor *e, int n, const char *prefix,
+                              const state_key *keys, int nk, char *first, size_t cap) {
+  const size_t pl = strlen(prefix);
+  int bad = 0;
+  for (int j = 0; j < n; ++j) {
+    if (strncmp(e[j].name, prefix, pl) != 0 || strncmp(e[j].name + pl, "state.", 6) != 0) continue;
+    const char *s = e[j].name + pl + 6;
+    char *end;
+    long i = strtol(s, &end, 10);
+    bool ok = end != s && *end == '.' && i >= 0 && i < opt->n;
+    if (ok) {
+      ok = strcmp(end + 1, "step") == 0;
+      for (int k = 0; k < nk && !ok; ++k) ok = strcmp(end + 1, keys[k].name) == 0;
+    }
+    if (!ok && bad++ == 0) snprintf(first, cap, "%s", e[j].name);
+  }
+  return bad;
+}
+
+int ct_optimizer_load_state_dict(ct_optimizer *opt, const ct_named_tensor *entries, int n, const char *prefix) {
+  static const char op[] = "ct_optimizer_load_state_dict";
+  if (!opt || (!entries && n > 0) || n < 0) return ct_fail(CT_ERR_VALUE, "%s: NULL argument", op);
+  if (!prefix) prefix = "";
+  state_key keys[3];
+  const int nk = state_keys(opt, keys);
+  char nm[112], first[sizeof entries->name] = "", sa[64], sb[64];
+  int bad = unexpected_entries(opt, entries, n, prefix, keys, nk, first, sizeof first);
+  if (bad)
+    return ct_fail(CT_ERR_VALUE, "%s: %d entr%s such as \"%s\" belong to no parameter of this %s (%d parameters): "
+                   "was the checkpoint saved with another optimizer or model?",
+                   op, bad, bad == 1 ? "y" : "ies", first, ct_optimizer_name(opt), opt->n);
+  // Check everything before changing anything.
+  for (int i = 0; i < opt->n; ++i) {
+    const ct_tensor *v = opt->params[i]->value;
+    for (int k = 0; k < nk; ++k) {
+      const ct_tensor *t = find_entry(entries, n, prefix, i, keys[k].name);
+      if (t && (!ct_shape_eq(ct_shape_of(t), ct_shape_of(v)) || ct_dtype_of(t) != ct_dtype_of(v)))
+        return ct_fail(CT_ERR_SHAPE, "%s: %s of parameter %s is %s %s but the parameter is %s %s", op, keys[k].name,
+                       pname(opt->params[i], i, nm, sizeof nm), ct_shape_str(ct_shape_of(t), sa, sizeof sa),
+                       ct_dtype_name(ct_dtype_of(t)), ct_shape_str(ct_shape_of(v), sb, sizeof sb),
+                       ct_dtype_name(ct_dtype_of(v)));
+    }
+    const ct_tensor *s = find_entry(entries, n, prefix, i, "step");
+    if (s && ct_numel(s) != 1)
+      return ct_fail(CT_ERR_SHAPE, "%s: step of parameter %s has %lld elements, expected 1", op,
+                     pname(opt->params[i], i, nm, sizeof nm), (long long)ct_numel(s));
+    for (int k = 0; k < nk && s; ++k) { // a parameter that stepped has every buffer this optimizer keeps
+      bool kept = opt->kind == KIND_SGD ? opt->sgd.momentum != 0.0 : k < 2 || opt->adam.amsgrad;
+      if (kept && !find_entry(entries, n, prefix, i, keys[k].name))
+        return ct_fail(CT_ERR_VALUE, "%s: parameter %s has a step count but no %s (\"%sstate.%d.%s\" is missing)", op,
+                       pname(opt->params[i], i, nm, sizeof nm), keys[k].name, prefix, i, keys[k].name);
+    }
+  }
+  // Copy onto each parameter's device (optimizer.load_state_dict casts state to the parameter's device).
+  opt_slot *fresh = calloc((size_t)opt->n, sizeof *fresh);
+  if (!fresh) return ct_fail(CT_ERR_OOM, "%s: out of host memory", op);
+  int rc = CT_OK;
+  for (int i = 0; i < opt->n && rc == CT_OK; ++i) {
+    const ct_tensor *v = opt->params[i]->value;
+    for (int k = 0; k < nk && rc == CT_OK; ++k) {
+      const ct_tensor *t = find_entry(entries, n, prefix, i, keys[k].name);
+      if (t && !(*slot_tensor(&fresh[i], &keys[k]) = ct_to(t, ct_device_of(v), ct_dtype_of(v), false)))
+        rc = ct_last_status();
+    }
+    const ct_tensor *s = find_entry(entries, n, prefix, i, "step");
+    double step = 0;
+    if (rc == CT_OK && s && (rc = ct_item(s, &step)) == CT_OK && !(step >= 0 && step == floor(step)))
+      rc = ct_fail(CT_ERR_VALUE, "%s: step of parameter %s is %g, expected a count", op,
+                   pname(opt->params[i], i, nm, sizeof nm), step);
+    fresh[i].step = (int64_t)step;
+  }
+  for (int i = 0; i < opt->n; ++i) { // the new state, or on failure the old one, survives
+    opt_slot *drop = rc == CT_OK ? &opt->state[i] : &fresh[i];
+    ct_free(drop->buf), ct_free(drop->sq), ct_free(drop->vmax), ct_free(drop->amp);
+    if (rc == CT_OK) opt->state[i] = fresh[i];
+  }
+  free(fresh);
   return rc;
 }

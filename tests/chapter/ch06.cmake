@@ -13,6 +13,9 @@
 #                            dropout: the first 20 step losses agree within 1e-4 relative
 #   chapter.ch06_ckpt_torch  a checkpoint saved by ch06 loads into the twin's torch model:
 #                            the logits of 8 test images agree within 1e-4
+#   chapter.ch06_resume      Ctrl-C (a real SIGINT at a chosen step) with --save, then --resume:
+#                            parameters bit-identical to an uninterrupted run; a second Ctrl-C
+#                            leaves the old file; mismatched flags and weights-only files refused
 #   gpu.ch06                 --device cuda --quick; the GPU checkpoint evaluated on the CPU
 if(CT_TORCH_PYTHON)
   set(CT_CH06_PYTHON ${CT_TORCH_PYTHON})
@@ -37,8 +40,10 @@ add_test(NAME chapter.ch06_twin_agree
 add_test(NAME chapter.ch06_ckpt_torch
          COMMAND ${CT_CH06_PYTHON} ${CT_CH06_CHECK} ckpt_torch ${CT_CH06_BIN} ${CT_CH06_PYTHON} ${CT_CH06_TWIN}
                  ${CT_CH06_WORK}/ckpt_torch)
+add_test(NAME chapter.ch06_resume
+         COMMAND ${CT_CH06_PYTHON} ${CT_CH06_CHECK} resume ${CT_CH06_BIN} ${CT_CH06_WORK}/resume)
 set_tests_properties(chapter.ch06 chapter.ch06_badflag chapter.ch06_twin chapter.ch06_twin_agree
-                     chapter.ch06_ckpt_torch
+                     chapter.ch06_ckpt_torch chapter.ch06_resume
                      PROPERTIES LABELS chapter SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT "${CT_TEST_ENV}")
 
 add_test(NAME gpu.ch06

@@ -7,6 +7,8 @@
 #   chapter.ch08          --quick on 2 ranks: collectives, sampler = torch's, busbw, training,
 #                         checkpoint equal on every rank, only rank 0 prints
 #   chapter.ch08_badflag  bad flags exit 2; nccl without a GPU and unknown backends fail clearly
+#   chapter.ch08_kill     rank 1 SIGKILLed in training: the job ends non-zero within 60 s and the
+#                         checkpoint of an earlier complete run is untouched
 #   chapter.ch08_twin     ch08_pytorch.py (gloo): same sections, collectives and sampler lines
 if(CT_HAVE_MPI)
   if(CT_TORCH_PYTHON)
@@ -24,7 +26,8 @@ if(CT_HAVE_MPI)
   add_test(NAME chapter.ch08_twin
            COMMAND ${CT_CH08_PYTHON} ${CT_CH08_CHECK} twin ${CT_CH08_BIN} ${CT_CH08_PYTHON} ${CT_CH08_TWIN}
                    ${CT_CH08_WORK}/twin)
-  set_tests_properties(chapter.ch08 chapter.ch08_badflag chapter.ch08_twin PROPERTIES
+  add_test(NAME chapter.ch08_kill COMMAND ${CT_CH08_PYTHON} ${CT_CH08_CHECK} kill ${CT_CH08_BIN} ${CT_CH08_WORK}/kill)
+  set_tests_properties(chapter.ch08 chapter.ch08_badflag chapter.ch08_twin chapter.ch08_kill PROPERTIES
                        LABELS chapter SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_BINARY_DIR}
-                       ENVIRONMENT "${CT_TEST_ENV}")
+                       ENVIRONMENT "${CT_MPI_TEST_ENV}")
 endif()

@@ -17,6 +17,13 @@ Usage:
                                                        a checkpoint saved by ch06 loads into the twin's
                                                        torch model: the same logits within 1e-4
     check_ch06.py gpu CH06 WORKDIR HAVE_CUDA           --device cuda --quick, and its checkpoint on the CPU
+    check_ch06.py resume CH06 WORKDIR                  Ctrl-C (a real SIGINT, raised at a chosen step
+                                                       through $CT_TEST_SIGINT_AFTER) with --save writes
+                                                       a training checkpoint; --resume reaches the
+                                                       uninterrupted run's parameters bit for bit (cut
+                                                       in epoch 1 and in epoch 2); a second Ctrl-C exits
+                                                       at once leaving the old file and no temporary;
+                                                       other flags, a weights-only file, --load of it
 
 Exit 0: passed; 1: failed (the reason is printed); 77: skipped (ctest's
 SKIP_RETURN_CODE), only where the thing under test cannot exist here.
@@ -33,6 +40,7 @@ import math
 import os
 import re
 import struct
+import subprocess
 import sys
 import zlib
 
@@ -403,10 +411,83 @@ def cmd_gpu(ch06, work, have_cuda):
     print("PASS")
 
 
+def read_safetensors(path):
+    """(metadata dict, {name: (dtype, shape, raw bytes)}) of a safetensors file, parsed here."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {}) or {}
+    base = 8 + n
+    tensors = {k: (v["dtype"], v["shape"], raw[base + v["data_offsets"][0]:base + v["data_offsets"][1]])
+               for k, v in header.items()}
+    return meta, tensors
+
+
+def cmd_resume(ch06, work):
+    os.makedirs(work, exist_ok=True)
+    flags = ["--device", "cpu", "--quick", "--epochs", "2", "--batchnorm", "--out-dir", work]  # dropout 0.25 on
+    full, cut, done = (os.path.join(work, f) for f in ("full.safetensors", "cut.safetensors", "done.safetensors"))
+    r = run([ch06, *flags, "--save", fresh(full)])
+    expect(r.returncode == 0, f"uninterrupted run: exit code {r.returncode}", r)
+    _, want = read_safetensors(full)
+    steps_per_epoch = 20  # --quick: 2560 images, batch 128
+    for at in (5, steps_per_epoch + 7):
+        env = dict(os.environ, CT_TEST_SIGINT_AFTER=str(at))
+        print(f"+ CT_TEST_SIGINT_AFTER={at}", flush=True)
+        r = subprocess.run([ch06, *flags, "--save", fresh(cut)], capture_output=True, text=True, env=env, timeout=280)
+        expect(r.returncode == 130, f"Ctrl-C after step {at}: exit code {r.returncode}, expected 130", r)
+        expect(f"interrupted after step {at} " in r.stdout and "stopping after this step" in r.stderr,
+               "the interruption is reported on stdout and stderr", r)
+        meta, got = read_safetensors(cut)
+        epoch, batch = divmod(at, steps_per_epoch) if at % steps_per_epoch else (at // steps_per_epoch - 1, steps_per_epoch)
+        expect(meta.get("ct.format") == "ct-train/1" and meta.get("step") == str(at) and
+               meta.get("epoch") == str(epoch) and meta.get("batch") == str(batch) and meta.get("optimizer") == "Adam",
+               f"the checkpoint's metadata {meta}")
+        expect(sorted(k[len("model."):] for k in got if k.startswith("model.")) == sorted(want),
+               f"model.* entries {sorted(got)} against the state_dict {sorted(want)}")
+        nparams = len([k for k in want if not re.search(r"running_|num_batches", k)])
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            have = [k for k in got if re.fullmatch(rf"optimizer\.state\.\d+\.{key}", k)]
+            expect(len(have) == nparams, f"{len(have)} optimizer {key} entries for {nparams} parameters")
+        expect(any(k.startswith("rng.cpu") for k in meta), f"no generator state in {meta}")
+        r = run([ch06, *flags, "--resume", cut, "--save", fresh(done)])
+        expect(r.returncode == 0 and f"resuming {cut}: epoch {epoch + 1}, after batch {batch} (step {at})" in r.stdout,
+               f"--resume: exit code {r.returncode}", r)
+        _, res = read_safetensors(done)
+        differ = [k for k in want if res.get(k) != want[k]]
+        expect(not differ, f"cut after step {at}, resumed: {len(differ)} tensors differ from the uninterrupted "
+                           f"run's, e.g. {differ[:3]}")
+        print(f"cut after step {at} (epoch {epoch + 1}, batch {batch}), resumed: all {len(want)} tensors "
+              "bit-identical to the uninterrupted run")
+    # A second Ctrl-C ends the run at once: the old file stays, no temporary is left.
+    old = os.path.join(work, "old.safetensors")
+    with open(old, "wb") as f:
+        f.write(b"the previous checkpoint")
+    env = dict(os.environ, CT_TEST_SIGINT_AFTER="3,3")
+    r = subprocess.run([ch06, *flags, "--save", old], capture_output=True, text=True, env=env, timeout=280)
+    expect(r.returncode == 130 and "saved" not in r.stdout, f"two Ctrl-C: exit code {r.returncode}", r)
+    with open(old, "rb") as f:
+        expect(f.read() == b"the previous checkpoint", "two Ctrl-C: the existing --save file was changed")
+    left = glob.glob(os.path.join(work, "*.tmp.*"))
+    expect(not left, f"temporary files left behind: {left}")
+    # Resuming with other flags, or from a weights-only file, is refused; --load evaluates the cut run.
+    r = run([ch06, *flags, "--batch-size", "64", "--resume", cut])
+    expect(r.returncode == 1 and "resume with the same flags" in r.stderr and "batch-size=64" in r.stderr,
+           "--resume with another batch size", r)
+    r = run([ch06, *flags, "--resume", full])
+    expect(r.returncode == 1 and "not a training checkpoint" in r.stderr, "--resume of a weights-only file", r)
+    r = run([ch06, *flags, "--load", cut])
+    expect(r.returncode == 0 and "no training: evaluating" in r.stdout, "--load of a training checkpoint", r)
+    r = run([ch06, *flags, "--load", cut, "--resume", cut])
+    expect(r.returncode == 2, "--load with --resume is a usage error", r)
+    print("PASS")
+
+
 def main(argv):
     return chaptertest.dispatch(argv, {"report": (cmd_report, 2), "badflag": (cmd_badflag, 2), "twin": (cmd_twin, 4),
                                        "twin_agree": (cmd_twin_agree, 4), "ckpt_torch": (cmd_ckpt_torch, 4),
-                                       "gpu": (cmd_gpu, 3)}, __doc__)
+                                       "gpu": (cmd_gpu, 3), "resume": (cmd_resume, 2)}, __doc__)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,18 @@
                           backend names the two that exist
     check_ch08.py twin    CH08 PYTHON TWIN WORK  ch08_pytorch.py (gloo, under tools/launch) prints
                           the same sections and the same collectives and sampler lines
+    check_ch08.py kill    CH08 WORK              rank 1 SIGKILLed once training has begun: the job
+                          exits non-zero within 60 s, and the checkpoint a complete run saved
+                          before is untouched (same bytes, a valid safetensors file), no temporary
 """
+import glob
+import json
 import os
+import signal
+import struct
+import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -93,9 +102,77 @@ def cmd_twin(ch08, python, twin, work):
         expect(mc[key] == mp[key], f"metric {key}: C {mc[key]} vs twin {mp[key]}")
 
 
+def rank_pid(program, rank):
+    """The pid of a running `program` process whose environment has RANK=rank, or None."""
+    want = os.path.realpath(program)
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            if os.path.realpath(os.path.join(d, "exe")) != want:
+                continue
+            with open(os.path.join(d, "environ"), "rb") as f:
+                if f"RANK={rank}".encode() in f.read().split(b"\0"):
+                    return int(os.path.basename(d))
+        except OSError:
+            continue
+    return None
+
+
+def check_safetensors(path):
+    """The tensor names of a complete safetensors file (header parsed here, data length checked)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    end = max(e["data_offsets"][1] for e in header.values())
+    expect(8 + n + end == len(raw), f"{path}: data ends at {8 + n + end}, the file has {len(raw)} bytes")
+    return sorted(header)
+
+
+def cmd_kill(ch08, work):
+    os.makedirs(work, exist_ok=True)
+    ckpt = os.path.join(work, "last.safetensors")
+    r = run([ch08, "--quick", "--save", fresh(ckpt)])
+    expect(r.returncode == 0, f"the complete run: exit code {r.returncode}", r)
+    with open(ckpt, "rb") as f:
+        before = f.read()
+    names = check_safetensors(ckpt)
+    # The same job again, rank 1 killed once rank 0 prints the training section.
+    t0 = time.monotonic()
+    p = subprocess.Popen([ch08, "--quick", "--save", ckpt], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    seen = []
+    for line in p.stdout:
+        seen.append(line)
+        if line.startswith("== training"):
+            break
+    pid = None
+    while pid is None and time.monotonic() - t0 < 60 and p.poll() is None:
+        pid = rank_pid(ch08, 1)
+    expect(pid is not None, f"no rank-1 process of {ch08} found; output so far:\n{''.join(seen)}")
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    try:
+        out, err = p.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        expect(False, f"the job still ran 90 s after rank 1 was killed:\n{err[-3000:]}")
+    took = time.monotonic() - killed
+    print(f"rank 1 (pid {pid}) killed in training; the job exited {p.returncode} {took:.1f} s later")
+    expect(p.returncode != 0 and took < 60, f"exit {p.returncode} {took:.1f} s after the kill:\n{err[-3000:]}")
+    with open(ckpt, "rb") as f:
+        expect(f.read() == before, "the previous checkpoint changed")
+    expect(check_safetensors(ckpt) == names, "the previous checkpoint no longer parses the same")
+    left = glob.glob(os.path.join(work, "*.tmp.*"))
+    expect(not left, f"temporary files left: {left}")
+    print(f"the previous checkpoint ({len(names)} tensors) is intact and loadable")
+    print("PASS")
+
+
 def main(argv):
     return chaptertest.dispatch(argv, {"report": (cmd_report, 2), "badflag": (cmd_badflag, 2),
-                                       "twin": (cmd_twin, 4)}, __doc__)
+                                       "twin": (cmd_twin, 4), "kill": (cmd_kill, 2)}, __doc__)
 
 
 if __name__ == "__main__":

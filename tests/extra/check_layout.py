@@ -42,11 +42,18 @@ for lib in libs:
         problems.append(f"{pathlib.Path(lib).name} exports {sym}: declare it in "
                         "common/include/ (public ct_) or rename it cti_ (internal)")
 
-private_dirs = ("core/", "cpu/", "kernels/", "nn/", "optim/", "data/", "io/", "app/")
+private_dirs = ("core/", "cpu/", "kernels/", "nn/", "optim/", "data/", "io/", "app/", "graph/")
 for f in sorted((src / "chapters").rglob("*")):
     if f.suffix not in (".c", ".cu", ".h", ".cuh"):
         continue
+    prose = False  # inside a /*md ... */ prose block, which may name the runtime's internals it explains
     for n, line in enumerate(f.read_text().splitlines(), 1):
+        if line.strip() == "/*md":
+            prose = True
+        elif prose and line.strip() == "*/":
+            prose = False
+        if prose:
+            continue
         m = re.match(r'\s*#\s*include\s*[<"]([^>"]+)[>"]', line)
         if m and m.group(1).startswith(private_dirs):
             problems.append(f"{f.relative_to(src)}:{n} includes the private "

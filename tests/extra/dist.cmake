@@ -27,13 +27,13 @@ if(CT_HAVE_MPI)
   foreach(n 2 3)
     add_test(NAME dist.collectives_${n}
              COMMAND ${PROJECT_SOURCE_DIR}/tools/launch --nproc-per-node ${n} $<TARGET_FILE:test_dist> mpi)
-    set_tests_properties(dist.collectives_${n} PROPERTIES LABELS dist TIMEOUT 120 ENVIRONMENT "${CT_TEST_ENV};OMP_NUM_THREADS=1")
+    set_tests_properties(dist.collectives_${n} PROPERTIES LABELS dist TIMEOUT 120 ENVIRONMENT "${CT_MPI_TEST_ENV};OMP_NUM_THREADS=1")
   endforeach()
   find_program(CT_DIST_PYTHON NAMES python3 REQUIRED)
   add_test(NAME dist.fault
            COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_fault.py ${PROJECT_SOURCE_DIR}/tools/launch
                    $<TARGET_FILE:dist_fault> $<TARGET_FILE:test_dist>)
-  set_tests_properties(dist.fault PROPERTIES LABELS dist TIMEOUT 300 ENVIRONMENT "${CT_TEST_ENV};OMP_NUM_THREADS=1")
+  set_tests_properties(dist.fault PROPERTIES LABELS dist TIMEOUT 300 ENVIRONMENT "${CT_MPI_TEST_ENV};OMP_NUM_THREADS=1")
 endif()
 if(CT_HAVE_MPI)
   # dist.netns: two network namespaces joined by a veth pair play two machines;
@@ -42,5 +42,5 @@ if(CT_HAVE_MPI)
   add_test(NAME dist.netns
            COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_netns.py ${PROJECT_SOURCE_DIR}/tools/launch
                    ${CT_DIST_DIR}/netns_rsh $<TARGET_FILE:test_dist>)
-  set_tests_properties(dist.netns PROPERTIES LABELS dist SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT "${CT_TEST_ENV}")
+  set_tests_properties(dist.netns PROPERTIES LABELS dist SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT "${CT_MPI_TEST_ENV}")
 endif()

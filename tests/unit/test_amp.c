@@ -295,6 +295,15 @@ static void test_skipped_steps(void **state) {
 }
 
 // ---- state_dict through a checkpoint ------------------------------------------------------------
+// The metadata of a safetensors file (its tensors loaded and dropped).
+static int metadata_of(const char *path, char ***pairs) {
+  ct_named_tensor *e = NULL;
+  int n = 0;
+  int rc = ct_load_safetensors_with_metadata(path, ct_device_cpu(), &e, &n, pairs);
+  ct_named_tensors_free(e, n);
+  return rc;
+}
+
 // One scale/step/update with gradient g (poisoned when bad).
 static void one_step(ct_grad_scaler *s, ct_optimizer *opt, params *ps, const ct_tensor *g, bool bad) {
   for (int j = 0; j < NP; ++j) {
@@ -353,7 +362,7 @@ static void test_state_dict_checkpoint(void **state) {
   ct_grad_scaler_free(first);
   // Resume: a fresh scaler from the file's metadata.
   char **pairs = NULL;
-  TU_OK(ct_load_safetensors_metadata(path, &pairs));
+  TU_OK(metadata_of(path, &pairs));
   ct_grad_scaler_state back;
   TU_OK(ct_grad_scaler_state_from_metadata((const char *const *)pairs, &back));
   assert_true(back.scale == st.scale && back.growth_tracker == st.growth_tracker &&
@@ -373,7 +382,7 @@ static void test_state_dict_checkpoint(void **state) {
   ct_metadata_free(pairs);
   const char *plain = tu_scratch_path(dir, "plain.safetensors");
   TU_OK(ct_save_safetensors(plain, entries, NP, NULL));
-  TU_OK(ct_load_safetensors_metadata(plain, &pairs));
+  TU_OK(metadata_of(plain, &pairs));
   assert_null(pairs[0]);
   assert_int_not_equal(ct_grad_scaler_state_from_metadata((const char *const *)pairs, &back), CT_OK);
   tu_assert_error_contains("scaler.scale", "metadata without the scaler");

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"    // ct_named_tensors_free
 #include "optim_kernels.h" // cti_optimizer_state_tensor (internal)
 #include "testutil.h"
 #include "tu_ref.h"
@@ -584,6 +585,153 @@ static void test_names_and_defaults(void **state) {
   free_params(&p, 1);
 }
 
+// ---- state_dict -------------------------------------------------------------------------------
+// Gradient j of step k: a fixed pattern, the same for both optimizers compared.
+static void set_grads(ct_param *ps, int k, const bool *present) {
+  for (int j = 0; j < NP; ++j) {
+    ct_free(ps[j].grad);
+    ps[j].grad = NULL;
+    if (present && !present[j]) continue;
+    const int64_t n = ct_shape_numel(shapes[j]);
+    double *g = malloc((size_t)n * sizeof *g);
+    for (int64_t i = 0; i < n; ++i) g[i] = sin(0.37 * (double)i + k + 1.7 * j) * grad_scale[k % MAX_STEPS];
+    ps[j].grad = tu_from_f64(g, shapes[j], ct_dtype_of(ps[j].value), tu_device);
+    TU_CHECK(ps[j].grad);
+    free(g);
+  }
+}
+
+static const ct_tensor *entry(const ct_named_tensor *e, int n, const char *name) {
+  for (int i = 0; i < n; ++i)
+    if (!strcmp(e[i].name, name)) return e[i].tensor;
+  return NULL;
+}
+
+// Optimizer A steps 3 times (parameter 1 without a grad at the first step,
+// so its count differs), its state_dict loads into B over copies of A's
+// parameters, and both step twice more: the parameters stay bit-identical.
+// Without the load B's bias corrections and momenta start over, and they
+// differ (checked too, so the comparison can fail).
+static void check_round_trip(const cfg *c, ct_dtype dt) {
+  ct_param pa[NP], pb[NP], pc[NP];
+  ct_param *qa[NP], *qb[NP], *qc[NP];
+  for (int j = 0; j < NP; ++j) {
+    const int64_t n = ct_shape_numel(shapes[j]);
+    double *x = malloc((size_t)n * sizeof *x);
+    tu_fill_uniform(x, n, -1, 1);
+    set_param(&pa[j], "p", x, shapes[j], dt);
+    free(x);
+    qa[j] = &pa[j], qb[j] = &pb[j], qc[j] = &pc[j];
+  }
+  ct_optimizer *a = make_opt(c, qa, NP);
+  TU_CHECK(a);
+  const bool skip1[NP] = {1, 0, 1};
+  for (int k = 0; k < 3; ++k) {
+    set_grads(pa, k, k == 0 ? skip1 : NULL);
+    TU_OK(ct_optimizer_step(a));
+  }
+  int n = 0;
+  ct_named_tensor *sd = ct_optimizer_state_dict(a, "optimizer.", &n);
+  TU_CHECK(sd);
+  const ct_tensor *st1 = entry(sd, n, "optimizer.state.1.step"), *st0 = entry(sd, n, "optimizer.state.0.step");
+  double v0 = 0, v1 = 0;
+  if (!st0 || !st1 || ct_item(st0, &v0) || ct_item(st1, &v1) || v0 != 3 || v1 != 2)
+    fail_msg("%s: step entries %g and %g, expected 3 and 2", c->label, v0, v1);
+  if (c->kind != SGD && !entry(sd, n, "optimizer.state.2.exp_avg_sq")) fail_msg("%s: no exp_avg_sq", c->label);
+  for (int j = 0; j < NP; ++j) {
+    memset(&pb[j], 0, sizeof pb[j]), memset(&pc[j], 0, sizeof pc[j]);
+    pb[j].value = ct_clone(pa[j].value), pc[j].value = ct_clone(pa[j].value);
+    TU_CHECK(pb[j].value && pc[j].value);
+  }
+  ct_optimizer *b = make_opt(c, qb, NP), *fresh = make_opt(c, qc, NP);
+  TU_CHECK(b && fresh);
+  TU_OK(ct_optimizer_load_state_dict(b, sd, n, "optimizer."));
+  for (int k = 3; k < 5; ++k) {
+    set_grads(pa, k, NULL), set_grads(pb, k, NULL), set_grads(pc, k, NULL);
+    TU_OK(ct_optimizer_step(a));
+    TU_OK(ct_optimizer_step(b));
+    TU_OK(ct_optimizer_step(fresh));
+  }
+  bool fresh_differs = false;
+  for (int j = 0; j < NP; ++j) {
+    double *x = tu_to_f64(pa[j].value), *y = tu_to_f64(pb[j].value), *z = tu_to_f64(pc[j].value);
+    const int64_t m = ct_shape_numel(shapes[j]);
+    for (int64_t i = 0; i < m; ++i) {
+      if (x[i] != y[i])
+        fail_msg("%s %s: parameter %d element %lld: %.17g continuing, %.17g after load_state_dict", c->label,
+                 ct_dtype_name(dt), j, (long long)i, x[i], y[i]);
+      fresh_differs |= x[i] != z[i];
+    }
+    free(x), free(y), free(z);
+  }
+  if (!fresh_differs) fail_msg("%s: a fresh optimizer gives the same parameters: the check cannot fail", c->label);
+  ct_named_tensors_free(sd, n);
+  ct_optimizer_free(a), ct_optimizer_free(b), ct_optimizer_free(fresh);
+  free_params(pa, NP), free_params(pb, NP), free_params(pc, NP);
+}
+
+static void test_state_dict_round_trip(void **state) {
+  (void)state;
+  cfg cs[] = {
+      {.kind = SGD, .sgd = {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 1e-2}, .label = "SGD"},
+      {.kind = ADAM, .adam = ct_adam_defaults(), .label = "Adam amsgrad"},
+      {.kind = ADAMW, .adam = ct_adamw_defaults(), .label = "AdamW"},
+  };
+  cs[1].adam.amsgrad = true;
+  for (size_t k = 0; k < sizeof cs / sizeof cs[0]; ++k)
+    for (int d = 0; d < 2; ++d) check_round_trip(&cs[k], dtypes[d]);
+}
+
+// A state_dict that does not fit is refused, naming what, and changes nothing.
+static void test_state_dict_errors(void **state) {
+  (void)state;
+  ct_param ps[NP];
+  ct_param *q[NP];
+  for (int j = 0; j < NP; ++j) {
+    double *x = calloc((size_t)ct_shape_numel(shapes[j]), sizeof *x);
+    set_param(&ps[j], "p", x, shapes[j], CT_F32);
+    free(x);
+    q[j] = &ps[j];
+  }
+  ct_optimizer *a = ct_optim_adam(q, NP, ct_adam_defaults());
+  TU_CHECK(a);
+  set_grads(ps, 0, NULL);
+  TU_OK(ct_optimizer_step(a));
+  int n = 0;
+  ct_named_tensor *sd = ct_optimizer_state_dict(a, "", &n);
+  TU_CHECK(sd);
+  ct_optimizer *b = ct_optim_adam(q, NP, ct_adam_defaults());
+  TU_CHECK(b);
+  // an index past the parameters
+  snprintf(sd[0].name, sizeof sd[0].name, "state.9.exp_avg");
+  if (ct_optimizer_load_state_dict(b, sd, n, "") == CT_OK) fail_msg("state.9 accepted");
+  tu_assert_error_contains("\"state.9.exp_avg\" belong to no parameter", "index past the end");
+  // a missing buffer of a stepped parameter
+  snprintf(sd[0].name, sizeof sd[0].name, "other.0.exp_avg");
+  if (ct_optimizer_load_state_dict(b, sd, n, "") == CT_OK) fail_msg("missing exp_avg accepted");
+  tu_assert_error_contains("has a step count but no exp_avg", "missing buffer");
+  // a shape that is not the parameter's: exp_avg of parameter 1 given parameter 0's tensor
+  snprintf(sd[0].name, sizeof sd[0].name, "state.0.exp_avg");
+  ct_tensor *keep = sd[1].tensor; // state.0.exp_avg_sq
+  sd[1].tensor = entry(sd, n, "state.1.exp_avg") ? (ct_tensor *)entry(sd, n, "state.1.exp_avg") : keep;
+  if (ct_optimizer_load_state_dict(b, sd, n, "") == CT_OK) fail_msg("a wrong shape accepted");
+  tu_assert_error_contains("exp_avg_sq of parameter", "wrong shape");
+  sd[1].tensor = keep;
+  // nothing changed: b has no state yet
+  int nb = -1;
+  ct_named_tensor *sb = ct_optimizer_state_dict(b, "", &nb);
+  TU_CHECK(sb);
+  if (nb != 0) fail_msg("a failed load left %d state entries", nb);
+  ct_named_tensors_free(sb, nb);
+  // SGD's state in an Adam: a key Adam does not keep
+  snprintf(sd[0].name, sizeof sd[0].name, "state.0.momentum_buffer");
+  if (ct_optimizer_load_state_dict(b, sd, n, "") == CT_OK) fail_msg("momentum_buffer accepted by Adam");
+  tu_assert_error_contains("another optimizer", "another optimizer's key");
+  ct_named_tensors_free(sd, n);
+  ct_optimizer_free(a), ct_optimizer_free(b);
+  free_params(ps, NP);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
@@ -598,6 +746,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_step_errors),
       cmocka_unit_test(test_noncontiguous_grads),
       cmocka_unit_test(test_names_and_defaults),
+      cmocka_unit_test(test_state_dict_round_trip),
+      cmocka_unit_test(test_state_dict_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
