@@ -696,14 +696,16 @@ static int show_best_practice(const settings *s, ct_device dev, ct_metrics *m) {
 ::: zh
 ## 种子的 `model.half()`：丢掉了什么
 
-“手动混合精度”把整个模型转成 float16：参数、梯度、优化器的更新都在 float16 里（PyTorch 1.13 在 CPU 上连这一步都跑不了：它的 CPU 矩阵乘没有 float16，孪生程序会打印那条错误）。它省掉了 float32 的主权重，也没有 GradScaler。下面从同一个初始权重出发，用 float16 模型和普通 SGD 训练同样的步数，和 float32、autocast（float16 + GradScaler）两次运行比较，并数两件事：一是**丢掉的更新**——梯度不为零、参数却一点没变的元素：`lr × grad` 小于参数在 float16 里最小间隔的一半，加上去又被舍入掉了；主权重在 float32 里，这样的小更新能累积起来。二是没有放大时被冲成零的梯度，和上一节一样。这次运行里，float16 模型有 {{metric half_lost_pct %.1f}}% 的更新被舍入掉了。
+“手动混合精度”把整个模型转成 float16：参数、梯度、优化器的更新都在 float16 里（PyTorch 1.13 在 CPU 上连这一步都跑不了：它的 CPU 矩阵乘没有 float16，孪生程序会打印那条错误）。它省掉了 float32 的主权重，也没有 GradScaler。下面从同一个初始权重出发，用 float16 模型和普通 SGD 训练同样的步数，和 float32、autocast（float16 + GradScaler）两次运行比较，并数两件事：一是前 10 步里**丢掉的更新**——梯度不为零、参数却一点没变的元素：`lr × grad` 小于参数在 float16 里最小间隔的一半，加上去又被舍入掉了；主权重在 float32 里，这样的小更新能累积起来。二是没有放大时被冲成零的梯度，和上一节一样。这次运行里，float16 模型有 {{metric half_lost_pct %.1f}}% 的更新被舍入掉了。
 :::
 ::: en
 ## The seed's `model.half()`: what it loses
 
-"Manual mixed precision" turns the whole model into float16: parameters, gradients and the optimizer's update all live in float16 (PyTorch 1.13 cannot even run this on a CPU: its CPU matmul has no float16, and the twin prints that error). It drops the float32 master weights, and it has no GradScaler. Below, starting from the same initial weights, a float16 model trains with plain SGD for the same number of steps, next to a float32 run and an autocast run (float16 + GradScaler), counting two things. First, **lost updates**: elements whose gradient is not zero yet whose parameter did not change at all, because `lr × grad` was less than half the parameter's float16 spacing and rounding took it away again; float32 master weights let such small updates add up. Second, as in the section above, gradients flushed to zero without scaling. In this run rounding took away {{metric half_lost_pct %.1f}}% of the half-precision model's updates.
+"Manual mixed precision" turns the whole model into float16: parameters, gradients and the optimizer's update all live in float16 (PyTorch 1.13 cannot even run this on a CPU: its CPU matmul has no float16, and the twin prints that error). It drops the float32 master weights, and it has no GradScaler. Below, starting from the same initial weights, a float16 model trains with plain SGD for the same number of steps, next to a float32 run and an autocast run (float16 + GradScaler), counting two things. First, over the first 10 steps, **lost updates**: elements whose gradient is not zero yet whose parameter did not change at all, because `lr × grad` was less than half the parameter's float16 spacing and rounding took it away again; float32 master weights let such small updates add up. Second, as in the section above, gradients flushed to zero without scaling. In this run rounding took away {{metric half_lost_pct %.1f}}% of the half-precision model's updates.
 :::
 */
+#define LOST_STEPS 10 // steps over which model.half()'s lost updates are counted
+
 static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
   ct_cli_section("half");
   task t;
@@ -726,10 +728,11 @@ static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
       ct_tensor *x, *y, *xin = NULL;
       batch_of(&t, k, s->batch, &x, &y);
       if (run == 2) xin = ct_to_dtype(x, CT_F16); // the seed feeds a float16 input
-      double **before = run == 2 ? snapshot(ps, np, false) : NULL;
+      const bool count = run == 2 && k < LOST_STEPS; // counting copies every weight: the first steps only
+      double **before = count ? snapshot(ps, np, false) : NULL;
       ct_tensor *loss = amp_step(model, opt, scaler, run == 2 ? xin : x, y, run == 1 ? CT_F16 : CT_F32, 0);
       if (!loss) return -1;
-      if (run == 2) { // count the updates rounding took away, and the grads that are zero
+      if (count) { // count the updates rounding took away, and the grads that are zero
         double **after = snapshot(ps, np, false), **g = snapshot(ps, np, true);
         if (!before || !after || !g) return ct_fail(CT_ERR_OOM, "ch09: out of host memory");
         for (int i = 0; i < np; ++i)
@@ -749,8 +752,8 @@ static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
   }
   printf("mean loss of the last 5 of %ld steps: float32 %.5f, autocast float16 + GradScaler %.5f, "
          "model.half() %.5f\n", s->steps, final[0], final[1], final[2]);
-  printf("model.half(): updates lost to rounding: %" PRId64 " of %" PRId64 " (%.2f%%); gradients that are zero: "
-         "%.2f%%\n", lost, updates, 100.0 * (double)lost / (double)(updates ? updates : 1),
+  printf("model.half(), first %d steps: updates lost to rounding: %" PRId64 " of %" PRId64 " (%.2f%%); gradients "
+         "that are zero: %.2f%%\n", LOST_STEPS, lost, updates, 100.0 * (double)lost / (double)(updates ? updates : 1),
          100.0 * (double)zero_grads / (double)(grads ? grads : 1));
   ct_metrics_num(m, "half_loss_f32", final[0]);
   ct_metrics_num(m, "half_loss_amp", final[1]);
@@ -771,7 +774,7 @@ static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
 
 在 GPU 上，float16 和 bfloat16 的矩阵乘走张量核心（cuBLAS 的 GemmEx，float32 累加），吞吐比 float32 高一个数量级，激活值也只有一半大小；卷积是 im2col 加同一个 GEMM。在 CPU 上：bfloat16 的矩阵乘交给 oneDNN，用这台 CPU 的 AVX-512 BF16 指令（`vdpbf16ps`：一条指令把成对的 bf16 乘积加进 float32）；float16 在 CPU 上没有这样的指令（Debian 的 OpenBLAS 也没有半精度 GEMM），只能先展宽成 float32 再用 sgemm，所以反而更慢。有 oneDNN 时，表里还多一行“bfloat16，关掉 oneDNN”，看看原生指令本身带来了多少。PyTorch 的 CPU autocast 用的也是 oneDNN（孪生程序的同一张表是 `torch.autocast("cpu", dtype=torch.bfloat16)` 量出来的）。
 
-这次运行里，bfloat16 的 MLP 一步是 float32 的 {{metric gemm_speedup_bfloat16 %.2f}} 倍快，float16 是 {{metric gemm_speedup_float16 %.2f}} 倍；卷积模型上 bfloat16 是 {{metric conv_speedup_bfloat16 %.2f}} 倍。卷积模型的矩阵很“瘦”（输出通道 64，每张图的 im2col 只有 27 行），原生指令省下的时间被转换的开销抵消；它的步内存在低精度下反而更大，因为 ct 为了精度，col2im 在 float32 里求和（多一块 float32 的列矩阵），批归一化也在输入的 float32 副本上计算。
+这次运行里，bfloat16 的 MLP 一步是 float32 的 {{metric gemm_speedup_bfloat16 %.2f}} 倍快，float16 是 {{metric gemm_speedup_float16 %.2f}} 倍；卷积模型上 bfloat16 是 {{metric conv_speedup_bfloat16 %.2f}} 倍。卷积模型的矩阵很“瘦”（输出通道 64，每张图的 im2col 只有 27 行），原生指令省下的时间很大一部分又花在了类型转换上；它的步内存在低精度下反而更大，因为 ct 为了精度，col2im 在 float32 里求和（多一块 float32 的列矩阵），批归一化也在输入的 float32 副本上计算。
 :::
 ::: en
 ## Speed, memory and final loss
@@ -780,7 +783,7 @@ Two workloads, each trained for the same number of steps in the three precisions
 
 On a GPU, float16 and bfloat16 products run on the tensor cores (cuBLAS GemmEx with float32 accumulation), an order of magnitude more throughput than float32, and activations take half the memory; convolution is im2col plus the same GEMM. On the CPU, bfloat16 products go to oneDNN, which uses this CPU's AVX-512 BF16 instructions (`vdpbf16ps`: one instruction adds pairs of bf16 products into float32); float16 has no such instruction on the CPU (and Debian's OpenBLAS no half-precision GEMM), so it widens to float32 and runs sgemm, and ends up slower. Where oneDNN is present the table has one more row, "bfloat16, oneDNN off", to show what the native instructions themselves add. PyTorch's CPU autocast uses oneDNN too (the twin's table is measured with `torch.autocast("cpu", dtype=torch.bfloat16)`).
 
-In this run bfloat16 made the MLP's step {{metric gemm_speedup_bfloat16 %.2f}} times as fast as float32, float16 {{metric gemm_speedup_float16 %.2f}} times; on the convolution model bfloat16 ran at {{metric conv_speedup_bfloat16 %.2f}} times float32's speed. The convolution's matrices are thin (64 output channels, 27 rows of im2col per image), so the casts eat what the native instructions save; and its step memory is larger in low precision, because for accuracy ct sums col2im in float32 (one more float32 column matrix) and batch norm computes on a float32 copy of its input.
+In this run bfloat16 made the MLP's step {{metric gemm_speedup_bfloat16 %.2f}} times as fast as float32, float16 {{metric gemm_speedup_float16 %.2f}} times; on the convolution model bfloat16 ran at {{metric conv_speedup_bfloat16 %.2f}} times float32's speed. The convolution's matrices are thin (64 output channels, 27 rows of im2col per image), so the casts take a large share of what the native instructions save; and its step memory is larger in low precision, because for accuracy ct sums col2im in float32 (one more float32 column matrix) and batch norm computes on a float32 copy of its input.
 :::
 */
 typedef struct run_stats {
@@ -1077,7 +1080,7 @@ static int show_bad_batch(const settings *s, ct_device dev, ct_metrics *m) {
 */
 int main(int argc, char **argv) {
   ct_cli cli = {.program = "ch09", .summary = "Chapter 9: automatic mixed precision, autocast and GradScaler."};
-  settings s = {.steps = 60, .batch = 256, .hidden = 1024, .scale_steps = 40, .lr = 0.05, .out_dir = "."};
+  settings s = {.steps = 40, .batch = 256, .hidden = 1024, .scale_steps = 40, .lr = 0.05, .out_dir = "."};
   ct_cli_opt opts[] = {
       {"steps", CT_OPT_INT, &s.steps, "training steps of each timed run (--quick: 8)"},
       {"batch-size", CT_OPT_INT, &s.batch, "the MLP's batch; the conv model takes a quarter (--quick: 32)"},
@@ -1089,7 +1092,7 @@ int main(int argc, char **argv) {
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   /*md hide*/
   if (cli.quick) {
-    if (s.steps == 60) s.steps = 8;
+    if (s.steps == 40) s.steps = 8;
     if (s.batch == 256) s.batch = 32;
     if (s.hidden == 1024) s.hidden = 128;
     if (s.scale_steps == 40) s.scale_steps = 20;

@@ -53,7 +53,7 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--metrics", metavar="FILE")
-    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--scale-steps", type=int, default=40)
@@ -61,7 +61,7 @@ def parse_args(argv):
     p.add_argument("--out-dir", default=".")
     a = p.parse_args(argv)
     if a.quick:
-        a.steps = 8 if a.steps == 60 else a.steps
+        a.steps = 8 if a.steps == 40 else a.steps
         a.batch_size = 32 if a.batch_size == 256 else a.batch_size
         a.hidden = 128 if a.hidden == 1024 else a.hidden
         a.scale_steps = 20 if a.scale_steps == 40 else a.scale_steps
@@ -373,10 +373,11 @@ def half(torch, nn, amp, a, metrics):
         losses = []
         for k in range(a.steps):
             x, y = batch_of(task, k, a.batch_size)
-            before = [p.detach().clone() for p in model.parameters()] if run == 2 else None
+            count = run == 2 and k < 10  # the first 10 steps, as ch09
+            before = [p.detach().clone() for p in model.parameters()] if count else None
             loss = amp_step(torch, nn, amp, model, opt, scaler, x.half() if run == 2 else x, y,
                             torch.float16 if run == 1 else torch.float32)
-            if run == 2:
+            if count:
                 for p, b in zip(model.parameters(), before):
                     moved = p.grad != 0
                     updates += int(moved.sum())
@@ -385,7 +386,8 @@ def half(torch, nn, amp, a, metrics):
         final.append(sum(losses[-5:]) / 5)
     print(f"mean loss of the last 5 of {a.steps} steps: float32 {final[0]:.5f}, autocast float16 + GradScaler "
           f"{final[1]:.5f}, model.half() {final[2]:.5f}")
-    print(f"model.half(): updates lost to rounding: {lost} of {updates} ({100 * lost / max(updates, 1):.2f}%)")
+    print(f"model.half(), first 10 steps: updates lost to rounding: {lost} of {updates} "
+          f"({100 * lost / max(updates, 1):.2f}%)")
     metrics["half_lost_pct"] = 100 * lost / max(updates, 1)
 
 
