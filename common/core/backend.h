@@ -63,6 +63,7 @@ struct cti_nn_kernels;
 struct cti_conv_kernels;
 struct cti_optim_kernels;
 struct cti_transformer_kernels;
+struct cti_amp_kernels;
 
 typedef struct cti_backend {
   const char *name;
@@ -120,6 +121,7 @@ typedef struct cti_backend {
   const struct cti_optim_kernels *optim; // SGD/Adam updates, clip_grad_norm_'s pieces
   // Embedding, LayerNorm, GELU, attention's softmax, the LM cross-entropy
   const struct cti_transformer_kernels *transformer;
+  const struct cti_amp_kernels *amp;     // GradScaler's scale update
 } cti_backend;
 
 extern const cti_backend cti_cpu_backend;

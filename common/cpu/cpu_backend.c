@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "amp_kernels.h"
 #include "backend.h"
 #include "conv_kernels.h"
 #include "cpu_kernels.h"
@@ -496,4 +497,5 @@ const cti_backend cti_cpu_backend = {
     .conv = &cti_cpu_conv_kernels,
     .optim = &cti_cpu_optim_kernels,
     .transformer = &cti_cpu_transformer_kernels,
+    .amp = &cti_cpu_amp_kernels,
 };

@@ -74,12 +74,15 @@ static inline void valid_range(int64_t w, int64_t wo, int64_t s, int64_t p, int6
   }
 IM2COL(f32, float)
 IM2COL(f64, double)
+IM2COL(u16, uint16_t) // float16 / bfloat16: only moved (and 0 bits are +0.0)
 
 static int im2col(ct_dtype dt, const cti_conv_geom *g, const void *x, void *cols, ct_stream *s) {
   (void)s;
   switch (dt) {
   case CT_F32: im2col_f32(g, x, cols); return CT_OK;
   case CT_F64: im2col_f64(g, x, cols); return CT_OK;
+  case CT_F16:
+  case CT_BF16: im2col_u16(g, x, cols); return CT_OK;
   default: return unsupported("Conv2d (im2col)", dt);
   }
 }
@@ -140,6 +143,7 @@ static int col2im(ct_dtype dt, const cti_conv_geom *g, const void *cols, void *d
   }
 PERMUTE(f32, float)
 PERMUTE(f64, double)
+PERMUTE(u16, uint16_t) // float16 / bfloat16
 
 static int cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
                           void *dst, ct_stream *s) {
@@ -147,6 +151,8 @@ static int cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const vo
   switch (dt) {
   case CT_F32: cnhw_from_nchw_f32(n, c, p, src, dst); return CT_OK;
   case CT_F64: cnhw_from_nchw_f64(n, c, p, src, dst); return CT_OK;
+  case CT_F16:
+  case CT_BF16: cnhw_from_nchw_u16(n, c, p, src, dst); return CT_OK;
   default: return unsupported("Conv2d", dt);
   }
 }

@@ -9,7 +9,11 @@
 // operands are widened to float32 scratch matrices (exact), multiplied by
 // sgemm with float32 accumulation, and the result is rounded back to nearest
 // even, the way cuBLAS's f16 GEMM with f32 compute behaves. beta is applied
-// in float32 to C widened the same way.
+// in float32 to C widened the same way. bfloat16 goes first to oneDNN
+// (cpu_dnnl.c), whose kernels multiply bf16 pairs into float32 sums with the
+// CPU's AVX-512 BF16 instructions and round once, the same numbers up to the
+// order of the sums; where the build or the CPU has no such kernel, it takes
+// the widening path too.
 //
 // Enters with lda/ldb/ldc as the row strides of the matrices as stored;
 // leaves C written, or an error and C untouched when an argument is invalid
@@ -175,6 +179,11 @@ int cti_cpu_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                   (const double *)B + b * strideB, (int)ldb, beta,
                   (double *)C + b * strideC, (int)ldc);
     return CT_OK;
+  }
+  if (dt == CT_BF16) {
+    int rc = cti_cpu_gemm_bf16_native(ta, tb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB,
+                                     beta, C, ldc, strideC, batch);
+    if (rc != CTI_GEMM_FALLBACK) return rc;
   }
   return gemm_half(dt, ta, tb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,
                    strideC, batch);

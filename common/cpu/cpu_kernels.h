@@ -151,4 +151,15 @@ int cti_cpu_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                 const void *B, int64_t ldb, int64_t strideB, double beta, void *C,
                 int64_t ldc, int64_t strideC, int64_t batch, ct_stream *s);
 
+// bf16 GEMM through oneDNN (cpu_dnnl.c), the same contract as cti_cpu_gemm
+// for bf16 operands with checked arguments: CT_OK when done, an error when
+// oneDNN failed midway, or CTI_GEMM_FALLBACK, touching nothing, when this
+// build, this CPU or this layout has no native bf16 kernel (the caller then
+// widens to float32).
+#define CTI_GEMM_FALLBACK 1000
+int cti_cpu_gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                            const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
+                            int64_t ldb, int64_t strideB, double beta, uint16_t *C, int64_t ldc,
+                            int64_t strideC, int64_t batch);
+
 #endif

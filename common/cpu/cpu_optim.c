@@ -17,6 +17,7 @@
 #include <omp.h>
 #include <stdint.h>
 
+#include "cpu_kernels.h"
 #include "error.h"
 #include "optim_kernels.h"
 
@@ -84,17 +85,52 @@
     }                                                                                          \
   }
 
+// ---- SGD on float16 / bfloat16 parameters ---------------------------------------------------
+// Each torch op of the update computes in float32 from stored values and
+// rounds its result to the storage dtype (RND), as PyTorch's half-precision
+// add_/mul_ do: d + wd*p, buf*mom, buf + (1-damp)*d, d + mom*buf, p + (-lr)*d.
+#define GEN_SGD_LP(sfx, LD, RND)                                                               \
+  static void sgd_##sfx(int64_t n, uint16_t *restrict param, const uint16_t *restrict grad,    \
+                        uint16_t *restrict buf, const cti_sgd_step_args *a) {                   \
+    const float wd = (float)a->weight_decay, mom = (float)a->momentum;                         \
+    const float damp1 = (float)(1.0 - a->dampening), neg_lr = (float)(-a->lr);                 \
+    const bool has_wd = a->weight_decay != 0.0, has_mom = a->momentum != 0.0;                  \
+    const bool nesterov = a->nesterov, maximize = a->maximize, init = a->init_buf;             \
+    _Pragma("omp parallel for schedule(static) if (n >= OMP_MIN)")                             \
+    for (int64_t i = 0; i < n; ++i) {                                                          \
+      const float p = LD(param[i]);                                                            \
+      float d = maximize ? -LD(grad[i]) : LD(grad[i]);                                         \
+      if (has_wd) d = LD(RND(d + wd * p));                                                     \
+      if (has_mom) {                                                                           \
+        float b = init ? d : LD(RND(LD(RND(LD(buf[i]) * mom)) + damp1 * d));                  \
+        buf[i] = RND(b);                                                                       \
+        d = nesterov ? LD(RND(d + mom * b)) : b;                                               \
+      }                                                                                        \
+      param[i] = RND(p + neg_lr * d);                                                          \
+    }                                                                                          \
+  }
+
 GEN_SGD(f32, float, sqrtf)
 GEN_SGD(f64, double, sqrt)
+GEN_SGD_LP(f16, cti_cpu_f16_to_f32, cti_cpu_f32_to_f16)
+GEN_SGD_LP(bf16, cti_cpu_bf16_to_f32, cti_cpu_f32_to_bf16)
 GEN_ADAM(f32, float, sqrtf)
 GEN_ADAM(f64, double, sqrt)
 
+// GradScaler's skip: true when the step must write nothing.
+static bool skipped(const float *found_inf) { return found_inf && *found_inf != 0.0f; }
+
 static int sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
-                    const cti_sgd_step_args *a, ct_stream *s) {
+                    const cti_sgd_step_args *args, ct_stream *s) {
   (void)s;
+  if (skipped(args->found_inf)) return CT_OK;
+  cti_sgd_step_args a = *args;
+  if (a.amp_state) a.init_buf = a.amp_state[0] == 1.0;
   switch (dt) {
-  case CT_F32: sgd_f32(n, param, grad, buf, a); return CT_OK;
-  case CT_F64: sgd_f64(n, param, grad, buf, a); return CT_OK;
+  case CT_F32: sgd_f32(n, param, grad, buf, &a); return CT_OK;
+  case CT_F64: sgd_f64(n, param, grad, buf, &a); return CT_OK;
+  case CT_F16: sgd_f16(n, param, grad, buf, &a); return CT_OK;
+  case CT_BF16: sgd_bf16(n, param, grad, buf, &a); return CT_OK;
   default:
     return ct_fail(CT_ERR_DTYPE, "ct_optimizer_step: SGD not supported for %s on cpu",
                    ct_dtype_name(dt));
@@ -102,16 +138,26 @@ static int sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void 
 }
 
 static int adam_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
-                     void *exp_avg_sq, void *max_exp_avg_sq, const cti_adam_step_args *a,
+                     void *exp_avg_sq, void *max_exp_avg_sq, const cti_adam_step_args *args,
                      ct_stream *s) {
   (void)s;
+  if (skipped(args->found_inf)) return CT_OK;
+  cti_adam_step_args a = *args;
+  if (a.amp_state) a.step_size = a.amp_state[1], a.bias_correction2_sqrt = a.amp_state[2];
   switch (dt) {
-  case CT_F32: adam_f32(n, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a); return CT_OK;
-  case CT_F64: adam_f64(n, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, a); return CT_OK;
+  case CT_F32: adam_f32(n, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, &a); return CT_OK;
+  case CT_F64: adam_f64(n, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, &a); return CT_OK;
   default:
     return ct_fail(CT_ERR_DTYPE, "ct_optimizer_step: Adam not supported for %s on cpu",
                    ct_dtype_name(dt));
   }
+}
+
+static int amp_prologue(const float *found_inf, double *state, bool adam, double lr, double beta1,
+                        double beta2, ct_stream *s) {
+  (void)s;
+  cti_amp_prologue_rule(*found_inf, state, adam, lr, beta1, beta2);
+  return CT_OK;
 }
 
 // ---- sum of squares ---------------------------------------------------------------------------
@@ -197,4 +243,5 @@ const cti_optim_kernels cti_cpu_optim_kernels = {
     .sum_squares = sum_squares,
     .clip_coef = clip_coef,
     .scale_by = scale_by,
+    .amp_prologue = amp_prologue,
 };

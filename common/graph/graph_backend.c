@@ -4,7 +4,7 @@
 // hands out instead of a device's backend while the calling thread captures
 // a graph on that device (graph.c says why the recorder sits here).
 //
-// Invariant: every entry of cti_backend and of the nn, conv and optim family
+// Invariant: every entry of cti_backend and of the nn, conv, optim and amp family
 // tables has a stand-in here with the same signature, which packs its
 // arguments by value into a struct (a cti_iter or a geometry is copied, not
 // pointed to) and hands them, with a call function that unpacks them into
@@ -15,17 +15,19 @@
 // entry without its stand-in.
 #include <string.h>
 
+#include "amp_kernels.h"
 #include "conv_kernels.h"
 #include "graph_impl.h"
 #include "nn_kernels.h"
 #include "optim_kernels.h"
 #include "transformer_kernels.h"
 
-_Static_assert(sizeof(cti_backend) == 16 * sizeof(void *), "a new cti_backend entry needs its stand-in here");
+_Static_assert(sizeof(cti_backend) == 17 * sizeof(void *), "a new cti_backend entry needs its stand-in here");
 _Static_assert(sizeof(cti_transformer_kernels) == 8 * sizeof(void *), "a new transformer kernel needs its stand-in here");
 _Static_assert(sizeof(cti_nn_kernels) == 3 * sizeof(void *), "a new nn kernel needs its stand-in here");
 _Static_assert(sizeof(cti_conv_kernels) == 9 * sizeof(void *), "a new conv kernel needs its stand-in here");
-_Static_assert(sizeof(cti_optim_kernels) == 6 * sizeof(void *), "a new optim kernel needs its stand-in here");
+_Static_assert(sizeof(cti_optim_kernels) == 7 * sizeof(void *), "a new optim kernel needs its stand-in here");
+_Static_assert(sizeof(cti_amp_kernels) == 2 * sizeof(void *), "a new amp kernel needs its stand-in here");
 
 // Hands the packed arguments `x` of entry NAME (its call function NAME_call)
 // to the router; `s` is the entry's stream argument.
@@ -546,6 +548,50 @@ static int lm_cross_entropy_rec(ct_dtype dt, int64_t n, int64_t v, const void *l
   return ISSUE(lm_cross_entropy);
 }
 
+// ---- the optimizers' device-side skip (GradScaler) ----------------------------------------------
+
+typedef struct { const float *found_inf; double *state; bool adam; double lr, beta1, beta2; } amp_prologue_args;
+static int amp_prologue_call(const cti_backend *be, const void *p, ct_stream *s) {
+  const amp_prologue_args *x = p;
+  return be->optim->amp_prologue(x->found_inf, x->state, x->adam, x->lr, x->beta1, x->beta2, s);
+}
+static int amp_prologue_rec(const float *found_inf, double *state, bool adam, double lr, double beta1,
+                            double beta2, ct_stream *s) {
+  amp_prologue_args x = {found_inf, state, adam, lr, beta1, beta2};
+  return ISSUE(amp_prologue);
+}
+
+// ---- the amp family --------------------------------------------------------------------------
+
+typedef struct {
+  float *scale;
+  int32_t *tracker;
+  const float *found_inf;
+  double growth_factor, backoff_factor;
+  int64_t growth_interval;
+  int64_t *skipped;
+} update_scale_args;
+static int update_scale_call(const cti_backend *be, const void *p, ct_stream *s) {
+  const update_scale_args *x = p;
+  return be->amp->update_scale(x->scale, x->tracker, x->found_inf, x->growth_factor, x->backoff_factor,
+                               x->growth_interval, x->skipped, s);
+}
+static int update_scale_rec(float *scale, int32_t *tracker, const float *found_inf, double growth_factor,
+                            double backoff_factor, int64_t growth_interval, int64_t *skipped, ct_stream *s) {
+  update_scale_args x = {scale, tracker, found_inf, growth_factor, backoff_factor, growth_interval, skipped};
+  return ISSUE(update_scale);
+}
+
+typedef struct { const float *scale; float *inv; } inv_scale_args;
+static int inv_scale_call(const cti_backend *be, const void *p, ct_stream *s) {
+  const inv_scale_args *x = p;
+  return be->amp->inv_scale(x->scale, x->inv, s);
+}
+static int inv_scale_rec(const float *scale, float *inv, ct_stream *s) {
+  inv_scale_args x = {scale, inv};
+  return ISSUE(inv_scale);
+}
+
 // ---- the tables ---------------------------------------------------------------------------------
 
 static const cti_nn_kernels graph_nn = {
@@ -573,6 +619,12 @@ static const cti_optim_kernels graph_optim = {
     .sum_squares = sum_squares_rec,
     .clip_coef = clip_coef_rec,
     .scale_by = scale_by_rec,
+    .amp_prologue = amp_prologue_rec,
+};
+
+static const cti_amp_kernels graph_amp = {
+    .update_scale = update_scale_rec,
+    .inv_scale = inv_scale_rec,
 };
 
 static const cti_transformer_kernels graph_transformer = {
@@ -603,4 +655,5 @@ const cti_backend cti_graph_backend = {
     .conv = &graph_conv,
     .optim = &graph_optim,
     .transformer = &graph_transformer,
+    .amp = &graph_amp,
 };

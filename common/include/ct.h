@@ -5,6 +5,7 @@
 #define CT_H
 
 #include "alloc.h"
+#include "amp.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "data.h"

@@ -62,6 +62,10 @@ ct_module *ct_nn_dropout(double p);
 // with `momentum` (unbiased variance), eval uses the running ones. weight 1,
 // bias 0, running_mean 0, running_var 1, num_batches_tracked 0 (int64).
 ct_module *ct_nn_batchnorm2d(int64_t num_features, double eps, double momentum);
+// torch.nn.AdaptiveAvgPool2d(1): x (N, C, H, W) -> its mean over H, W as
+// (N, C, 1, 1) (follow it with Flatten for x.mean(dim=[2, 3])). Only output
+// size 1 is implemented.
+ct_module *ct_nn_adaptive_avgpool2d(int output_size);
 // Takes ownership of the n modules; names them "0", "1", ... as nn.Sequential.
 ct_module *ct_nn_sequential(int n, ct_module **modules);
 // nn.ModuleDict / nn.ModuleList: containers that name their modules (the
@@ -143,6 +147,12 @@ int ct_module_backward_params(ct_module *m, const ct_tensor *grad_output);
 void ct_module_train(ct_module *m, bool mode); // ct_module_train(m, false) is model.eval()
 bool ct_module_is_training(const ct_module *m);
 int ct_module_to(ct_module *m, ct_device device);
+// model.to(dtype), model.half() (CT_F16), model.bfloat16(), model.float():
+// every floating parameter and buffer, and every grad, converted to dtype
+// (integer buffers such as num_batches_tracked stay). dtype must be
+// floating. Call it between iterations, not between a forward and its
+// backward (the saved activations keep their dtype).
+int ct_module_to_dtype(ct_module *m, ct_dtype dtype);
 ct_device ct_module_device(const ct_module *m);
 // Sets every parameter's grad to zero (set_to_none false) or frees it (true).
 int ct_module_zero_grad(ct_module *m, bool set_to_none);

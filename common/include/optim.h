@@ -8,6 +8,8 @@
 // and its own state (momentum buffers, exp_avg, exp_avg_sq, step count) on
 // each parameter's device. Create it after ct_module_to, as with PyTorch.
 // A parameter whose grad is NULL is skipped by step, as in PyTorch.
+// Parameters are float32 or float64; SGD also takes float16/bfloat16 ones
+// (model.half()), each op rounded to them as PyTorch rounds.
 #ifndef CT_OPTIM_H
 #define CT_OPTIM_H
 
@@ -43,6 +45,16 @@ ct_optimizer *ct_optim_adamw(ct_param **params, int n, ct_adam_options options);
 void ct_optimizer_free(ct_optimizer *opt);
 
 int ct_optimizer_step(ct_optimizer *opt);
+// The step a fused PyTorch optimizer takes under GradScaler
+// (optimizer.step(found_inf=...)): found_inf, one float32 on the
+// parameters' device, is read by the device, and when it is nonzero the
+// step writes nothing (parameters, momentum/Adam state and step counts stay
+// bit for bit), without the host waiting to find out. ct_grad_scaler_step
+// calls it (amp.h).
+int ct_optimizer_step_found_inf(ct_optimizer *opt, const ct_tensor *found_inf);
+// The parameters the optimizer updates (param_groups[0]["params"]); the
+// array is the optimizer's, valid until it is freed.
+ct_param **ct_optimizer_params(const ct_optimizer *opt, int *n);
 int ct_optimizer_zero_grad(ct_optimizer *opt, bool set_to_none);
 double ct_optimizer_get_lr(const ct_optimizer *opt);
 int ct_optimizer_set_lr(ct_optimizer *opt, double lr);

@@ -6,6 +6,7 @@
 // queues its work on the stream it is handed and reports failure through
 // ct_fail; the table itself has C linkage, so the dispatcher (ops.c, C11)
 // sees it under its plain name.
+#include "amp_kernels.h"
 #include "conv_kernels.h"
 #include "cuda_backend.h"
 #include "nn_kernels.h"
@@ -29,4 +30,5 @@ extern "C" const cti_backend cti_cuda_backend = {
     /* conv          */ &cti_cuda_conv_kernels,
     /* optim         */ &cti_cuda_optim_kernels,
     /* transformer   */ &cti_cuda_transformer_kernels,
+    /* amp           */ &cti_cuda_amp_kernels,
 };

@@ -24,6 +24,14 @@ constexpr int64_t kCtConvSmall = (int64_t)1 << 30; // int32 indexing below this 
 
 inline bool cti_conv_fits32(int64_t n) { return n < kCtConvSmall; }
 
+// Loops that only move elements (im2col, the permute) run for float16 and
+// bfloat16 too, on their 16-bit patterns: f(uint16_t{}) for those, else as
+// cti_dispatch_float.
+template <class F> inline int cti_dispatch_moves(ct_dtype dt, const char *op, F &&f) {
+  if (dt == CT_F16 || dt == CT_BF16) return f(uint16_t{});
+  return cti_dispatch_float(dt, op, f);
+}
+
 // ---- im2col / col2im ------------------------------------------------------------------------------
 // Element i = (c, n, p) of the output (C, N, Ho*Wo) writes its k*k column
 // entries cols[(c*k + a)*k + b][n*P + p] (consecutive i: consecutive addresses).
@@ -87,7 +95,7 @@ template <class X>
 int cti_im2col_run(const X &x, ct_dtype dt, const cti_conv_geom *g, const void *src, void *cols) {
   const int64_t work = g->c * g->n * g->ho * g->wo;
   if (work <= 0) return CT_OK;
-  return cti_dispatch_float(dt, "Conv2d (im2col)", [&](auto tag) -> int {
+  return cti_dispatch_moves(dt, "Conv2d (im2col)", [&](auto tag) -> int {
     using T = decltype(tag);
     if (cti_conv_fits32(work * g->k * g->k) && cti_conv_fits32(g->n * g->c * g->h * g->w))
       return x.run((int32_t)work, cti_conv_op<cti_im2col_op, T, int32_t>(g, src, cols));
@@ -123,7 +131,7 @@ int cti_cnhw_run(const X &x, ct_dtype dt, int64_t n, int64_t c, int64_t p, const
                 void *dst) {
   const int64_t work = n * c * p;
   if (work <= 0) return CT_OK;
-  return cti_dispatch_float(dt, "Conv2d", [&](auto tag) -> int {
+  return cti_dispatch_moves(dt, "Conv2d", [&](auto tag) -> int {
     using T = decltype(tag);
     const T *s = static_cast<const T *>(src);
     T *d = static_cast<T *>(dst);

@@ -137,6 +137,21 @@ static int ct_cuda_scale_by(ct_dtype dt, int64_t n, void *x, const double *coef,
   return cti_scale_by_run(cti_device_exec{scope.stream()}, dt, n, x, coef);
 }
 
+// ---- GradScaler's step count on the device --------------------------------------------------------
+static __global__ void amp_prologue_kernel(const float *found_inf, double *state, bool adam, double lr,
+                                           double beta1, double beta2) {
+  cti_amp_prologue_rule(*found_inf, state, adam, lr, beta1, beta2);
+}
+
+static int ct_cuda_amp_prologue(const float *found_inf, double *state, bool adam, double lr,
+                                double beta1, double beta2, ct_stream *s) {
+  CtCudaScope scope;
+  if (int rc = scope.enter(s)) return rc;
+  amp_prologue_kernel<<<1, 1, 0, scope.stream()>>>(found_inf, state, adam, lr, beta1, beta2);
+  CT_CUDA_CHECK(cudaGetLastError());
+  return CT_OK;
+}
+
 // ---- the family's table ------------------------------------------------------------------------
 extern "C" const cti_optim_kernels cti_cuda_optim_kernels = {
     /* sgd_step              */ ct_cuda_sgd_step,
@@ -145,4 +160,5 @@ extern "C" const cti_optim_kernels cti_cuda_optim_kernels = {
     /* sum_squares           */ ct_cuda_sum_squares,
     /* clip_coef             */ ct_cuda_clip_coef,
     /* scale_by              */ ct_cuda_scale_by,
+    /* amp_prologue          */ ct_cuda_amp_prologue,
 };

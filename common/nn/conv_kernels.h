@@ -9,7 +9,8 @@
 // of the tensors' backend (cti_backend_for(op, dev)->conv); an entry only runs
 // its loop. Every pointer is
 // element 0 of a contiguous buffer on the entry's device. dt is float32 or float64 (anything else is
-// CT_ERR_DTYPE); CUDA entries issue their work on stream `s` and return once
+// CT_ERR_DTYPE; im2col and cnhw_from_nchw, which only move elements, take
+// float16 and bfloat16 too); CUDA entries issue their work on stream `s` and return once
 // it is queued. Each returns CT_OK or a status recorded with ct_fail.
 //
 // Convolution, im2col layout. For x (N, C, H, W), a k x k kernel, stride s

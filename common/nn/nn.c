@@ -469,6 +469,33 @@ int ct_module_to(ct_module *m, ct_device device) {
   return CT_OK;
 }
 
+// Replaces a floating *t by its copy in dtype (integers stay).
+static int convert_tensor(ct_tensor **t, ct_dtype dtype) {
+  if (!*t || !ct_dtype_is_floating(ct_dtype_of(*t)) || ct_dtype_of(*t) == dtype) return CT_OK;
+  ct_tensor *c = ct_to_dtype(*t, dtype);
+  if (!c) return ct_last_status();
+  ct_free(*t);
+  *t = c;
+  return CT_OK;
+}
+
+int ct_module_to_dtype(ct_module *m, ct_dtype dtype) {
+  if (!m) return ct_fail(CT_ERR_VALUE, "ct_module_to_dtype: NULL module");
+  if (!ct_dtype_valid(dtype) || !ct_dtype_is_floating(dtype))
+    return ct_fail(CT_ERR_DTYPE, "ct_module_to_dtype: nn.Module.to only accepts floating point dtypes, but got %s",
+                   ct_dtype_valid(dtype) ? ct_dtype_name(dtype) : "an invalid dtype");
+  for (int i = 0; i < m->n_own; ++i) {
+    int rc = convert_tensor(&m->own[i].value, dtype);
+    if (!rc) rc = convert_tensor(&m->own[i].grad, dtype);
+    if (rc) return rc;
+  }
+  for (int i = 0; i < m->n_children; ++i) {
+    int rc = ct_module_to_dtype(m->children[i], dtype);
+    if (rc) return rc;
+  }
+  return CT_OK;
+}
+
 int ct_module_zero_grad(ct_module *m, bool set_to_none) {
   if (!m) return ct_fail(CT_ERR_VALUE, "ct_module_zero_grad: NULL module");
   for (int i = 0; i < m->n_own; ++i) {

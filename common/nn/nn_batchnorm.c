@@ -17,6 +17,11 @@
 //   dx = weight * invstd * (dy - dbias / M - xhat * dweight / M),
 // the gradient through the batch statistics included (they depend on x).
 //
+// Half-precision input (a float16/bfloat16 activation under autocast) with
+// float32 parameters is PyTorch's "mixed" batch norm: the statistics, the
+// running averages and the normalization are computed in float32 (the input
+// widened), and y and dx come back in the input's dtype.
+//
 // Tensors, in torch's state_dict order: own[0] "weight" (C) = 1, own[1]
 // "bias" (C) = 0, and the buffers own[2] "running_mean" (C) = 0, own[3]
 // "running_var" (C) = 1, own[4] "num_batches_tracked" (int64, 0-d) = 0.
@@ -38,7 +43,8 @@ enum { BN_WEIGHT, BN_BIAS, BN_RMEAN, BN_RVAR, BN_NBT };
 typedef struct bn_state {
   int64_t c;
   double eps, momentum;
-  ct_tensor *x, *mean, *invstd; // of the last training forward, or NULL
+  ct_tensor *x, *mean, *invstd; // of the last training forward, or NULL (x in the parameters' dtype)
+  ct_dtype in_dtype;            // that forward's input dtype, for dx
 } bn_state;
 
 static void drop_saved(bn_state *st) {
@@ -86,7 +92,7 @@ static int check_tensors(ct_module *m, const ct_tensor *x, const char *what) {
   return CT_OK;
 }
 
-static ct_tensor *bn_forward(ct_module *m, const ct_tensor *x_in) {
+static ct_tensor *bn_forward_same(ct_module *m, const ct_tensor *x_in) {
   bn_state *st = m->state;
   drop_saved(st);
   if (check_tensors(m, x_in, "input")) return NULL;
@@ -140,7 +146,44 @@ static ct_tensor *bn_forward(ct_module *m, const ct_tensor *x_in) {
   return y;
 }
 
+// The dtype the normalization runs in for input x: the parameters' for a
+// half-precision input (mixed), else x's own.
+static ct_dtype compute_dtype(ct_module *m, const ct_tensor *x) {
+  const ct_dtype dt = ct_dtype_of(x), pdt = ct_dtype_of(m->own[BN_WEIGHT].value);
+  return (dt == CT_F16 || dt == CT_BF16) && (pdt == CT_F32 || pdt == CT_F64) ? pdt : dt;
+}
+
+// y or dx back in dtype `to` (consumes t).
+static ct_tensor *cast_back(ct_tensor *t, ct_dtype to) {
+  if (!t || ct_dtype_of(t) == to) return t;
+  ct_tensor *c = ct_to_dtype(t, to);
+  ct_free(t);
+  return c;
+}
+
+static ct_tensor *bn_forward(ct_module *m, const ct_tensor *x_in) {
+  bn_state *st = m->state;
+  const ct_dtype cdt = compute_dtype(m, x_in), in = ct_dtype_of(x_in);
+  ct_tensor *x = cdt == in ? ct_retain((ct_tensor *)x_in) : ct_to_dtype(x_in, cdt);
+  ct_tensor *y = x ? bn_forward_same(m, x) : NULL;
+  ct_free(x);
+  st->in_dtype = in;
+  return cast_back(y, in);
+}
+
+static ct_tensor *bn_backward_same(ct_module *m, const ct_tensor *gy_in);
+
 static ct_tensor *bn_backward(ct_module *m, const ct_tensor *gy_in) {
+  bn_state *st = m->state;
+  if (!st->x || !gy_in || ct_dtype_of(gy_in) == ct_dtype_of(st->x) || !ct_dtype_is_floating(ct_dtype_of(gy_in)))
+    return bn_backward_same(m, gy_in);
+  ct_tensor *g = ct_to_dtype(gy_in, ct_dtype_of(st->x)); // autograd casts to the output's dtype
+  ct_tensor *dx = g ? bn_backward_same(m, g) : NULL;
+  ct_free(g);
+  return cast_back(dx, st->in_dtype);
+}
+
+static ct_tensor *bn_backward_same(ct_module *m, const ct_tensor *gy_in) {
   bn_state *st = m->state;
   if (!st->x) {
     ct_fail(CT_ERR_VALUE, "BatchNorm2d: backward needs a forward in training mode first");
@@ -176,7 +219,7 @@ static ct_tensor *bn_backward(ct_module *m, const ct_tensor *gy_in) {
     ct_free(dx);
     return NULL;
   }
-  return dx;
+  return cast_back(dx, st->in_dtype);
 }
 
 static void bn_describe(const ct_module *m, char *buf, size_t len) {

@@ -25,6 +25,14 @@
 // Tensors: own[0] "weight" (C_out, C_in, k, k); own[1] "bias" (C_out) when
 // bias is on. Both start U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in =
 // C_in*k*k, as torch.nn.Conv2d's reset_parameters.
+//
+// Under autocast (amp.h) x, W and b are cast to the autocast dtype and the
+// whole im2col + GEMM runs there (f32 accumulation inside the GEMMs); y has
+// that dtype and the cast W is kept for dx. Backward takes dL/dy in that
+// dtype (casting one of another), adds each chunk's dW and the db it
+// computes there into the float32 grads, and sums dx's columns (col2im) in
+// float32 before handing dx back in x's own dtype.
+#include "amp.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -41,7 +49,9 @@ typedef struct conv_state {
   int64_t cin, cout;
   int k, stride, pad;
   bool bias;
-  ct_tensor *x;   // the input of the last training forward (contiguous), or NULL
+  ct_tensor *x;    // the input of the last training forward (contiguous, compute dtype), or NULL
+  ct_tensor *w;    // the weight as that forward cast it (autocast), or NULL: the weight itself
+  ct_dtype x_dtype; // the input's own dtype, for dx
   cti_conv_geom g; // its geometry
 } conv_state;
 
@@ -52,9 +62,11 @@ typedef struct conv_state {
 #define CT_CONV_CHUNK_BYTES ((int64_t)4 << 20)
 
 static void drop_saved(conv_state *st) {
-  ct_free(st->x);
-  st->x = NULL;
+  ct_free(st->x), ct_free(st->w);
+  st->x = st->w = NULL;
 }
+
+static bool gemm_dtype(ct_dtype dt) { return dt == CT_F32 || dt == CT_F64 || dt == CT_F16 || dt == CT_BF16; }
 
 // On CUDA a chunk is the whole batch up to this many bytes of columns (a
 // bound on the workspace for very large inputs; the workbook's never reach it).
@@ -73,10 +85,25 @@ static char *elem(const ct_tensor *t, int64_t offset) {
   return (char *)ct_data_ptr(t) + offset * (int64_t)ct_dtype_size(ct_dtype_of(t));
 }
 
+static ct_tensor *conv_forward_cast(ct_module *m, const ct_tensor *x_in, ct_tensor *w, ct_tensor *b);
+
+// Casts the operands for autocast (new references either way), then runs.
 static ct_tensor *conv_forward(ct_module *m, const ct_tensor *x_in) {
   conv_state *st = m->state;
   drop_saved(st);
-  ct_tensor *w = m->own[0].value, *b = st->bias ? m->own[1].value : NULL;
+  ct_tensor *xc = ct_autocast_lower(x_in), *wc = xc ? ct_autocast_lower(m->own[0].value) : NULL;
+  ct_tensor *bc = wc && st->bias ? ct_autocast_lower(m->own[1].value) : NULL;
+  ct_tensor *y = wc && (bc || !st->bias) ? conv_forward_cast(m, xc, wc, bc) : NULL;
+  if (y && m->training && st->x) {
+    st->x_dtype = ct_dtype_of(x_in);
+    st->w = wc != m->own[0].value ? ct_retain(wc) : NULL;
+  }
+  ct_free(xc), ct_free(wc), ct_free(bc);
+  return y;
+}
+
+static ct_tensor *conv_forward_cast(ct_module *m, const ct_tensor *x_in, ct_tensor *w, ct_tensor *b) {
+  conv_state *st = m->state;
   const ct_device dev = ct_device_of(w);
   const ct_dtype dt = ct_dtype_of(w);
   char sb[128];
@@ -98,8 +125,8 @@ static ct_tensor *conv_forward(ct_module *m, const ct_tensor *x_in) {
             ct_dtype_name(ct_dtype_of(x_in)), ct_dtype_name(dt));
     return NULL;
   }
-  if (dt != CT_F32 && dt != CT_F64) {
-    ct_fail(CT_ERR_DTYPE, "Conv2d: not implemented for %s (float32 and float64 are)",
+  if (!gemm_dtype(dt)) {
+    ct_fail(CT_ERR_DTYPE, "Conv2d: not implemented for %s (float32, float64, float16 and bfloat16 are)",
             ct_dtype_name(dt));
     return NULL;
   }
@@ -167,13 +194,14 @@ static int conv_grads(ct_module *m, const ct_tensor *gy_in, ct_tensor **dx_out) 
   if (!st->x) return ct_fail(CT_ERR_VALUE, "Conv2d: backward needs a forward in training mode first");
   const cti_conv_geom g = st->g;
   const int64_t P = g.ho * g.wo, kk = g.c * g.k * g.k, chw = g.c * g.h * g.w;
-  ct_tensor *w = m->own[0].value;
+  ct_tensor *w = st->w ? st->w : m->own[0].value; // as the forward multiplied
   const ct_device dev = ct_device_of(w);
-  const ct_dtype dt = ct_dtype_of(w);
+  const ct_dtype dt = ct_dtype_of(st->x); // the compute dtype
+  const bool lowp = dt == CT_F16 || dt == CT_BF16;
   char sa[128], sb[128];
   const ct_shape want = CT_SHAPE(g.n, st->cout, g.ho, g.wo);
-  if (!ct_shape_eq(ct_shape_of(gy_in), want) || ct_dtype_of(gy_in) != dt ||
-      ct_dtype_of(st->x) != dt) {
+  if (!ct_shape_eq(ct_shape_of(gy_in), want) || !ct_dtype_is_floating(ct_dtype_of(gy_in)) ||
+      ct_dtype_of(w) != dt) {
     return ct_fail(CT_ERR_SHAPE, "Conv2d: backward expected a %s gradient of shape %s, got %s %s",
                    ct_dtype_name(dt), ct_shape_str(want, sa, sizeof sa),
                    ct_dtype_name(ct_dtype_of(gy_in)), ct_shape_str(ct_shape_of(gy_in), sb, sizeof sb));
@@ -181,15 +209,20 @@ static int conv_grads(ct_module *m, const ct_tensor *gy_in, ct_tensor **dx_out) 
   const cti_backend *be = cti_backend_for("Conv2d", dev);
   if (!be) return ct_last_status();
   const int64_t nb = chunk_images(dev, &g, ct_dtype_size(dt));
-  ct_tensor *gy = ct_contiguous(gy_in);
+  // dL/dy in the compute dtype (autograd casts a gradient to its output's dtype)
+  ct_tensor *gyc = ct_dtype_of(gy_in) == dt ? ct_retain((ct_tensor *)gy_in) : ct_to_dtype(gy_in, dt);
+  ct_tensor *gy = gyc ? ct_contiguous(gyc) : NULL;
+  ct_free(gyc);
   ct_tensor *wc = gy ? ct_contiguous(w) : NULL;
   ct_tensor *gt = wc ? ct_empty(CT_SHAPE(st->cout * nb * P), dt, dev) : NULL; // (C_out, nb*P)
   ct_tensor *cols = gt ? ct_empty(CT_SHAPE(kk * nb * P), dt, dev) : NULL;     // (C_in*k*k, nb*P)
   ct_tensor *dw = cols ? ct_empty(CT_SHAPE(st->cout, st->cin, st->k, st->k), dt, dev) : NULL;
-  ct_tensor *dcols = NULL, *dx = NULL, *db = NULL;
+  ct_tensor *dcols = NULL, *dcols32 = NULL, *dx = NULL, *db = NULL;
+  const ct_dtype sum_dt = lowp ? CT_F32 : dt; // col2im sums in float32 for half precision
   if (dw && dx_out) {
     dcols = ct_empty(CT_SHAPE(kk * nb * P), dt, dev);
-    dx = dcols ? ct_empty(CT_SHAPE(g.n, g.c, g.h, g.w), dt, dev) : NULL;
+    dcols32 = dcols && lowp ? ct_empty(CT_SHAPE(kk * nb * P), CT_F32, dev) : NULL;
+    dx = dcols && (dcols32 || !lowp) ? ct_empty(CT_SHAPE(g.n, g.c, g.h, g.w), sum_dt, dev) : NULL;
   }
   int rc = dw && (!dx_out || dx) ? CT_OK : (int)ct_last_status();
   ct_stream *s = ct_current_stream(dev);
@@ -200,17 +233,25 @@ static int conv_grads(ct_module *m, const ct_tensor *gy_in, ct_tensor **dx_out) 
     rc = be->conv->cnhw_from_nchw(dt, gk.n, st->cout, P, elem(gy, n0 * st->cout * P),
                                       ct_data_ptr(gt), s);
     if (rc == CT_OK) rc = be->conv->im2col(dt, &gk, elem(st->x, n0 * chw), ct_data_ptr(cols), s);
-    // dW (C_out, C_in*k*k) (+)= gt @ cols^T
+    // dW (C_out, C_in*k*k) (+)= gt @ cols^T; in half precision each chunk's dW goes
+    // into the float32 grad at once, so chunks never add up in half precision
     if (rc == CT_OK)
       rc = be->gemm(dt, false, true, st->cout, kk, cn, 1.0, ct_data_ptr(gt), cn, 0,
-                    ct_data_ptr(cols), cn, 0, n0 == 0 ? 0.0 : 1.0, ct_data_ptr(dw), kk, 0, 1, s);
+                    ct_data_ptr(cols), cn, 0, n0 == 0 || lowp ? 0.0 : 1.0, ct_data_ptr(dw), kk, 0, 1, s);
+    if (rc == CT_OK && lowp) rc = cti_param_accumulate_grad(&m->own[0], dw);
     // dcols (C_in*k*k, nb*P) = W^T @ gt, then summed back into the images
     if (rc == CT_OK && dx)
       rc = be->gemm(dt, true, false, kk, cn, st->cout, 1.0, ct_data_ptr(wc), kk, 0,
                     ct_data_ptr(gt), cn, 0, 0.0, ct_data_ptr(dcols), cn, 0, 1, s);
-    if (rc == CT_OK && dx) rc = be->conv->col2im(dt, &gk, ct_data_ptr(dcols), elem(dx, n0 * chw), s);
+    if (rc == CT_OK && dx && lowp) { // widen this chunk's columns for a float32 col2im
+      ct_tensor *src = ct_narrow(dcols, 0, 0, kk * cn), *dst = ct_narrow(dcols32, 0, 0, kk * cn);
+      rc = src && dst ? ct_copy_(dst, src, false) : (int)ct_last_status();
+      ct_free(src), ct_free(dst);
+    }
+    if (rc == CT_OK && dx)
+      rc = be->conv->col2im(sum_dt, &gk, ct_data_ptr(lowp ? dcols32 : dcols), elem(dx, n0 * chw), s);
   }
-  if (rc == CT_OK) rc = cti_param_accumulate_grad(&m->own[0], dw);
+  if (rc == CT_OK && !lowp) rc = cti_param_accumulate_grad(&m->own[0], dw);
   if (rc == CT_OK && st->bias) { // db = sum over N, Ho, Wo: (N, C_out, P) -> (N, C_out) -> (C_out)
     ct_tensor *g3 = ct_reshape(gy, CT_SHAPE(g.n, st->cout, P));
     ct_tensor *per = g3 ? ct_sum_dim(g3, 2, false) : NULL;
@@ -218,7 +259,14 @@ static int conv_grads(ct_module *m, const ct_tensor *gy_in, ct_tensor **dx_out) 
     rc = db ? cti_param_accumulate_grad(&m->own[1], db) : (int)ct_last_status();
     ct_free(g3), ct_free(per);
   }
-  ct_free(gy), ct_free(wc), ct_free(gt), ct_free(cols), ct_free(dcols), ct_free(dw), ct_free(db);
+  ct_free(gy), ct_free(wc), ct_free(gt), ct_free(cols), ct_free(dcols), ct_free(dcols32), ct_free(dw),
+      ct_free(db);
+  if (rc == CT_OK && dx && ct_dtype_of(dx) != st->x_dtype) { // the input cast's backward
+    ct_tensor *dxc = ct_to_dtype(dx, st->x_dtype);
+    ct_free(dx);
+    dx = dxc;
+    if (!dx) rc = ct_last_status();
+  }
   if (rc != CT_OK) {
     ct_free(dx);
     return rc;
@@ -261,7 +309,7 @@ static void conv_state_free(ct_module *m) {
 static void *conv_state_clone(const ct_module *m) {
   conv_state *st = cti_state_dup(m->state, sizeof *st);
   if (!st) return NULL;
-  st->x = NULL;
+  st->x = st->w = NULL;
   return st;
 }
 

@@ -11,6 +11,15 @@
 //   db += sum_n g (out);
 //   dx  = g W     (N, in).
 // Training forward keeps x (a reference, no copy) for dW; eval keeps nothing.
+//
+// Under autocast (amp.h) the product runs in the autocast dtype: x, W and b
+// are cast to it (a float64 operand is not, as in PyTorch), y has that dtype,
+// and the cast W is kept for dx. Backward casts an incoming dL/dy of another
+// dtype to it (the backward of the loss's upcast, as autograd's engine casts
+// a gradient to its input's dtype), adds dW and db, computed in that dtype,
+// into the float32 grads (the cast's backward), and hands dx back in x's
+// own dtype.
+#include "amp.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,9 +32,16 @@
 typedef struct linear_state {
   int64_t in, out;
   bool bias;
-  ct_tensor *x;      // the last training forward's input, as (N, in)
+  ct_tensor *x;      // the last training forward's input, as (N, in), in its compute dtype
   ct_shape x_shape;  // its shape as given, for dx
+  ct_dtype x_dtype;  // its dtype as given, for dx
+  ct_tensor *w;      // W cast for that forward (autocast), or NULL: W itself
 } linear_state;
+
+static void drop_saved(linear_state *st) {
+  ct_free(st->x), ct_free(st->w);
+  st->x = st->w = NULL;
+}
 
 static ct_param *weight_of(ct_module *m) { return cti_module_find(m, "weight"); }
 static ct_param *bias_of(ct_module *m) { return cti_module_find(m, "bias"); }
@@ -40,32 +56,45 @@ static ct_tensor *linear_forward(ct_module *m, const ct_tensor *x) {
             "(*, %" PRId64 ")", ct_shape_str(ct_shape_of(x), s, sizeof s), st->in);
     return NULL;
   }
-  if (ct_dtype_of(x) != ct_dtype_of(w)) {
+  // autocast: the eligible operands in its dtype (new references either way)
+  ct_tensor *xc = ct_autocast_lower(x), *wc = xc ? ct_autocast_lower(w) : NULL;
+  ct_tensor *bc = wc && st->bias ? ct_autocast_lower(bias_of(m)->value) : NULL;
+  if (!wc || (st->bias && !bc)) {
+    ct_free(xc), ct_free(wc);
+    return NULL;
+  }
+  if (ct_dtype_of(xc) != ct_dtype_of(wc)) {
     ct_fail(CT_ERR_DTYPE, "Linear: mat1 and mat2 must have the same dtype, but got %s and %s",
-            ct_dtype_name(ct_dtype_of(x)), ct_dtype_name(ct_dtype_of(w)));
+            ct_dtype_name(ct_dtype_of(xc)), ct_dtype_name(ct_dtype_of(wc)));
+    ct_free(xc), ct_free(wc), ct_free(bc);
     return NULL;
   }
-  ct_tensor *x2 = ct_reshape(x, CT_SHAPE(-1, st->in)); // (N, in), a view when x is contiguous
-  if (!x2) return NULL;
+  ct_tensor *x2 = ct_reshape(xc, CT_SHAPE(-1, st->in)); // (N, in), a view when x is contiguous
+  ct_free(xc);
+  if (!x2) {
+    ct_free(wc), ct_free(bc);
+    return NULL;
+  }
   int64_t n = ct_size(x2, 0);
-  ct_tensor *y = ct_empty(CT_SHAPE(n, st->out), ct_dtype_of(x), m->device);
-  ct_tensor *wt = ct_t(w); // (in, out), a view
+  ct_tensor *y = ct_empty(CT_SHAPE(n, st->out), ct_dtype_of(x2), m->device);
+  ct_tensor *wt = ct_t(wc); // (in, out), a view
   int rc = y && wt ? CT_OK : (int)ct_last_status();
-  if (!rc && st->bias) rc = ct_copy_(y, bias_of(m)->value, false); // broadcast b over the rows
+  if (!rc && st->bias) rc = ct_copy_(y, bc, false); // broadcast b over the rows
   if (!rc) rc = ct_addmm_(y, x2, wt, 1.0, st->bias ? 1.0 : 0.0);
-  ct_free(wt);
+  ct_free(wt), ct_free(bc);
   if (rc) {
-    ct_free(x2);
-    ct_free(y);
+    ct_free(x2), ct_free(y), ct_free(wc);
     return NULL;
   }
-  ct_free(st->x);
-  st->x = NULL;
+  drop_saved(st);
   if (m->training) {
     st->x = x2;
     st->x_shape = ct_shape_of(x);
+    st->x_dtype = ct_dtype_of(x);
+    st->w = wc != w ? wc : NULL;
+    if (!st->w) ct_free(wc);
   } else {
-    ct_free(x2);
+    ct_free(x2), ct_free(wc);
   }
   if (nd == 2) return y;
   ct_shape ys = ct_shape_of(x);
@@ -90,19 +119,23 @@ static int linear_grads(ct_module *m, const ct_tensor *g, ct_tensor **dx_out) {
                    ct_shape_str(ct_shape_of(g), a, sizeof a), ct_shape_str(want, b, sizeof b));
   }
   ct_param *pw = weight_of(m), *pb = st->bias ? bias_of(m) : NULL;
-  if (ct_dtype_of(g) != ct_dtype_of(pw->value)) {
-    return ct_fail(CT_ERR_DTYPE, "Linear backward: grad_output is %s but the weight is %s",
-                   ct_dtype_name(ct_dtype_of(g)), ct_dtype_name(ct_dtype_of(pw->value)));
-  }
-  ct_tensor *g2 = ct_reshape(g, CT_SHAPE(n, st->out)); // (N, out)
-  ct_tensor *gt = g2 ? ct_t(g2) : NULL;                 // (out, N), a view
+  const ct_tensor *w = st->w ? st->w : pw->value; // as the forward multiplied
+  const ct_dtype cdt = ct_dtype_of(st->x);
+  if (!ct_dtype_is_floating(ct_dtype_of(g)))
+    return ct_fail(CT_ERR_DTYPE, "Linear backward: grad_output is %s, expected a floating tensor",
+                   ct_dtype_name(ct_dtype_of(g)));
+  // dL/dy in the forward's compute dtype (autograd casts a gradient to its output's dtype)
+  ct_tensor *gc = ct_dtype_of(g) == cdt ? ct_retain((ct_tensor *)g) : ct_to_dtype(g, cdt);
+  ct_tensor *g2 = gc ? ct_reshape(gc, CT_SHAPE(n, st->out)) : NULL; // (N, out)
+  ct_tensor *gt = g2 ? ct_t(g2) : NULL;                             // (out, N), a view
+  ct_free(gc);
   if (!gt) {
     ct_free(g2);
     return ct_last_status();
   }
   int rc = CT_OK;
   // dW += g^T x: straight into W.grad when it is there and contiguous.
-  if (pw->grad && ct_is_contiguous(pw->grad) && ct_dtype_of(pw->grad) == ct_dtype_of(g)) {
+  if (pw->grad && ct_is_contiguous(pw->grad) && ct_dtype_of(pw->grad) == cdt) {
     rc = ct_addmm_(pw->grad, gt, st->x, 1.0, 1.0);
   } else {
     ct_tensor *dw = ct_mm(gt, st->x);
@@ -116,7 +149,12 @@ static int linear_grads(ct_module *m, const ct_tensor *g, ct_tensor **dx_out) {
   }
   ct_tensor *dx = NULL;
   if (!rc && dx_out) {
-    dx = ct_mm(g2, pw->value); // (N, in)
+    dx = ct_mm(g2, w); // (N, in), in the compute dtype
+    if (dx && ct_dtype_of(dx) != st->x_dtype) { // the input cast's backward
+      ct_tensor *dxc = ct_to_dtype(dx, st->x_dtype);
+      ct_free(dx);
+      dx = dxc;
+    }
     if (dx && st->x_shape.ndim != 2) {
       ct_tensor *dxr = ct_reshape(dx, st->x_shape);
       ct_free(dx);
@@ -145,19 +183,24 @@ static void linear_describe(const ct_module *m, char *buf, size_t len) {
 
 // The saved input is an activation: moved along rather than dropped, so a
 // backward after .to() still works.
+static int move_saved(ct_tensor **t, ct_device device) {
+  if (!*t) return CT_OK;
+  ct_tensor *moved = ct_to(*t, device, ct_dtype_of(*t), false);
+  if (!moved) return ct_last_status();
+  ct_free(*t);
+  *t = moved;
+  return CT_OK;
+}
+
 static int linear_state_to(ct_module *m, ct_device device) {
   linear_state *st = m->state;
-  if (!st->x) return CT_OK;
-  ct_tensor *x = ct_to(st->x, device, ct_dtype_of(st->x), false);
-  if (!x) return ct_last_status();
-  ct_free(st->x);
-  st->x = x;
-  return CT_OK;
+  int rc = move_saved(&st->x, device);
+  return rc == CT_OK ? move_saved(&st->w, device) : rc;
 }
 
 static void linear_state_free(ct_module *m) {
   linear_state *st = m->state;
-  if (st) ct_free(st->x);
+  if (st) drop_saved(st);
   free(st);
   m->state = NULL;
 }
@@ -166,7 +209,7 @@ static void linear_state_free(ct_module *m) {
 static void *linear_state_clone(const ct_module *m) {
   linear_state *st = cti_state_dup(m->state, sizeof *st);
   if (!st) return NULL;
-  st->x = NULL;
+  st->x = st->w = NULL;
   return st;
 }
 

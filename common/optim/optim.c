@@ -16,6 +16,13 @@
 // Invariant: a step that fails leaves every parameter and all state as they
 // were. All checks (dtypes, shapes, devices) run first, then any state that
 // is missing is allocated, and only then do the updates run.
+//
+// Under GradScaler (ct_optimizer_step_found_inf) the step may be skipped by
+// the device, which the host does not wait to learn; a parameter's step
+// count then lives in its device's memory too (slot.amp: the count and
+// Adam's two scalars, advanced by the amp_prologue kernel unless found_inf
+// is set), and the update kernels read it there. A plain step after such
+// steps reads the count back once and goes on counting on the host.
 #include "optim.h"
 
 #include <math.h>
@@ -39,7 +46,9 @@ typedef struct opt_slot {
   ct_tensor *buf;  // SGD: momentum_buffer; Adam: exp_avg
   ct_tensor *sq;   // exp_avg_sq
   ct_tensor *vmax; // max_exp_avg_sq (amsgrad)
-  int64_t step;    // steps taken (torch's state["step"])
+  int64_t step;    // steps taken (torch's state["step"]), unless amp holds it
+  ct_tensor *amp;  // GradScaler steps: [step, step_size, bias_correction2_sqrt] (f64, the
+                   // parameter's device), or NULL
 } opt_slot;
 
 struct ct_optimizer {
@@ -172,6 +181,7 @@ void ct_optimizer_free(ct_optimizer *opt) {
     ct_free(opt->state[i].buf);
     ct_free(opt->state[i].sq);
     ct_free(opt->state[i].vmax);
+    ct_free(opt->state[i].amp);
   }
   free(opt->state);
   free(opt->params);
@@ -214,9 +224,11 @@ static int check_param(const ct_optimizer *opt, int i) {
   char nm[112], a[CT_DEVICE_STR_MAX], b[CT_DEVICE_STR_MAX], sa[64], sb[64];
   if (!p->value) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step: parameter %s has no value", pname(p, i, nm, sizeof nm));
   ct_dtype dt = ct_dtype_of(p->value);
-  if (dt != CT_F32 && dt != CT_F64)
-    return ct_fail(CT_ERR_DTYPE, "ct_optimizer_step: parameter %s is %s; %s supports float32 and float64",
-                   pname(p, i, nm, sizeof nm), ct_dtype_name(dt), ct_optimizer_name(opt));
+  const bool half = dt == CT_F16 || dt == CT_BF16; // model.half(): SGD only
+  if (dt != CT_F32 && dt != CT_F64 && !(half && opt->kind == KIND_SGD))
+    return ct_fail(CT_ERR_DTYPE, "ct_optimizer_step: parameter %s is %s; %s supports float32 and float64%s",
+                   pname(p, i, nm, sizeof nm), ct_dtype_name(dt), ct_optimizer_name(opt),
+                   half ? " (keep float32 master weights and train float16 with autocast)" : "");
   if (ct_dtype_of(p->grad) != dt)
     return ct_fail(CT_ERR_DTYPE, "ct_optimizer_step: parameter %s is %s but its grad is %s",
                    pname(p, i, nm, sizeof nm), ct_dtype_name(dt), ct_dtype_name(ct_dtype_of(p->grad)));
@@ -272,8 +284,32 @@ static int alloc_state(const ct_optimizer *opt, int i) {
 
 static void *ptr_or_null(const ct_tensor *t) { return t ? ct_data_ptr(t) : NULL; }
 
-// One parameter's fused update on its device.
-static int update(ct_optimizer *opt, int i) {
+// Makes parameter i's device-side step count, from the host's count.
+static int amp_state_make(ct_optimizer *opt, int i) {
+  opt_slot *st = &opt->state[i];
+  if (st->amp) return CT_OK;
+  const double init[3] = {(double)st->step, 0.0, 0.0};
+  ct_tensor *h = ct_from_host(init, CT_SHAPE(3), CT_F64, ct_device_cpu());
+  st->amp = h ? ct_to_device(h, ct_device_of(opt->params[i]->value)) : NULL;
+  ct_free(h);
+  return st->amp ? CT_OK : (int)ct_last_status();
+}
+
+// Reads the device-side step count back into the host's (waits), and drops it.
+static int amp_state_retire(opt_slot *st) {
+  if (!st->amp) return CT_OK;
+  double v[3];
+  int rc = ct_copy_to_host(st->amp, v, sizeof v);
+  if (rc != CT_OK) return rc;
+  st->step = (int64_t)v[0];
+  ct_free(st->amp);
+  st->amp = NULL;
+  return CT_OK;
+}
+
+// One parameter's fused update on its device; found_inf (a float on that
+// device, or NULL) is GradScaler's skip flag.
+static int update(ct_optimizer *opt, int i, const ct_tensor *found_inf) {
   ct_param *p = opt->params[i];
   opt_slot *st = &opt->state[i];
   ct_tensor *g = ct_contiguous(p->grad);
@@ -285,11 +321,24 @@ static int update(ct_optimizer *opt, int i) {
   const void *gv = ct_data_ptr(g);
   const cti_backend *be = cti_backend_for("ct_optimizer_step", d); // sets the CUDA device
   int rc = be ? CT_OK : (int)ct_last_status();
+  const float *fi = found_inf ? ct_data_ptr(found_inf) : NULL;
+  const double *amp = NULL;
+  if (rc == CT_OK && found_inf) { // the count advances on the device, unless the step is skipped
+    const bool adam = opt->kind != KIND_SGD;
+    rc = amp_state_make(opt, i);
+    if (rc == CT_OK)
+      rc = be->optim->amp_prologue(fi, ct_data_ptr(st->amp), adam, adam ? opt->adam.lr : opt->sgd.lr,
+                                   opt->adam.beta1, opt->adam.beta2, ct_current_stream(d));
+    amp = st->amp ? ct_data_ptr(st->amp) : NULL;
+  } else if (rc == CT_OK) {
+    rc = amp_state_retire(st);
+  }
   if (rc == CT_OK && opt->kind == KIND_SGD) {
     const ct_sgd_options *o = &opt->sgd;
     cti_sgd_step_args a = {.lr = o->lr, .momentum = o->momentum, .dampening = o->dampening,
                           .weight_decay = o->weight_decay, .nesterov = o->nesterov,
-                          .maximize = o->maximize, .init_buf = st->step == 0};
+                          .maximize = o->maximize, .init_buf = st->step == 0,
+                          .found_inf = fi, .amp_state = amp};
     void *bv = ptr_or_null(st->buf);
     rc = be->optim->sgd_step(dt, n, pv, gv, bv, &a, ct_current_stream(d));
   } else if (rc == CT_OK) {
@@ -300,19 +349,36 @@ static int update(ct_optimizer *opt, int i) {
     cti_adam_step_args a = {.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
                            .weight_decay = o->weight_decay, .amsgrad = o->amsgrad,
                            .maximize = o->maximize, .decoupled = opt->kind == KIND_ADAMW,
-                           .step_size = o->lr / bc1, .bias_correction2_sqrt = sqrt(bc2)};
+                           .step_size = o->lr / bc1, .bias_correction2_sqrt = sqrt(bc2),
+                           .found_inf = fi, .amp_state = amp};
     void *m = ct_data_ptr(st->buf), *v = ct_data_ptr(st->sq), *vm = ptr_or_null(st->vmax);
     rc = be->optim->adam_step(dt, n, pv, gv, m, v, vm, &a, ct_current_stream(d));
   }
   ct_free(g); // a temporary copy may be freed now: its block is reused only in stream order
-  if (rc == CT_OK) st->step += 1;
+  if (rc == CT_OK && !found_inf) st->step += 1;
   return rc;
 }
 
-static int optimizer_step(ct_optimizer *opt) {
+// found_inf (when given) must be one float32 on parameter i's device.
+static int check_found_inf(const ct_optimizer *opt, int i, const ct_tensor *found_inf) {
+  if (!found_inf) return CT_OK;
+  char nm[112], a[CT_DEVICE_STR_MAX], b[CT_DEVICE_STR_MAX];
+  if (ct_dtype_of(found_inf) != CT_F32 || ct_numel(found_inf) != 1)
+    return ct_fail(CT_ERR_DTYPE, "ct_optimizer_step_found_inf: found_inf must be one float32, got %s with %lld elements",
+                   ct_dtype_name(ct_dtype_of(found_inf)), (long long)ct_numel(found_inf));
+  const ct_param *p = opt->params[i];
+  if (!ct_device_eq(ct_device_of(found_inf), ct_device_of(p->value)))
+    return ct_fail(CT_ERR_DEVICE, "ct_optimizer_step_found_inf: found_inf is on %s but parameter %s is on %s",
+                   ct_device_str(ct_device_of(found_inf), a), pname(p, i, nm, sizeof nm),
+                   ct_device_str(ct_device_of(p->value), b));
+  return CT_OK;
+}
+
+static int step(ct_optimizer *opt, const ct_tensor *found_inf) {
   for (int i = 0; i < opt->n; ++i) {
     if (!opt->params[i]->grad) continue; // skipped, as PyTorch skips p.grad is None
     int rc = check_param(opt, i);
+    if (rc == CT_OK) rc = check_found_inf(opt, i, found_inf);
     if (rc != CT_OK) return rc;
   }
   for (int i = 0; i < opt->n; ++i) {
@@ -322,10 +388,15 @@ static int optimizer_step(ct_optimizer *opt) {
   }
   for (int i = 0; i < opt->n; ++i) {
     if (!opt->params[i]->grad) continue;
-    int rc = update(opt, i);
+    int rc = update(opt, i, found_inf);
     if (rc != CT_OK) return rc;
   }
   return CT_OK;
+}
+
+ct_param **ct_optimizer_params(const ct_optimizer *opt, int *n) {
+  if (n) *n = opt ? opt->n : 0;
+  return opt ? opt->params : NULL;
 }
 
 static int optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
@@ -354,7 +425,16 @@ static int profile_range(const ct_optimizer *opt, const char *what) {
 int ct_optimizer_step(ct_optimizer *opt) {
   if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step: NULL optimizer");
   int range = CTI_PROF_ON ? profile_range(opt, "step") : -1;
-  int rc = optimizer_step(opt);
+  int rc = step(opt, NULL);
+  cti_prof_end(range);
+  return rc;
+}
+
+int ct_optimizer_step_found_inf(ct_optimizer *opt, const ct_tensor *found_inf) {
+  if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step_found_inf: NULL optimizer");
+  if (!found_inf) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step_found_inf: NULL found_inf");
+  int range = CTI_PROF_ON ? profile_range(opt, "step") : -1;
+  int rc = step(opt, found_inf);
   cti_prof_end(range);
   return rc;
 }
@@ -379,7 +459,10 @@ ct_tensor *cti_optimizer_state_tensor(const ct_optimizer *opt, int i, const char
 
 int64_t cti_optimizer_state_step(const ct_optimizer *opt, int i) {
   if (!opt || i < 0 || i >= opt->n) return 0;
-  return opt->state[i].step;
+  const opt_slot *st = &opt->state[i];
+  double v[3];
+  if (st->amp && ct_copy_to_host(st->amp, v, sizeof v) == CT_OK) return (int64_t)v[0];
+  return st->step;
 }
 
 // ---- clip_grad_norm_ --------------------------------------------------------------------------
@@ -555,7 +638,8 @@ ct_named_tensor *ct_optimizer_state_dict(ct_optimizer *opt, const char *prefix, 
   int c = 0;
   for (int i = 0; i < opt->n; ++i) {
     opt_slot *st = &opt->state[i];
-    if (st->step == 0) continue;
+    const int64_t steps = cti_optimizer_state_step(opt, i); // the device's count under GradScaler
+    if (steps == 0) continue;
     for (int k = 0; k < nk; ++k) {
       ct_tensor *t = *slot_tensor(st, &keys[k]);
       if (!t) continue;
@@ -564,7 +648,7 @@ ct_named_tensor *ct_optimizer_state_dict(ct_optimizer *opt, const char *prefix, 
       c++;
     }
     snprintf(out[c].name, sizeof out[c].name, "%sstate.%d.step", prefix, i);
-    if (!(out[c].tensor = ct_full(CT_SCALAR_SHAPE, (double)st->step, CT_F32, ct_device_cpu()))) goto fail;
+    if (!(out[c].tensor = ct_full(CT_SCALAR_SHAPE, (double)steps, CT_F32, ct_device_cpu()))) goto fail;
     c++;
   }
   *n = c;
@@ -658,7 +742,7 @@ int ct_optimizer_load_state_dict(ct_optimizer *opt, const ct_named_tensor *entri
   }
   for (int i = 0; i < opt->n; ++i) { // the new state, or on failure the old one, survives
     opt_slot *drop = rc == CT_OK ? &opt->state[i] : &fresh[i];
-    ct_free(drop->buf), ct_free(drop->sq), ct_free(drop->vmax);
+    ct_free(drop->buf), ct_free(drop->sq), ct_free(drop->vmax), ct_free(drop->amp);
     if (rc == CT_OK) opt->state[i] = fresh[i];
   }
   free(fresh);

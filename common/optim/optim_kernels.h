@@ -18,6 +18,7 @@
 #ifndef CT_OPTIM_KERNELS_H
 #define CT_OPTIM_KERNELS_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -37,10 +38,20 @@ extern "C" {
 //     d = nesterov ? d + momentum * buf : buf
 //   p = p + (-lr) * d
 // buf may be NULL when momentum == 0.
+// float16/bfloat16 parameters (model.half()) are updated the way PyTorch
+// updates them: each torch op of the formula (the weight-decay add, the
+// momentum mul_ and add_, the final add_) computes in float32 from the
+// stored values and rounds its result to the parameter's dtype.
 typedef struct cti_sgd_step_args {
   double lr, momentum, dampening, weight_decay;
   bool nesterov, maximize;
   bool init_buf; // this parameter's first step with momentum: buf := d (torch.clone(d_p))
+  // GradScaler's skip (ct_optimizer_step_found_inf; both NULL for a plain
+  // step), read where the loop runs: when *found_inf != 0 the entry writes
+  // nothing; amp_state is the parameter's step count in that memory (see
+  // amp_prologue), and init_buf is then amp_state[0] == 1.
+  const float *found_inf;
+  const double *amp_state;
 } cti_sgd_step_args;
 
 // torch.optim.Adam / AdamW's _single_tensor_adam(w), per element (step is
@@ -61,7 +72,33 @@ typedef struct cti_adam_step_args {
   bool amsgrad, maximize;
   bool decoupled; // AdamW's decoupled weight decay
   double step_size, bias_correction2_sqrt;
+  // As for SGD; with amp_state, amp_state[1] and amp_state[2] replace
+  // step_size and bias_correction2_sqrt.
+  const float *found_inf;
+  const double *amp_state;
 } cti_adam_step_args;
+
+// The step count GradScaler's steps keep on the device, so that a skipped
+// step needs no host wait (PyTorch's fused Adam keeps state["step"] as a
+// device tensor for the same reason): state = [step, step_size,
+// bias_correction2_sqrt]. Unless found_inf != 0: step += 1 and, for Adam,
+// step_size = lr / (1 - beta1^step), bias_correction2_sqrt =
+// sqrt(1 - beta2^step), in double as Python computes them. One definition
+// for both backends (a single thread runs it on CUDA).
+#ifdef __CUDACC__
+#define CTI_OPTIM_HD __host__ __device__
+#else
+#define CTI_OPTIM_HD
+#endif
+static inline CTI_OPTIM_HD void cti_amp_prologue_rule(float found_inf, double *state, bool adam,
+                                                      double lr, double beta1, double beta2) {
+  if (found_inf != 0.0f) return;
+  state[0] += 1.0;
+  if (adam) {
+    state[1] = lr / (1.0 - pow(beta1, state[0]));
+    state[2] = sqrt(1.0 - pow(beta2, state[0]));
+  }
+}
 
 // The family's table: one signature on both devices. The CPU entries run at
 // once and ignore `s`; the CUDA entries queue on `s` and never wait. A
@@ -89,6 +126,10 @@ typedef struct cti_optim_kernels {
   int (*clip_coef)(int64_t n, const double *sumsq, double max_norm, double *out, ct_stream *s);
   // x *= (dtype) *coef unless *coef >= 1 (coef read where the loop runs).
   int (*scale_by)(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stream *s);
+  // cti_amp_prologue_rule on the entry's device: found_inf (one float) and
+  // state (three doubles) are memory of that device.
+  int (*amp_prologue)(const float *found_inf, double *state, bool adam, double lr, double beta1,
+                      double beta2, ct_stream *s);
 } cti_optim_kernels;
 
 extern const cti_optim_kernels cti_cpu_optim_kernels;  // cpu_optim.c

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "amp_kernels.h"
 #include "backend.h"
 #include "conv_kernels.h"
 #include "nn_kernels.h"
@@ -331,12 +332,38 @@ static int w_scale_by(ct_dtype dt, int64_t n, void *x, const double *coef, ct_st
   return rc;
 }
 
+static int w_amp_prologue(const float *found_inf, double *state, bool adam, double lr, double beta1,
+                          double beta2, ct_stream *s) {
+  int t = op_begin("amp_step_count", "[]", s);
+  int rc = real_of(s)->optim->amp_prologue(found_inf, state, adam, lr, beta1, beta2, s);
+  cti_prof_end(t);
+  return rc;
+}
+
+// ---- the amp family -----------------------------------------------------------------------
+static int w_update_scale(float *scale, int32_t *tracker, const float *found_inf, double growth_factor,
+                          double backoff_factor, int64_t growth_interval, int64_t *skipped, ct_stream *s) {
+  int t = op_begin("_amp_update_scale_", "[[1], [1], [1]]", s);
+  int rc = real_of(s)->amp->update_scale(scale, tracker, found_inf, growth_factor, backoff_factor,
+                                         growth_interval, skipped, s);
+  cti_prof_end(t);
+  return rc;
+}
+
+static int w_inv_scale(const float *scale, float *inv, ct_stream *s) {
+  int t = op_begin("reciprocal", "[[1]]", s);
+  int rc = real_of(s)->amp->inv_scale(scale, inv, s);
+  cti_prof_end(t);
+  return rc;
+}
+
 // ---- the copies ---------------------------------------------------------------------------
 typedef struct proxy {
   cti_backend be;
   cti_nn_kernels nn;
   cti_conv_kernels conv;
   cti_optim_kernels optim;
+  cti_amp_kernels amp;
 } proxy;
 
 enum { PROXY_CPU, PROXY_CUDA, NPROXIES };
@@ -387,7 +414,14 @@ static void make_proxy(proxy *x, const cti_backend *real) {
     WRAP(x->optim, sum_squares, w_sum_squares);
     WRAP(x->optim, clip_coef, w_clip_coef);
     WRAP(x->optim, scale_by, w_scale_by);
+    WRAP(x->optim, amp_prologue, w_amp_prologue);
     x->be.optim = &x->optim;
+  }
+  if (real->amp) {
+    x->amp = *real->amp;
+    WRAP(x->amp, update_scale, w_update_scale);
+    WRAP(x->amp, inv_scale, w_inv_scale);
+    x->be.amp = &x->amp;
   }
 }
 

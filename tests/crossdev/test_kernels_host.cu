@@ -13,7 +13,8 @@
 // random inputs, bit for bit: these loops are specified to give the CPU's
 // bits (conv_kernels.h, optim_kernels.h, nn_kernels.h). So CI, which has no
 // GPU, still catches a wrong index or a wrong rounding in the CUDA code.
-// Covered: the elementwise offset walk, im2col/col2im, the NCHW -> CNHW
+// Covered (with float16/bfloat16 for im2col, the permute and SGD, and
+// GradScaler's device-side skip and step count): the elementwise offset walk, im2col/col2im, the NCHW -> CNHW
 // permute, max pooling forward and backward, batch norm's affine map (train
 // and eval), SGD/Adam/AdamW updates, clip_grad_norm_'s scaling, dropout and
 // ReLU's backward. (The reductions -- batch-norm statistics, sums of squares,
@@ -168,6 +169,30 @@ template <class T> static void check_conv(const cti_conv_geom &g, ct_dtype dt) {
   free(dx_cpu), free(dx_cuda), free(dx_cuda64), free(p_cpu), free(p_cuda);
 }
 
+// n float16 or bfloat16 values (their 16-bit patterns), uniform in [lo, hi) then rounded.
+static uint16_t *rand_half(ct_dtype dt, int64_t n, double lo, double hi) {
+  float *f = rand_buf<float>(n, lo, hi);
+  uint16_t *h = (uint16_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
+  for (int64_t i = 0; i < n; ++i) h[i] = dt == CT_F16 ? ct_f32_to_f16(f[i]) : ct_f32_to_bf16(f[i]);
+  free(f);
+  return h;
+}
+
+// im2col and the permute only move elements: float16/bfloat16 move as 16-bit patterns.
+static void check_moves16(const cti_conv_geom &g, ct_dtype dt) {
+  const int64_t nx = g.n * g.c * g.h * g.w, ncols = g.c * g.k * g.k * g.n * g.ho * g.wo;
+  uint16_t *x = rand_half(dt, nx, -2, 2);
+  uint16_t *c_cpu = (uint16_t *)poisoned(ncols * 2), *c_cuda = (uint16_t *)poisoned(ncols * 2);
+  TU_OK(cti_cpu_conv_kernels.im2col(dt, &g, x, c_cpu, NULL));
+  TU_OK(cti_im2col_run(host, dt, &g, x, c_cuda));
+  assert_same(c_cpu, c_cuda, ncols, "im2col (16-bit)");
+  uint16_t *p_cpu = (uint16_t *)poisoned(nx * 2), *p_cuda = (uint16_t *)poisoned(nx * 2);
+  TU_OK(cti_cpu_conv_kernels.cnhw_from_nchw(dt, g.n, g.c, g.h * g.w, x, p_cpu, NULL));
+  TU_OK(cti_cnhw_run(host, dt, g.n, g.c, g.h * g.w, x, p_cuda));
+  assert_same(p_cpu, p_cuda, nx, "cnhw_from_nchw (16-bit)");
+  free(x), free(c_cpu), free(c_cuda), free(p_cpu), free(p_cuda);
+}
+
 static void test_im2col_col2im(void **state) {
   (void)state;
   const cti_conv_geom gs[] = {conv_geom(2, 3, 7, 6, 3, 2, 1), conv_geom(3, 2, 5, 5, 3, 1, 1),
@@ -175,6 +200,8 @@ static void test_im2col_col2im(void **state) {
   for (const cti_conv_geom &g : gs) {
     check_conv<float>(g, CT_F32);
     check_conv<double>(g, CT_F64);
+    check_moves16(g, CT_F16);
+    check_moves16(g, CT_BF16);
   }
 }
 
@@ -280,6 +307,79 @@ static void test_sgd(void **state) {
     check_sgd<float>(CT_F32, a);
     check_sgd<double>(CT_F64, a);
   }
+}
+
+// SGD on float16/bfloat16 parameters (model.half()): one rounding per torch op, both sides.
+static void check_sgd_half(ct_dtype dt, cti_sgd_step_args a) {
+  const int64_t n = 301;
+  uint16_t *p = rand_half(dt, n, -1, 1), *buf = rand_half(dt, n, -1, 1);
+  uint16_t *p2 = (uint16_t *)dup_buf(p, n * 2), *buf2 = (uint16_t *)dup_buf(buf, n * 2);
+  for (int step = 0; step < 3; ++step) {
+    uint16_t *g = rand_half(dt, n, -1, 1);
+    a.init_buf = step == 0;
+    TU_OK(cti_cpu_optim_kernels.sgd_step(dt, n, p, g, buf, &a, NULL));
+    TU_OK(cti_sgd_step_run(host, dt, n, p2, g, buf2, &a));
+    assert_same(p, p2, n, "SGD param (half)");
+    assert_same(buf, buf2, n, "SGD momentum_buffer (half)");
+    free(g);
+  }
+  free(p), free(buf), free(p2), free(buf2);
+}
+
+static void test_sgd_half(void **state) {
+  (void)state;
+  cti_sgd_step_args plain = {0.1, 0.0, 0.0, 0.0, false, false, false};
+  cti_sgd_step_args mom = {0.05, 0.9, 0.1, 1e-3, false, false, false};
+  cti_sgd_step_args nest = {0.03, 0.8, 0.0, 5e-4, true, true, false};
+  for (const cti_sgd_step_args &a : {plain, mom, nest}) {
+    check_sgd_half(CT_F16, a);
+    check_sgd_half(CT_BF16, a);
+  }
+}
+
+// GradScaler's path: found_inf set writes nothing on either side; found_inf
+// clear with the step count in amp_state (advanced by the shared prologue
+// rule) gives the bits of the host-scalar path, on both sides.
+static void test_amp_skip(void **state) {
+  (void)state;
+  const int64_t n = 129;
+  const float inf_set = 1.0f, inf_clear = 0.0f;
+  float *p = rand_buf<float>(n, -1, 1), *buf = rand_buf<float>(n, -1, 1), *m = rand_buf<float>(n, -0.1, 0.1);
+  float *v = rand_buf<float>(n, 0, 0.01);
+  float *p0 = (float *)dup_buf(p, n * 4), *buf0 = (float *)dup_buf(buf, n * 4);
+  float *m0 = (float *)dup_buf(m, n * 4), *v0 = (float *)dup_buf(v, n * 4);
+  float *g = rand_buf<float>(n, -1, 1);
+  cti_sgd_step_args sa = {0.05, 0.9, 0.0, 0.0, false, false, false};
+  cti_adam_step_args aa = {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false, false, 0, 0};
+  double st[3] = {4, 0, 0};
+  sa.found_inf = aa.found_inf = &inf_set;
+  sa.amp_state = aa.amp_state = st;
+  TU_OK(cti_cpu_optim_kernels.sgd_step(CT_F32, n, p, g, buf, &sa, NULL));
+  TU_OK(cti_sgd_step_run(host, CT_F32, n, p, g, buf, &sa));
+  TU_OK(cti_cpu_optim_kernels.adam_step(CT_F32, n, p, g, m, v, NULL, &aa, NULL));
+  TU_OK(cti_adam_step_run(host, CT_F32, n, p, g, m, v, NULL, &aa));
+  assert_same(p0, p, n, "a skipped step's param");
+  assert_same(buf0, buf, n, "a skipped step's momentum_buffer");
+  assert_same(m0, m, n, "a skipped step's exp_avg");
+  assert_same(v0, v, n, "a skipped step's exp_avg_sq");
+  cti_amp_prologue_rule(inf_set, st, true, aa.lr, aa.beta1, aa.beta2);
+  assert_true(st[0] == 4); // a skipped step does not count
+  cti_amp_prologue_rule(inf_clear, st, true, aa.lr, aa.beta1, aa.beta2);
+  assert_true(st[0] == 5 && st[1] == aa.lr / (1.0 - pow(aa.beta1, 5.0)) && st[2] == sqrt(1.0 - pow(aa.beta2, 5.0)));
+  // the device-count path against the host-scalar path, on both sides
+  float *p1 = (float *)dup_buf(p, n * 4), *m1 = (float *)dup_buf(m, n * 4), *v1 = (float *)dup_buf(v, n * 4);
+  float *p2 = (float *)dup_buf(p, n * 4), *m2 = (float *)dup_buf(m, n * 4), *v2 = (float *)dup_buf(v, n * 4);
+  cti_adam_step_args plain = aa;
+  plain.found_inf = NULL, plain.amp_state = NULL, plain.step_size = st[1], plain.bias_correction2_sqrt = st[2];
+  aa.found_inf = &inf_clear;
+  TU_OK(cti_cpu_optim_kernels.adam_step(CT_F32, n, p, g, m, v, NULL, &plain, NULL));
+  TU_OK(cti_cpu_optim_kernels.adam_step(CT_F32, n, p1, g, m1, v1, NULL, &aa, NULL));
+  TU_OK(cti_adam_step_run(host, CT_F32, n, p2, g, m2, v2, NULL, &aa));
+  assert_same(p, p1, n, "Adam, step count on the device (cpu)");
+  assert_same(p, p2, n, "Adam, step count on the device (cuda body)");
+  assert_same(m, m2, n, "Adam exp_avg, step count on the device");
+  free(p), free(buf), free(m), free(v), free(p0), free(buf0), free(m0), free(v0), free(g);
+  free(p1), free(m1), free(v1), free(p2), free(m2), free(v2);
 }
 
 static void test_adam_adamw(void **state) {
@@ -534,6 +634,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_embedding),           cmocka_unit_test(test_gelu),
       cmocka_unit_test(test_layernorm),           cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_lm_cross_entropy),
+      cmocka_unit_test(test_sgd_half),            cmocka_unit_test(test_amp_skip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

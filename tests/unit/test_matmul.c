@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp.h"
 #include "testutil.h"
 #include "tu_ref.h"
 
@@ -282,6 +283,42 @@ static void test_addmm(void **state) {
       }
 }
 
+// Whether /proc/cpuinfo lists the AVX-512 BF16 instructions (flag avx512_bf16).
+static bool cpu_has_avx512_bf16(void) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f))
+    if (strncmp(line, "flags", 5) == 0 && strstr(line, " avx512_bf16")) found = true;
+  fclose(f);
+  return found;
+}
+
+// bf16 products on the CPU take two paths (oneDNN with the CPU's AVX-512
+// BF16 instructions, or widening to float32 for sgemm): both meet the same
+// float64 bound, over every size, layout and batch rule above. Where the
+// CPU has the instructions and the build has oneDNN, the native path is the
+// one taken (its kernel named), and switching it off takes the other.
+static void test_bf16_paths(void **state) {
+  (void)state;
+  if (tu_device.type != CT_CPU) skip();
+  const bool built = strstr(ct_cpu_bf16_gemm_info(), "no oneDNN") == NULL;
+  assert_int_equal(ct_cpu_bf16_native_available(), built && cpu_has_avx512_bf16());
+  for (int on = 1; on >= 0; --on) {
+    ct_cpu_bf16_native_set_enabled(on);
+    for (int la = 0; la < 4; ++la)
+      for (int lb = 0; lb < 4; ++lb) check_mm(CT_BF16, 37, 70, 29, (enum layout)la, (enum layout)lb);
+    check_mm(CT_BF16, 128, 256, 64, L_CONTIG, L_CONTIG);
+    const char *info = ct_cpu_bf16_gemm_info();
+    if (on && ct_cpu_bf16_native_available())
+      assert_non_null(strstr(info, "oneDNN")), assert_non_null(strstr(info, "kernel"));
+    else
+      assert_non_null(strstr(info, "widening"));
+  }
+  ct_cpu_bf16_native_set_enabled(true);
+}
+
 // Shape and dtype errors name the op and the values.
 static void test_errors(void **state) {
   (void)state;
@@ -337,6 +374,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_vectors),
       cmocka_unit_test(test_addmm),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_bf16_paths),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
