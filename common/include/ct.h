@@ -11,6 +11,7 @@
 #include "device.h"
 #include "dtype.h"
 #include "error.h"
+#include "jit.h"
 #include "nn.h"
 #include "ops.h"
 #include "optim.h"

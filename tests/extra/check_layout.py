@@ -42,7 +42,7 @@ for lib in libs:
         problems.append(f"{pathlib.Path(lib).name} exports {sym}: declare it in "
                         "common/include/ (public ct_) or rename it cti_ (internal)")
 
-private_dirs = ("core/", "cpu/", "kernels/", "nn/", "optim/", "data/", "io/", "app/")
+private_dirs = ("core/", "cpu/", "kernels/", "nn/", "optim/", "data/", "io/", "app/", "jit/")
 for f in sorted((src / "chapters").rglob("*")):
     if f.suffix not in (".c", ".cu", ".h", ".cuh"):
         continue
