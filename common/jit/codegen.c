@@ -26,6 +26,7 @@
 #include "jit_impl.h"
 
 enum { P_ADD = 1, P_MUL, P_UNARY, P_PRIMARY }; // C precedence levels the emitter uses
+#define CTI_JIT_NONE (-2) // no type: the canonical spelling
 
 typedef struct piece {
   char *s;
@@ -38,13 +39,14 @@ static const char *storage(ct_dtype t) {
   return t == CT_F16 || t == CT_BF16 ? "uint16_t" : t == CT_F64 ? "double" : "float";
 }
 
-// The shortest decimal that reads back as v (a double literal: "2.0", "0.1", "1e-05").
-static void fmt_number(char *buf, size_t n, double v) {
+// The shortest decimal that reads back as v; as a C double literal ("2.0",
+// "0.1", "1e-05") when c_literal, else as written in an expression ("2").
+static void fmt_number(char *buf, size_t n, double v, bool c_literal) {
   for (int prec = 1; prec <= 17; ++prec) {
     snprintf(buf, n, "%.*g", prec, v);
     if (strtod(buf, NULL) == v) break;
   }
-  if (!strpbrk(buf, ".en")) strncat(buf, ".0", n - strlen(buf) - 1);
+  if (c_literal && !strpbrk(buf, ".en")) strncat(buf, ".0", n - strlen(buf) - 1);
 }
 
 static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -78,7 +80,7 @@ static char *wrap(const piece *p, int need) {
 // where float holds it exactly ("0.5f"), anything else gets a cast.
 static piece convert(const cti_jit_node *nd, const piece *p, int from, int to) {
   piece r = {NULL, P_UNARY};
-  if (is_double(from) == is_double(to)) {
+  if (is_double(from) == is_double(to) || from == CTI_JIT_NONE) {
     r.s = dup_printf("%s", p->s);
     r.prec = p->prec;
     return r;
@@ -106,10 +108,12 @@ static bool func_is_helper(cti_jit_func f) {
   return f == CTI_JIT_SIGMOID || f == CTI_JIT_RELU || f == CTI_JIT_MIN || f == CTI_JIT_MAX;
 }
 
-// The text of node i from its children's pieces.
+// The text of node i from its children's pieces: C when S is given, else
+// the expression itself in canonical spelling (no casts, the language's
+// function names), which names the kernel in its source.
 static piece emit_node(const cti_jit_ast *A, const cti_jit_spec *S, int i, piece *pc) {
   const cti_jit_node *nd = &A->nodes[i];
-  const int t = S->type[i];
+  const int t = S ? S->type[i] : CTI_JIT_NUM;
   piece r = {NULL, P_PRIMARY};
   char num[40];
   switch (nd->kind) {
@@ -120,11 +124,11 @@ static piece emit_node(const cti_jit_ast *A, const cti_jit_spec *S, int i, piece
     r.s = dup_printf("%s", A->scalar[nd->index]);
     return r;
   case CTI_JIT_NUMBER:
-    fmt_number(num, sizeof num, nd->value);
+    fmt_number(num, sizeof num, nd->value, S != NULL);
     r.s = dup_printf("%s", num);
     return r;
   case CTI_JIT_NEG: {
-    piece a = convert(&A->nodes[nd->a], &pc[nd->a], S->type[nd->a], t);
+    piece a = convert(&A->nodes[nd->a], &pc[nd->a], (S ? S->type[nd->a] : CTI_JIT_NONE), t);
     char *inner = a.s ? wrap(&a, P_UNARY) : NULL;
     // "- -x", never "--x" (the decrement operator)
     r.s = inner ? dup_printf(inner[0] == '-' ? "-(%s)" : "-%s", inner) : NULL;
@@ -133,12 +137,13 @@ static piece emit_node(const cti_jit_ast *A, const cti_jit_spec *S, int i, piece
     return r;
   }
   case CTI_JIT_CALL: {
-    piece a = convert(&A->nodes[nd->a], &pc[nd->a], S->type[nd->a], t);
+    piece a = convert(&A->nodes[nd->a], &pc[nd->a], (S ? S->type[nd->a] : CTI_JIT_NONE), t);
     if (nd->b < 0) {
-      r.s = a.s ? dup_printf("%s(%s)", func_text(nd->func, t), a.s) : NULL;
+      r.s = a.s ? dup_printf("%s(%s)", S ? func_text(nd->func, t) : cti_jit_func_name(nd->func), a.s) : NULL;
     } else {
-      piece b = convert(&A->nodes[nd->b], &pc[nd->b], S->type[nd->b], t);
-      r.s = a.s && b.s ? dup_printf("%s(%s, %s)", func_text(nd->func, t), a.s, b.s) : NULL;
+      piece b = convert(&A->nodes[nd->b], &pc[nd->b], (S ? S->type[nd->b] : CTI_JIT_NONE), t);
+      r.s = a.s && b.s ? dup_printf("%s(%s, %s)", S ? func_text(nd->func, t) : cti_jit_func_name(nd->func), a.s, b.s)
+                       : NULL;
       free(b.s);
     }
     free(a.s);
@@ -147,8 +152,8 @@ static piece emit_node(const cti_jit_ast *A, const cti_jit_spec *S, int i, piece
   default: {
     const int prec = nd->kind == CTI_JIT_ADD || nd->kind == CTI_JIT_SUB ? P_ADD : P_MUL;
     const char op = nd->kind == CTI_JIT_ADD ? '+' : nd->kind == CTI_JIT_SUB ? '-' : nd->kind == CTI_JIT_MUL ? '*' : '/';
-    piece a = convert(&A->nodes[nd->a], &pc[nd->a], S->type[nd->a], t);
-    piece b = convert(&A->nodes[nd->b], &pc[nd->b], S->type[nd->b], t);
+    piece a = convert(&A->nodes[nd->a], &pc[nd->a], (S ? S->type[nd->a] : CTI_JIT_NONE), t);
+    piece b = convert(&A->nodes[nd->b], &pc[nd->b], (S ? S->type[nd->b] : CTI_JIT_NONE), t);
     // Left to right, as parsed: a right operand of the same level keeps its
     // parentheses (float addition is not associative).
     char *ta = a.s ? wrap(&a, prec) : NULL, *tb = b.s ? wrap(&b, prec + 1) : NULL;
@@ -160,7 +165,7 @@ static piece emit_node(const cti_jit_ast *A, const cti_jit_spec *S, int i, piece
   }
 }
 
-char *cti_jit_codegen_expr(const cti_jit_ast *A, const cti_jit_spec *S) {
+static char *build(const cti_jit_ast *A, const cti_jit_spec *S) {
   piece *pc = calloc((size_t)A->n, sizeof *pc);
   if (!pc) return NULL;
   bool ok = true;
@@ -177,6 +182,9 @@ char *cti_jit_codegen_expr(const cti_jit_ast *A, const cti_jit_spec *S) {
   free(pc);
   return out;
 }
+
+char *cti_jit_codegen_expr(const cti_jit_ast *A, const cti_jit_spec *S) { return build(A, S); }
+char *cti_jit_canonical(const cti_jit_ast *A) { return build(A, NULL); }
 
 // ---- the source around the expression ---------------------------------------------
 typedef struct uses {
@@ -201,10 +209,9 @@ static void put_header(cti_strbuf *b, const cti_jit_ast *A, const cti_jit_spec *
   cti_sb_printf(b, "// Generated by ct_jit (common/jit/codegen.c) for %s.\n",
                 d == CTI_JIT_C ? "the CPU: C with OpenMP, built by the system C compiler"
                                : "CUDA: CUDA C++, compiled by NVRTC to PTX");
-  cti_sb_puts(b, "// expression: ");
-  for (const char *p = A->text; *p; ++p) // one line, printable ASCII only
-    cti_sb_putn(b, (*p >= 0x20 && *p < 0x7f) ? p : " ", 1);
-  cti_sb_puts(b, "\n// inputs:");
+  char *canon = cti_jit_canonical(A); // spacing and redundant parentheses do not change the kernel
+  cti_sb_printf(b, "// expression: %s\n// inputs:", canon ? canon : "?");
+  free(canon);
   for (int k = 0; k < A->n_inputs; ++k)
     cti_sb_printf(b, " %s %s%s", A->input[k], ct_dtype_name(S->in[k]), k + 1 < A->n_inputs ? "," : "");
   if (A->n_scalars) {

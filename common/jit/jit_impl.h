@@ -110,8 +110,11 @@ typedef enum cti_jit_dialect { CTI_JIT_C, CTI_JIT_CUDA } cti_jit_dialect;
 #define CTI_JIT_KERNEL_NAME "ct_jit_kernel"
 // The whole source of the kernel for (ast, spec) in a dialect; NULL on OOM.
 char *cti_jit_codegen(const cti_jit_ast *ast, const cti_jit_spec *spec, cti_jit_dialect d);
-// The expression alone as the emitter writes it (tests and the chapter).
+// The expression alone as the emitter writes it in C (tests).
 char *cti_jit_codegen_expr(const cti_jit_ast *ast, const cti_jit_spec *spec);
+// The expression in canonical spelling ("x*(y)+1" -> "x * y + 1"): what the
+// generated source names, so spacing never makes another kernel.
+char *cti_jit_canonical(const cti_jit_ast *ast);
 
 // Merges dims of `shape` that are contiguous in every operand (as
 // cti_iter_build does for 3 operands) into a; strides[k] are operand k's.
