@@ -130,8 +130,9 @@ static piece emit_node(const cti_jit_ast *A, const cti_jit_spec *S, int i, piece
   case CTI_JIT_NEG: {
     piece a = convert(&A->nodes[nd->a], &pc[nd->a], (S ? S->type[nd->a] : CTI_JIT_NONE), t);
     char *inner = a.s ? wrap(&a, P_UNARY) : NULL;
-    // "- -x", never "--x" (the decrement operator)
-    r.s = inner ? dup_printf(inner[0] == '-' ? "-(%s)" : "-%s", inner) : NULL;
+    // "- -x", never "--x" (C's decrement operator); no parentheses, so the
+    // canonical spelling nests no deeper than the text it came from
+    r.s = inner ? dup_printf(inner[0] == '-' ? "- %s" : "-%s", inner) : NULL;
     r.prec = P_UNARY;
     free(a.s), free(inner);
     return r;

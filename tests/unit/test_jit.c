@@ -183,6 +183,15 @@ static void test_parse_errors(void **state) {
   deep[201] = '\0';
   assert_null(ct_jit_create(deep, "x", NULL));
   assert_non_null(strstr(ct_last_error(), "nests more than"));
+  // 40 unary minus in a row: accepted, and its canonical spelling too (fuzz_jit's first find)
+  for (int i = 0; i < 40; ++i) deep[2 * i] = '-', deep[2 * i + 1] = ' ';
+  strcpy(deep + 80, "x");
+  cti_jit_ast da, db;
+  TU_OK(cti_jit_parse("t", deep, "x", NULL, &da));
+  char *dc = cti_jit_canonical(&da);
+  TU_OK(cti_jit_parse("t", dc, "x", NULL, &db));
+  free(dc);
+  cti_jit_ast_free(&da), cti_jit_ast_free(&db);
   memset(deep, '-', 200);
   strcpy(deep + 200, "x");
   assert_null(ct_jit_create(deep, "x", NULL));
@@ -237,6 +246,16 @@ static void test_parse_robust(void **state) {
       char *src = ct_jit_source(f, dt, 2, CT_CPU);
       if (!src) fail_msg("\"%s\" parsed but did not emit: %s", buf, ct_last_error());
       free(src);
+      // its canonical spelling parses again, to itself (what fuzz_jit found broken once)
+      cti_jit_ast a1, a2;
+      TU_OK(cti_jit_parse("t", buf, "x,y", "alpha", &a1));
+      char *c1 = cti_jit_canonical(&a1);
+      if (cti_jit_parse("t", c1, "x,y", "alpha", &a2) != CT_OK)
+        fail_msg("the canonical \"%s\" of \"%s\" does not parse: %s", c1, buf, ct_last_error());
+      char *c2 = cti_jit_canonical(&a2);
+      assert_string_equal(c1, c2);
+      free(c1), free(c2);
+      cti_jit_ast_free(&a1), cti_jit_ast_free(&a2);
       ct_jit_free(f);
     } else if (!ct_last_error()[0] || caret_column() < 1) {
       fail_msg("\"%s\" refused without a positioned message: %s", buf, ct_last_error());
@@ -270,8 +289,8 @@ static void test_emitter(void **state) {
       {"x / (y * z)", 0, "x / (y * z)"},
       {"x + y * z", 0, "x + y * z"},
       {"(x + y) * z", 0, "(x + y) * z"},
-      {"-(-x)", 0, "-(-x)"},
-      {"- - x", 0, "-(-x)"},
+      {"-(-x)", 0, "- -x"},
+      {"- - x", 0, "- -x"},
       {"-(x + y)", 0, "-(x + y)"},
       {"+x", 0, "x"},
       {"2 * x", 0, "2.0f * x"},
