@@ -179,7 +179,8 @@ def main(argv):
     torch.manual_seed(a.seed)
     dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}[a.dtype]
     print(f"device: {device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
-    m = {"quick": int(a.quick), "dtype": str(dtype).replace("torch.", ""), "torch": torch.__version__}
+    m = {"device": str(device), "threads": torch.get_num_threads(), "quick": int(a.quick),
+         "dtype": str(dtype).replace("torch.", ""), "torch": torch.__version__}
     gpu = device.type == "cuda"
     top = a.size or (1 << (20 if a.quick else 26) if gpu else 1 << (18 if a.quick else 24))
     budget = 0.02 if a.quick else 0.2

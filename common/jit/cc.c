@@ -5,7 +5,7 @@
 // shared object from it, and the runtime loads that with dlopen.
 //
 //   cc -O3 -std=c11 -fPIC -shared -fopenmp -fno-math-errno -ffp-contract=off
-//      [$CT_JIT_CFLAGS] -o <dir>/tmp-<pid>-<n>.so <dir>/tmp-<pid>-<n>.c
+//      [$CT_JIT_CFLAGS] -o <dir>/tmp-<pid>-<n>.so <dir>/tmp-<pid>-<n>.c -lm
 //
 // The compiler is `cc` on PATH, or $CT_JIT_CC. It runs through cti_jit_run:
 // an argv, never a shell string, so nothing in a path or an expression is
@@ -32,7 +32,7 @@
 #include "error.h"
 #include "jit_impl.h"
 
-#define CC_FLAGS "-O3 -std=c11 -fPIC -shared -fopenmp -fno-math-errno -ffp-contract=off"
+#define CC_FLAGS "-O3 -std=c11 -fPIC -shared -fopenmp -fno-math-errno -ffp-contract=off" // and -lm, last
 #define MAX_FLAGS 48
 #define OUTPUT_CAP (64u << 10)
 
@@ -69,7 +69,7 @@ int cti_jit_cc_identity(const char *op, const char **compiler, const char **flag
       snprintf(id_text, sizeof id_text, "%s: %.*s", prog, (int)(n < 400 ? n : 400), out);
       snprintf(id_program, sizeof id_program, "%s", prog);
       snprintf(id_extra, sizeof id_extra, "%s", extra);
-      snprintf(id_flags, sizeof id_flags, "%s%s%s", CC_FLAGS, *extra ? " " : "", extra);
+      snprintf(id_flags, sizeof id_flags, "%s%s%s -o OUT SRC -lm", CC_FLAGS, *extra ? " " : "", extra);
     } else {
       id_text[0] = '\0';
     }
@@ -147,8 +147,8 @@ int cti_jit_cc_compile(const char *op, const char *dir, const char *source, unsi
     return ct_fail(CT_ERR_IO, "%s: writing %s: %s", op, src, strerror(errno));
   }
   snprintf(obj, sizeof obj, "%.*s.so", (int)(strlen(src) - 2), src); // tmp-<pid>-XXXXXX.so beside it
-  char flagbuf[1024];
-  snprintf(flagbuf, sizeof flagbuf, "%s", flags);
+  char flagbuf[1024]; // the flags before " -o OUT SRC -lm" (the key spells the whole command)
+  snprintf(flagbuf, sizeof flagbuf, "%.*s", (int)(strstr(flags, " -o OUT SRC") - flags), flags);
   char *argv[MAX_FLAGS + 6];
   int k = 0;
   argv[k++] = (char *)cc_program();
@@ -161,6 +161,7 @@ int cti_jit_cc_compile(const char *op, const char *dir, const char *source, unsi
   argv[k++] = "-o";
   argv[k++] = obj;
   argv[k++] = src;
+  argv[k++] = "-lm"; // after the source: expf binds to libm's current version, not its old errno-setting wrapper
   argv[k] = NULL;
   char *out = NULL;
   int code = 0;
