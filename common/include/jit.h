@@ -117,7 +117,8 @@ typedef struct ct_jit_stats {
 ct_jit_stats ct_jit_get_stats(void);
 void ct_jit_reset_stats(void);
 // Forgets every loaded kernel, as a new process would start: the next call
-// goes to the disk cache.
+// goes to the disk cache. Not while another thread is in a fused call (a GPU
+// is synchronized before its modules are unloaded).
 void ct_jit_clear_memory_cache(void);
 // The disk cache's directory, created (0700) and checked; CT_OK and the path
 // in buf, or an error naming the directory and what is wrong with it.

@@ -267,7 +267,7 @@ void ct_jit_reset_stats(void) {
 
 static void unload(cti_jit_kernel *k) {
   if (k->device.type == CT_CPU) cti_jit_cc_unload(k->handle);
-  else cti_jit_cuda_unload(k->handle);
+  else cti_jit_cuda_unload(k->device.index, k->handle);
   free(k);
 }
 

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_kernels.h" // CT_CPU_PAR_MIN: the runtime's CPU loops go parallel at the same size
 #include "jit_impl.h"
 
 enum { P_ADD = 1, P_MUL, P_UNARY, P_PRIMARY }; // C precedence levels the emitter uses
@@ -364,7 +365,7 @@ static void put_offsets_fn(cti_strbuf *b) {
                  "}\n");
 }
 
-#define JIT_PARALLEL_MIN 32768 // elements below which one thread runs the loop (as the runtime's CPU loops)
+#define JIT_PARALLEL_MIN CT_CPU_PAR_MIN // elements below which one thread runs the loop
 
 static void put_c_kernel(cti_strbuf *b, const cti_jit_ast *A, const cti_jit_spec *S) {
   const int nops = A->n_inputs + 1;

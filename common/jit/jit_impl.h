@@ -227,7 +227,8 @@ int cti_jit_nvrtc_arch_for(const char *op, int cc, int *arch);
 // Loads PTX on a device (CT_ERR_VALUE when the driver refuses the PTX) (the driver API, reached through the CUDA runtime's
 // entry-point query, so nothing links libcuda) and finds the kernel.
 int cti_jit_cuda_load(const char *op, int device, const char *ptx, size_t n, void **module, void **function);
-void cti_jit_cuda_unload(void *module);
+// Unloads a module, after the device has finished what was queued on it.
+void cti_jit_cuda_unload(int device, void *module);
 // Launches the kernel over a->numel elements on stream `stream` (a cudaStream_t).
 int cti_jit_cuda_launch(const char *op, void *function, const cti_jit_args *a, void *stream);
 #endif

@@ -189,8 +189,14 @@ int cti_jit_cuda_load(const char *op, int device, const char *ptx, size_t n, voi
   return CT_OK;
 }
 
-void cti_jit_cuda_unload(void *module) {
-  if (module && driver("ct_jit") == CT_OK) drv.unload((CUmodule)module);
+void cti_jit_cuda_unload(int device, void *module) {
+  if (!module || driver("ct_jit") != CT_OK) return;
+  int cur = -1;
+  cudaGetDevice(&cur);
+  // a launch still queued may run the module's code: let the device finish first
+  if (cudaSetDevice(device) == cudaSuccess) cudaDeviceSynchronize();
+  drv.unload((CUmodule)module);
+  if (cur >= 0) cudaSetDevice(cur);
 }
 
 int cti_jit_cuda_launch(const char *op, void *function, const cti_jit_args *a, void *stream) {
@@ -240,7 +246,7 @@ int cti_jit_cuda_load(const char *op, int device, const char *ptx, size_t n, voi
   *module = *function = NULL;
   return no_cuda(op);
 }
-void cti_jit_cuda_unload(void *module) { (void)module; }
+void cti_jit_cuda_unload(int device, void *module) { (void)device, (void)module; }
 int cti_jit_cuda_launch(const char *op, void *function, const cti_jit_args *a, void *stream) {
   (void)function, (void)a, (void)stream;
   return no_cuda(op);
