@@ -223,7 +223,7 @@ static void show_source(const ct_cli *cli, ct_dtype dt, ct_metrics *m) {
 ::: zh
 ## 缓存：内存、磁盘、被改坏的条目
 
-编译很慢（系统编译器要几十到上百毫秒，NVRTC 也差不多），所以编译结果要缓存，像 jiterator 按数据类型缓存、Inductor 把编译好的代码存进磁盘缓存那样。`ct_jit` 有两层缓存：
+编译很慢（本次运行中，编译 `gate` 用了 {{metric compile_ms %.0f}} 毫秒，而从内存里取出已加载的核函数再调用一次只要 {{metric second_call_us %.0f}} 微秒），所以编译结果要缓存，像 jiterator 按数据类型缓存、Inductor 把编译好的代码存进磁盘缓存那样。`ct_jit` 有两层缓存：
 
 - **内存**：本进程已经加载的核函数，按键和设备查表。一个 `ct_jit_fn` 还记着上一次用的核函数，同样的数据类型和设备再来时连表都不用查。
 - **磁盘**：缓存目录里一个键一个文件。键是一段文本的 SHA-256，这段文本写明了后端、编译器的版本、编译选项、目标（CPU 架构，或 GPU 的 `compute_XY`）和生成的源码——源码里又写明了表达式（规范写法：空格和多余的括号不算数）、每个输入的数据类型。所以换一种数据类型、换一个编译器、换一块不同架构的 GPU，都是另一个键。
@@ -235,7 +235,7 @@ static void show_source(const ct_cli *cli, ct_dtype dt, ct_metrics *m) {
 ::: en
 ## The cache: memory, disk, and a damaged entry
 
-Compiling is slow (tens to a hundred milliseconds for the system compiler, about the same for NVRTC), so compiled kernels are cached, as jiterator caches one per dtype and Inductor keeps compiled code in a disk cache. `ct_jit` has two levels:
+Compiling is slow (in this run compiling `gate` took {{metric compile_ms %.0f}} ms, where a call to the kernel already loaded in memory took {{metric second_call_us %.0f}} µs), so compiled kernels are cached, as jiterator caches one per dtype and Inductor keeps compiled code in a disk cache. `ct_jit` has two levels:
 
 - **memory**: the kernels this process has loaded, in a table by key and device. A `ct_jit_fn` also remembers its last kernel, so a call with the same dtypes on the same device does not even look in the table.
 - **disk**: one file per key in the cache directory. The key is the SHA-256 of a text naming the backend, the compiler's version, its flags, the target (the CPU's architecture, or the GPU's `compute_XY`) and the generated source, which itself spells the expression (in canonical form: spacing and redundant parentheses do not count) and every input's dtype. So another dtype, another compiler or a GPU of another architecture is another key.
@@ -294,6 +294,8 @@ static void show_cache(const ct_cli *cli, ct_dtype dt, jit_state *js, ct_metrics
     printf("the sections below measure the unfused chain only\n");
     ct_metrics_num(m, "fused_available", 0);
     ct_metrics_str(m, "fused_unavailable_reason", js->why);
+    ct_metrics_num(m, "compile_ms", NAN);
+    ct_metrics_num(m, "second_call_us", NAN);
     free_inputs(in, 3);
     ct_free(out);
     return;
@@ -333,6 +335,7 @@ static void show_cache(const ct_cli *cli, ct_dtype dt, jit_state *js, ct_metrics
   printf("  rebuilt: compiled again in %.1f ms and written back atomically\n", 1e3 * s.compile_seconds);
   ct_metrics_num(m, "rejected", (double)s.rejected);
   ct_metrics_num(m, "rebuild_compiles", (double)s.compiles);
+  ct_metrics_num(m, "compile_ms", 1e3 * s.compile_seconds);
   MUST_OK(ct_jit_cache_dir(dir, sizeof dir));
   printf("cache directory: %s (mode 0700, checked at every disk access)\n", home_relative(dir, shown, sizeof shown));
   printf("this kernel's entry: %s\n", strrchr(path, '/') + 1);
@@ -506,7 +509,7 @@ static void show_agreement(const ct_cli *cli, const settings *s, const jit_state
 
 带宽的上限用一次大的拷贝（`ct_copy_`，读一遍写一遍）来量：这是受内存限制的核函数能达到的最好水平。下表列出每个工作负载融合与不融合各用的时间、各自达到的有效带宽（搬运的字节数 ÷ 时间），以及融合的核函数达到了拷贝带宽的几成。本次运行中，拷贝带宽是 {{metric copy_gbs %.1f}} GB/s；`gate` 融合后快了 {{metric gate_speedup %.2f}} 倍，字节数之比预测的是 {{metric gate_predicted_speedup %.2f}} 倍；`gelu` 快了 {{metric gelu_speedup %.2f}} 倍，预测是 {{metric gelu_predicted_speedup %.2f}} 倍。
 
-实测的加速比不到预测值时，说明那个核函数已经不只是受内存限制了。在 CPU 上最常见的原因是超越函数：`tanhf`、`expf` 每个元素要几十个时钟周期，只有两个核时，融合后的 `gelu` 可能先被算力卡住；此时融合省下的仍然是那八次多余的读写，只是时间不再与字节数成比例。在 GPU 上，算力比带宽宽裕得多，这几个表达式都深深落在受内存限制的一侧，加速比更接近字节数之比。
+实测的加速比不到预测值时，说明那个核函数已经不只是受内存限制了。在 CPU 上最常见的原因是超越函数：每个元素调用一次 `tanhf` 或 `expf`，花的时钟周期已经超过搬运它那几个字节的时间，只有两个核时，融合后的 `gelu` 可能先碰到算力的天花板；此时融合省下的仍然是那八次多余的读写，只是时间不再与字节数成比例。在 GPU 上，算力比带宽宽裕得多，这几个表达式都深深落在受内存限制的一侧，加速比更接近字节数之比。
 :::
 ::: en
 ## How much faster: the roofline
@@ -515,7 +518,7 @@ How fast can a kernel be? The roofline model sets its **arithmetic intensity** (
 
 The ceiling for bandwidth is measured with one large copy (`ct_copy_`, one read and one write): the best a memory-bound kernel can do. The table below gives each workload's time fused and unfused, the effective bandwidth each reaches (bytes moved ÷ time), and the share of the copy bandwidth the fused kernel reaches. In this run the copy bandwidth was {{metric copy_gbs %.1f}} GB/s; fused, `gate` ran {{metric gate_speedup %.2f}} times faster where the bytes predict {{metric gate_predicted_speedup %.2f}}, and `gelu` {{metric gelu_speedup %.2f}} times faster where they predict {{metric gelu_predicted_speedup %.2f}}.
 
-Where the measured speed-up falls short of the prediction, the kernel is no longer limited by memory alone. On a CPU the usual reason is transcendental functions: `tanhf` and `expf` take tens of cycles an element, and on two cores the fused `gelu` may hit the arithmetic ceiling first; fusion still saves the eight needless round trips to memory, but the time no longer follows the bytes. On a GPU arithmetic is far more plentiful than bandwidth, these expressions sit deep on the memory-bound side, and the speed-up comes closer to the ratio of the bytes.
+Where the measured speed-up falls short of the prediction, the kernel is no longer limited by memory alone. On a CPU the usual reason is transcendental functions: a call to `tanhf` or `expf` per element costs more cycles than moving the element's few bytes takes, and on two cores the fused `gelu` may hit the arithmetic ceiling first; fusion still saves the eight needless round trips to memory, but the time no longer follows the bytes. On a GPU arithmetic is far more plentiful than bandwidth, these expressions sit deep on the memory-bound side, and the speed-up comes closer to the ratio of the bytes.
 :::
 */
 static double gbs(int64_t bytes, double ms) {
