@@ -132,6 +132,12 @@ extern const cti_backend cti_cuda_backend;
 // has none (CUDA asked for in a CPU-only build, or no GPU).
 const cti_backend *cti_backend_for(const char *op, ct_device d);
 
+// ops.c's shared checks, for the JIT's dispatcher: broadcasting by
+// PyTorch's rules and message, and "expected all tensors to be on the same
+// device, but found ...".
+int cti_broadcast_shapes(const char *op, ct_shape a, ct_shape b, ct_shape *out);
+int cti_same_device(const char *op, const ct_tensor *a, const ct_tensor *b);
+
 // Copies nbytes between any two devices (host<->device, device<->device,
 // host<->host). Waits for the copy unless non_blocking, where the copy is
 // issued on `s` (the current stream of the CUDA side when NULL).

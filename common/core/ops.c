@@ -149,6 +149,13 @@ static int broadcast_shapes(const char *op, ct_shape a, ct_shape b, ct_shape *ou
   return CT_OK;
 }
 
+// The two checks above, for the JIT's dispatcher (common/jit/jit.c), which
+// takes any number of inputs and must word its errors as the ops do.
+int cti_broadcast_shapes(const char *op, ct_shape a, ct_shape b, ct_shape *out) {
+  return broadcast_shapes(op, a, b, out);
+}
+int cti_same_device(const char *op, const ct_tensor *a, const ct_tensor *b) { return same_device(op, a, b); }
+
 // A new reference to t in dtype dt (a cast copy when it differs).
 static ct_tensor *as_dtype(const ct_tensor *t, ct_dtype dt) {
   return ct_to(t, ct_device_of(t), dt, false);

@@ -13,6 +13,7 @@
 #include "dtype.h"
 #include "graph.h"
 #include "error.h"
+#include "jit.h"
 #include "nn.h"
 #include "ops.h"
 #include "optim.h"

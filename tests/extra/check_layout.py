@@ -46,7 +46,8 @@ for lib in libs:
         problems.append(f"{pathlib.Path(lib).name} exports {sym}: declare it in "
                         "common/include/ (public ct_) or rename it cti_ (internal)")
 
-private_dirs = ("core/", "cpu/", "kernels/", "nn/", "optim/", "data/", "io/", "app/", "graph/")
+private_dirs = ("core/", "cpu/", "kernels/", "nn/", "optim/", "data/", "io/", "app/", "graph/", "jit/",
+                "amp/", "prof/", "sanitizer/", "parallel/", "dist/")
 for f in sorted((src / "chapters").rglob("*")):
     if f.suffix not in (".c", ".cu", ".h", ".cuh"):
         continue

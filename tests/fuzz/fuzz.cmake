@@ -6,6 +6,7 @@
 #   fuzz_safetensors   ct_load_safetensors
 #   fuzz_device        ct_device_parse (accepted text round-trips)
 #   fuzz_cli           ct_cli_parse (exit codes 0 only for --help, 1 for outputs, 2 for flags)
+#   fuzz_jit           the JIT's expression parser (positioned refusals, canonical round trip)
 # Seed corpora: tests/fuzz/corpus/<name without fuzz_>/.
 set(CT_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
 add_custom_target(fuzz_all)
@@ -24,3 +25,8 @@ target_compile_options(fuzz_cli PRIVATE -include ${CT_FUZZ_DIR}/fuzz_exit.h)
 target_link_libraries(fuzz_cli PRIVATE ct ct_internal)
 target_link_options(fuzz_cli PRIVATE -fsanitize=fuzzer)
 add_dependencies(fuzz_all fuzz_cli)
+# fuzz_jit reaches the parser's internals (the canonical spelling) through ct_internal.
+add_executable(fuzz_jit ${CT_FUZZ_DIR}/fuzz_jit.c)
+target_link_libraries(fuzz_jit PRIVATE ct ct_internal)
+target_link_options(fuzz_jit PRIVATE -fsanitize=fuzzer)
+add_dependencies(fuzz_all fuzz_jit)
