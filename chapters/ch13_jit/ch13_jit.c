@@ -221,6 +221,16 @@ static void show_source(const ct_cli *cli, ct_dtype dt, ct_metrics *m) {
 
 /*md
 ::: zh
+表达式里的每个函数调用变成哪个 C/CUDA 函数，由生成器里的一张表决定：float 运算用 `expf` 这一族，double 用 `exp` 这一族，运行时自己定义的几个以 `jit_` 开头。练习 5 要在这里加一行。
+:::
+::: en
+Which C/CUDA function each call in an expression becomes is one table in the generator: the `expf` family for float math, the `exp` family for double, and the runtime's own functions under `jit_` names. Exercise 5 adds a line here.
+:::
+*/
+/*md source common/jit/codegen.c func_text*/
+
+/*md
+::: zh
 ## 缓存：内存、磁盘、被改坏的条目
 
 编译很慢（本次运行中，编译 `gate` 用了 {{metric compile_ms %.0f}} 毫秒，而从内存里取出已加载的核函数再调用一次只要 {{metric second_call_us %.0f}} 微秒），所以编译结果要缓存，像 jiterator 按数据类型缓存、Inductor 把编译好的代码存进磁盘缓存那样。`ct_jit` 有两层缓存：

@@ -97,6 +97,7 @@ static piece convert(const cti_jit_node *nd, const piece *p, int from, int to) {
   return r;
 }
 
+// region: func_text
 // The function a call becomes, in op math type t.
 static const char *func_text(cti_jit_func f, int t) {
   static const char *const fl[CTI_JIT_NUM_FUNCS] = {"expf", "logf", "sqrtf", "tanhf", "jit_sigmoidf", "jit_reluf",
@@ -105,6 +106,7 @@ static const char *func_text(cti_jit_func f, int t) {
                                                     "fabs", "jit_min", "jit_max", "pow"};
   return is_double(t) ? db[f] : fl[f];
 }
+// endregion
 static bool func_is_helper(cti_jit_func f) {
   return f == CTI_JIT_SIGMOID || f == CTI_JIT_RELU || f == CTI_JIT_MIN || f == CTI_JIT_MAX;
 }
