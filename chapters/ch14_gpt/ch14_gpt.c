@@ -6,6 +6,28 @@
 前面十三章各讲一件事：设备、张量搬运、缓存分配器、矩阵乘法、训练循环、数据并行、DDP、混合精度、CUDA Graphs、性能分析、流、运行时编译。本章把它们用在同一个模型上：一个字符级的 GPT，结构和 nanoGPT 一样（词嵌入 `wte`、位置嵌入 `wpe`、若干个 pre-norm 的 Transformer 块、最后的 LayerNorm `ln_f`，输出层 `lm_head` 和 `wte` 共享权重），在 Debian 自带的文本上从零训练，然后让它写字。
 
 中文版用 `fortunes-zh` 里的唐诗三百首和宋词一百首，英文版用 `fortunes` 里的名言和短文。两份语料都不大：模型学到的是字形和格律的样子，不是意思。但训练几分钟之后生成的文本已经明显不是随机字符了：五言七言的句子长度、逗号和句号的位置、"作者："这样的行，都会出现。
+
+### 用这个程序的话说，GPT 是什么
+
+GPT 是一个函数：给它 T 个 token（这里一个 token 就是一个字符的编号），它返回 T 行、每行 V 个分数（logits，V 是字符表的大小）；第 t 行是在看过第 0 到第 t 个字符之后，对第 t+1 个字符的打分。在程序里，这个函数就是 `gpt_forward(g, idx)`：输入 (B, T) 的整数，输出 (B, T, V) 的 logits。
+
+- **训练**就是调整参数，让每一行的 softmax 给真正的下一个字符尽量高的概率：损失是交叉熵，也就是"正确答案的概率取负对数"的平均。一个什么也没学的模型对 V 个字符一视同仁，损失是 ln V；降到 ln V 以下多少，就是学到了多少。
+- **生成**就是把模型自己的输出喂回去：取最后一行的分数，抽一个字符接在后面，再算一次（`generate`）。
+- "因果"（causal）是说第 t 行只能看到第 t 个字符和它之前的字符，所以一次前向就同时训练了 T 个"预测下一个字符"的题目，而生成时的每一步和训练时看到的情形完全一样。
+
+其余的一切（AdamW、学习率表、梯度裁剪、检查点、多进程、混合精度、CUDA Graphs、性能分析）都是前面各章已经造好的训练机器。本章的最后一节列出它们各自对应的开关。
+
+种子教程没有讲 Transformer 或语言模型，所以本章没有需要纠正的说法；它们的混合精度示例在裁剪之前先 `unscale_`，正是本章 `update` 的顺序。
+
+```sh
+cd build && ninja ch14_gpt
+./ch14                          # 英文语料，默认的 CPU 规模，几分钟
+./ch14 --corpus zh              # 唐诗宋词
+./ch14 --corpus my.txt          # 任何 UTF-8 文本
+./ch14 --save gpt.safetensors   # 训练完存检查点
+./ch14 --generate gpt.safetensors --prompt "白日" --sample-len 200
+./ch14 --quick                  # 2 层、几十步：几秒钟
+```
 :::
 ::: en
 # Chapter 14. A small GPT: training a character-level language model in C
@@ -13,6 +35,28 @@
 The thirteen chapters before this one each taught one thing: devices, moving tensors, the caching allocator, matrix products, training loops, data parallelism, DDP, mixed precision, CUDA graphs, profiling, streams, runtime compilation. This chapter puts them to work on one model: a character-level GPT shaped like nanoGPT (a token embedding `wte`, a position embedding `wpe`, a stack of pre-norm transformer blocks, a final LayerNorm `ln_f`, and an output layer `lm_head` that shares its weight with `wte`), trained from scratch on text that ships with Debian, and then asked to write.
 
 The Chinese edition trains on the Tang poems and Song lyrics of `fortunes-zh`, the English edition on the quotations and short prose of `fortunes`. Both corpora are small: the model learns what the text looks like, not what it means. Still, after a few minutes of training its samples are visibly not random characters: line lengths, where the commas and full stops go, lines such as "-- Mark Twain" appear.
+
+### What a GPT is, in this program's terms
+
+A GPT is a function: given T tokens (here a token is a character's number), it returns T rows of V scores (logits; V is the size of the vocabulary); row t scores each candidate for character t+1, having seen characters 0 to t. In the program that function is `gpt_forward(g, idx)`: (B, T) integers in, (B, T, V) logits out.
+
+- **Training** adjusts the parameters so that each row's softmax gives the actual next character as much probability as it can: the loss is the cross-entropy, the mean of the negative log of the right answer's probability. A model that has learned nothing treats all V characters alike and scores ln V; how far below ln V the loss gets is how much it has learned.
+- **Generation** feeds the model its own output: take the last row's scores, draw a character, append it, compute again (`generate`).
+- "Causal" means row t sees only character t and those before it, so one forward pass trains T next-character questions at once, and each step of generation is exactly the situation training saw.
+
+Everything else (AdamW, the learning-rate schedule, gradient clipping, checkpoints, several processes, mixed precision, CUDA graphs, profiling) is training machinery the earlier chapters built. The last section lists the flag each one became here.
+
+The seed tutorials do not cover transformers or language models, so this chapter has none of their claims to correct; their mixed-precision example does `unscale_` before clipping, which is the order of this chapter's `update`.
+
+```sh
+cd build && ninja ch14_gpt
+./ch14                          # the English corpus, the default CPU size: minutes
+./ch14 --corpus zh              # Tang and Song poems
+./ch14 --corpus my.txt          # any UTF-8 text
+./ch14 --save gpt.safetensors   # keep a checkpoint of the trained model
+./ch14 --generate gpt.safetensors --prompt "The " --sample-len 200
+./ch14 --quick                  # 2 layers, tens of steps: seconds
+```
 :::
 */
 
@@ -527,6 +571,37 @@ static int gpt_init_weights(gpt *g) {
 
 /*md
 ::: zh
+## 块里的三样东西
+
+**LayerNorm**（`ct_nn_layernorm`）对每个位置的 C 个数单独做标准化：减去它们的均值，除以 √(方差 + ε)，再乘以可学习的 `weight`、加上 `bias`。和第 6 章的 BatchNorm 不同，它不跨 batch 统计，所以训练和推理的行为一样，也不需要 running 统计量。它让每个分支的输入尺度稳定，不管残差流已经累加了多少层。
+
+**因果自注意力**（`ct_nn_causal_self_attention`）是模型里唯一让位置之间交换信息的地方。`c_attn` 一个矩阵乘法同时算出每个位置的 query、key、value 三个向量（各 C 维），再切成 n_head 个头、每头 hs = C/n_head 维。对每个头：S = q kᵀ 是 (T, T) 的打分矩阵，第 t 行第 j 列是位置 t 对位置 j 的兴趣；除以 √hs 让打分的方差不随 hs 变大；因果掩码把 j > t 的位置设为 −∞（softmax 之后是 0），于是 P 的第 t 行是位置 t 对它之前各位置的权重，和为 1；y = P v 按这些权重混合 value。各头的结果拼回 C 维，`c_proj` 再做一次线性变换。这就是 `F.scaled_dot_product_attention(q, k, v, is_causal=True)`。运行时里这一段是：
+:::
+::: en
+## The three things in a block
+
+**LayerNorm** (`ct_nn_layernorm`) standardizes each position's C numbers on their own: subtract their mean, divide by √(variance + ε), multiply by the learned `weight` and add `bias`. Unlike chapter 6's BatchNorm it computes no statistics across the batch, so it behaves the same in training and inference and needs no running statistics. It keeps the scale of each branch's input steady, however many layers the residual stream has accumulated.
+
+**Causal self-attention** (`ct_nn_causal_self_attention`) is the only place in the model where positions exchange information. One matrix product, `c_attn`, computes each position's query, key and value vectors (C each), which are cut into n_head heads of hs = C/n_head. For each head: S = q kᵀ is a (T, T) matrix of scores, row t column j being position t's interest in position j; dividing by √hs keeps the scores' variance from growing with hs; the causal mask sets j > t to −∞ (0 after the softmax), so row t of P holds position t's weights over the positions up to it, summing to 1; y = P v mixes the values by those weights. The heads' results are put back side by side into C and `c_proj` applies one more linear map. This is `F.scaled_dot_product_attention(q, k, v, is_causal=True)`. In the runtime that part reads:
+:::
+*/
+/*md source common/nn/nn_attention.c attention_forward*/
+
+/*md
+::: zh
+两个矩阵乘法是批量的（`ct_bmm`，B·n_head 个 (T, hs) 矩阵一起算，kᵀ 不用真的转置，GEMM 按转置读它）；softmax 是 Transformer 内核族里的一个核函数，它在同一遍里做缩放、掩码、减最大值和求指数。前向把 q、k、v 和 P 留给反向。P 有 B·n_head·T² 个数，T 加倍它就变成四倍：这是注意力在长上下文里最贵的地方（见下面的"内存"一节）。
+
+**MLP** 是逐位置的两层网络：`c_fc` 把 C 维放大到 4C，GELU（tanh 近似，GPT-2 用的那个：x/2·(1 + tanh(√(2/π)(x + 0.044715x³)))）做非线性，`c_proj` 再压回 C。注意力负责"从哪里取信息"，MLP 负责"对取来的信息做什么"；参数的三分之二在 MLP 里。
+:::
+::: en
+Both matrix products are batched (`ct_bmm`, B·n_head matrices of (T, hs) at once; kᵀ is not really transposed, the GEMM reads it as transposed); the softmax is one kernel of the transformer family, which scales, masks, subtracts the maximum and exponentiates in one pass. The forward keeps q, k, v and P for the backward. P holds B·n_head·T² numbers, four times as many when T doubles: that is where attention is most expensive on long contexts (see the memory section below).
+
+**The MLP** is a two-layer network applied at each position alone: `c_fc` widens C to 4C, GELU (the tanh approximation GPT-2 uses: x/2·(1 + tanh(√(2/π)(x + 0.044715x³)))) is the nonlinearity, `c_proj` brings it back to C. Attention decides where information comes from; the MLP decides what to do with it. Two thirds of the parameters are in the MLPs.
+:::
+*/
+
+/*md
+::: zh
 ## 前向：一个块就是两次"加回残差"
 
 输入是 (B, T) 个 token。`wte(idx)` 查表得到 (B, T, C)，`wpe(pos)` 给 T 个位置各一个 C 维向量 (T, C)，两者相加（位置向量广播到 batch 的每一行）就是残差流 x。之后每个块做两件事：
@@ -643,6 +718,20 @@ static int gpt_backward(gpt *g, const ct_tensor *dlogits) {
   ct_free(dpos), ct_free(dx);
   return rc;
 }
+
+/*md
+::: zh
+### 注意力的反向
+
+`backward_through` 里对注意力模块的那一次调用，展开就是下面这一段（运行时 `common/nn/nn_attention.c` 的 `attn_grads`；它也是本章的一个实验区）。c_proj 的反向先给出 dL/dY，按头切开成 dYh。前向是 Yh = P v，矩阵乘法的两条规则给出 dP = dYh vᵀ 和 dv = Pᵀ dYh。softmax 的反向：P 的第 t 行只依赖 S 的第 t 行，对一行 p = softmax(s) 有 ds = p ⊙ (dp − ⟨p, dp⟩)，再乘上前向用过的缩放 1/√hs；被掩码的位置 p = 0，梯度自然是 0，不需要再掩一次。最后 S = q kᵀ 给出 dq = dS k 和 dk = dSᵀ q。q、k、v 的梯度按前向切开的方式拼回 (B, T, 3C)，交给 c_attn 的反向。五个矩阵乘法加一个逐行的核函数，没有别的。
+:::
+::: en
+### Attention's backward
+
+The one call on the attention module in `backward_through` unfolds into the code below (the runtime's `attn_grads` in `common/nn/nn_attention.c`; it is also one of this chapter's lab regions). c_proj's backward gives dL/dY first, cut by heads into dYh. The forward was Yh = P v, and the two rules of a matrix product give dP = dYh vᵀ and dv = Pᵀ dYh. The softmax's backward: row t of P depends only on row t of S, and for one row p = softmax(s), ds = p ⊙ (dp − ⟨p, dp⟩), times the forward's scale 1/√hs; masked positions have p = 0 and so a zero gradient, with no second mask needed. Finally S = q kᵀ gives dq = dS k and dk = dSᵀ q. The gradients of q, k and v are put back into (B, T, 3C) the way the forward cut them, and c_attn's backward takes it from there. Five matrix products and one row-wise kernel, nothing else.
+:::
+*/
+/*md source common/nn/nn_attention.c attention_backward*/
 
 static void show_model(const gpt *g, ct_metrics *m) {
   ct_cli_section("model");
@@ -1168,6 +1257,28 @@ static int train(trainer *t, const corpus *c, history *h, ct_profiler **prof, co
 /*md output train*/
 /*md figure loss*/
 
+/*md
+::: zh
+在本书构建时的这次运行里，第 0 步的损失是 {{metric step_losses[0] %.3f}}，几乎正好是 ln V = {{metric chance_loss %.3f}}：GPT-2 的初始化让最初的 logits 都接近 0，模型对所有字符一视同仁。最后一次评估的验证损失是 {{metric final_val_loss %.3f}}。样本的变化比数字更直观：第 0 步是字符表里随机抽的字符，几百步之后先学会空格和换行的频率，再学会常见的短词和标点的位置。
+
+完整的默认运行（1000 步）太长，不适合每次构建本书时都跑，它在 CPU 上录制过，和上面的运行并排显示：{{recorded @run}}，语料 {{recorded corpus}}，验证损失降到 {{recorded final_val_loss %.2f}}，每秒 {{recorded tokens_per_s %.0f}} 个 token。中文语料只有约四万字、两千多个不同的字，训练损失会一直降，验证损失却很早就停下：模型在背诗。
+:::
+::: en
+In the run made when this book was built, step 0's loss was {{metric step_losses[0] %.3f}}, almost exactly ln V = {{metric chance_loss %.3f}}: GPT-2's initialization makes the first logits all close to 0, and the model treats every character alike. The last validation loss was {{metric final_val_loss %.3f}}. The samples show the change better than the numbers: at step 0 they are random characters of the vocabulary; a few hundred steps later the model has learned how often spaces and line breaks come, then common short words and where punctuation goes.
+
+The full default run (1000 steps) is too long to repeat at every build of this book; it was recorded on a CPU and is shown beside the run above: {{recorded @run}}, corpus {{recorded corpus}}, down to a validation loss of {{recorded final_val_loss %.2f}} at {{recorded tokens_per_s %.0f}} tokens per second. The Chinese corpus has only about forty thousand characters, over two thousand of them distinct: its training loss keeps falling while the validation loss stops early. The model is learning the poems by heart.
+:::
+*/
+/*md bookrun --max-iters 300 --eval-interval 50 --profile ch14_trace.json*/
+
+/*md
+::: zh
+训练结束后的样本：先按 `--temperature`（默认 0.8）和 `--top-k`（默认 200）抽样，再用温度 0 贪心地写一段。贪心解码每一步都取最可能的字符，对这么小的模型，它很快就落进一个循环（同一个短语、一串空格或一串"，"反复出现）：最可能的下一个字符，往往就是把刚才那一小段再来一遍。抽样让低概率的字符也有机会出现，文字才有变化；温度越高越乱，越低越接近贪心。
+:::
+::: en
+The samples after training: one drawn with `--temperature` (0.8 by default) and `--top-k` (200 by default), then one written greedily at temperature 0. Greedy decoding takes the most likely character every time, and a model this small soon falls into a loop (one phrase, a run of spaces or of commas, over and over): the most likely next character is often the one that repeats the last few. Sampling gives less likely characters their chance and the text varies; the higher the temperature the wilder, the lower the closer to greedy.
+:::
+*/
 static void show_sample(trainer *t, const corpus *c, ct_metrics *m) {
   const settings *s = t->s;
   ct_cli_section("sample");
@@ -1228,6 +1339,15 @@ static void show_memory(const trainer *t, const history *h, ct_metrics *m) {
   ct_metrics_num(m, "mem_peak_bytes_per_token", (double)h->mem_peak / tokens);
 }
 /*md output memory*/
+
+/*md
+::: zh
+这次运行里，估算的激活是每个 token {{metric mem_activation_bytes_per_token %.0f}} 字节，分配器量到的峰值折合每个 token {{metric mem_peak_bytes_per_token %.0f}} 字节（包括参数、梯度、AdamW 状态和反向时的临时张量）。一步开始时已经占用的内存比参数加 AdamW 状态多：运行时的模块在下一次前向之前一直拿着上一次前向保存的张量，而 PyTorch 在 `backward()` 结束时就释放计算图。
+:::
+::: en
+In this run the estimate is {{metric mem_activation_bytes_per_token %.0f}} bytes of activations per token, and the allocator's measured peak comes to {{metric mem_peak_bytes_per_token %.0f}} bytes per token (parameters, gradients, AdamW's state and backward's temporaries included). The memory in use at the start of a step is more than the parameters and AdamW's state: the runtime's modules hold what the last forward saved until the next forward, where PyTorch frees its graph at the end of `backward()`.
+:::
+*/
 
 static void show_throughput(const trainer *t, const history *h, ct_metrics *m) {
   ct_cli_section("throughput");
@@ -1473,6 +1593,51 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 
 /*md
 ::: zh
+## 前面各章在这里变成了什么
+
+| 章 | 那一章造的东西 | 在本章 |
+|---|---|---|
+| 1 | 设备查询、`--device` | 第一行 `device: ...`；没有 GPU 时在 CPU 上照样跑 |
+| 2 | 张量在设备间搬运 | 每步的窗口 `ct_from_host` 到设备；生成时每个字符的 logits 拷回主机 |
+| 3 | 缓存分配器、显存统计 | "内存"一节的 `ct_max_memory_allocated`：每个 token 多少字节 |
+| 4 | 矩阵乘法（OpenBLAS、cuBLAS） | 几乎所有时间：c_attn、c_proj、c_fc、lm_head 和注意力里的批量 GEMM |
+| 5 | 损失的梯度、手写反向 | `ct_cross_entropy` 给出 dL/dlogits；`gpt_backward` 把整个网络的反向写出来 |
+| 6 | 训练循环、检查点、Ctrl-C 与 `--resume` | `--save`、`--resume`（逐位相同）、`--generate` 读同一种检查点 |
+| 7 | DataParallel 的梯度求和 | 多个进程时的 `allreduce_grads` 是同一件事跨进程做 |
+| 8 | DDP 与 `tools/launch` | `tools/launch --nproc-per-node 2 ./ch14`：两个进程各算一半窗口，梯度取平均，和一个进程算整个 batch 相同 |
+| 9 | autocast 与 GradScaler | `--amp bf16` / `--amp fp16`：前向在低精度里算，fp16 用 GradScaler，裁剪之前 `unscale_` |
+| 10 | CUDA Graphs | `--graphs`：前向加反向录一次、之后每步重放 |
+| 11 | 性能分析器 | `--profile FILE`：`key_averages` 表和 Chrome trace |
+| 12 | 流与事件 | `--graphs` 的预热和捕获在副流上，主流用 `wait_stream` 等它 |
+| 13 | 运行时编译的融合核函数 | 本章没有用：GELU、LayerNorm、softmax 已经是手写的融合核函数；练习可以把 MLP 的偏置加 GELU 换成一个 JIT 核函数 |
+
+`--amp` 需要每个 Transformer 层都能在 autocast 下运行（LayerNorm、softmax 和交叉熵按 PyTorch 的规则留在 float32）。运行时还不支持时，`--amp` 会在第一次前向时失败并说明缺什么，而不是给出错误的数。
+:::
+::: en
+## What the earlier chapters became here
+
+| ch. | what that chapter built | in this chapter |
+|---|---|---|
+| 1 | device query, `--device` | the first line, `device: ...`; without a GPU it runs on the CPU all the same |
+| 2 | moving tensors between devices | each step's windows go to the device with `ct_from_host`; in generation each character's logits come back to the host |
+| 3 | the caching allocator, memory statistics | the memory section's `ct_max_memory_allocated`: bytes per token |
+| 4 | matrix products (OpenBLAS, cuBLAS) | nearly all the time: c_attn, c_proj, c_fc, lm_head and attention's batched GEMMs |
+| 5 | a loss's gradient, backward by hand | `ct_cross_entropy` gives dL/dlogits; `gpt_backward` writes out the whole network's backward |
+| 6 | the training loop, checkpoints, Ctrl-C and `--resume` | `--save`, `--resume` (bit-identical), `--generate` reading the same kind of checkpoint |
+| 7 | DataParallel's gradient sum | with several processes `allreduce_grads` is the same thing across processes |
+| 8 | DDP and `tools/launch` | `tools/launch --nproc-per-node 2 ./ch14`: two processes take half the windows each, average their gradients, and match one process taking the whole batch |
+| 9 | autocast and GradScaler | `--amp bf16` / `--amp fp16`: the forward in low precision, GradScaler for fp16, `unscale_` before clipping |
+| 10 | CUDA graphs | `--graphs`: forward and backward captured once, replayed each step |
+| 11 | the profiler | `--profile FILE`: the `key_averages` table and a Chrome trace |
+| 12 | streams and events | `--graphs` warms up and captures on a side stream, which the main stream waits for with `wait_stream` |
+| 13 | runtime-compiled fused kernels | not used: GELU, LayerNorm and the softmax are hand-written fused kernels already; an exercise could replace the MLP's bias-plus-GELU with one JIT kernel |
+
+`--amp` needs every transformer layer to run under autocast (LayerNorm, the softmax and the cross-entropy staying in float32, by PyTorch's rules). Where the runtime does not support that yet, `--amp` fails at the first forward pass saying what is missing, rather than giving wrong numbers.
+:::
+*/
+
+/*md
+::: zh
 ## main：大小、预设和各章的开关
 
 三个预设：`--quick`（2 层、宽 32，几十步，测试和 Valgrind 用，几秒钟）；默认的 `--preset cpu`（在 2 核 CPU 上几分钟训练出明显像样的文本）；`--preset gpu`（6 层、6 个头、宽 384、上下文 256、batch 64，nanoGPT 的 shakespeare-char 规模，给一块 H100）。任何一个尺寸都可以用对应的开关单独改（`--n-layer`、`--n-embd`……）。
@@ -1492,7 +1657,7 @@ typedef struct preset {
 
 static const preset PRESETS[] = {
     {"quick", 2, 2, 32, 32, 8, 40, 4, 20, 2, 10, 60, 3e-3, 3e-4},
-    {"cpu", 4, 4, 128, 64, 32, 2000, 100, 250, 20, 50, 200, 1e-3, 1e-4},
+    {"cpu", 4, 4, 128, 64, 32, 1000, 50, 100, 10, 50, 200, 2e-3, 2e-4},
     {"gpu", 6, 6, 384, 256, 64, 5000, 100, 250, 200, 50, 300, 1e-3, 1e-4},
 };
 
@@ -1678,7 +1843,7 @@ int main(int argc, char **argv) {
 5. 实现 `pick_token` 的采样部分（实验区）：温度、top-k、按累积概率抽样。用同一个检查点、`--generate` 和 `--temperature 0.5`、`1.0`、`1.5` 各生成一段，描述文字的变化。
 6. 注意力反向（实验区，在 `common/nn/nn_attention.c` 里）：根据 P = softmax(S) 和 y = P v 推出 dP、dv、dS、dq、dk，再实现它们。`unit.transformer_gradcheck` 用有限差分检查你的结果。
 7. 用 `--profile trace.json` 训练，在 Perfetto 里打开 trace，找出一步中 `lm_head` 的前向和反向各用了多少时间。把 `--n-embd` 加倍再看一次，哪些行的比例变了？
-8. 用 `tools/launch --nproc-per-node 2 ./ch14 --quick` 训练，和单进程 `--batch-size 16` 的结果比较。两者的损失为什么不完全相同？（提示：窗口是按进程编号抽的。）
+8. 用 `tools/launch --nproc-per-node 2 ./ch14 --quick` 训练，和单进程 `--quick --batch-size 16` 比较每一步的损失。它们为什么几乎相同（提示：`draw_batch` 怎样给每个进程分行）？又为什么不是逐位相同（提示：all-reduce 求平均的加法顺序）？
 :::
 ::: en
 ## Exercises
@@ -1690,6 +1855,6 @@ int main(int argc, char **argv) {
 5. Write the sampling part of `pick_token` (a lab region): temperature, top-k, a draw by cumulative probability. From one checkpoint, `--generate` with `--temperature 0.5`, `1.0` and `1.5` and describe how the text changes.
 6. Attention's backward (a lab region in `common/nn/nn_attention.c`): from P = softmax(S) and y = P v derive dP, dv, dS, dq and dk, then write them. `unit.transformer_gradcheck` checks your result with finite differences.
 7. Train with `--profile trace.json` and open the trace in Perfetto: how long do `lm_head`'s forward and backward take in one step? Double `--n-embd` and look again: which rows change their share?
-8. Train with `tools/launch --nproc-per-node 2 ./ch14 --quick` and compare with one process and `--batch-size 16`. Why are the losses not exactly the same? (Hint: windows are drawn by process number.)
+8. Train with `tools/launch --nproc-per-node 2 ./ch14 --quick` and compare each step's loss with one process and `--quick --batch-size 16`. Why are they nearly the same (hint: how `draw_batch` gives each process its rows)? And why not bit-identical (hint: the order of the additions in the all-reduce's average)?
 :::
 */

@@ -20,7 +20,7 @@ import st  # noqa: E402  (Debian has no python3-safetensors)
 
 FILES = {"zh": ["tang300", "song100"],
          "en": ["wisdom", "literature", "humorists", "people", "science", "platitudes", "love", "education"]}
-PRESETS = {"quick": (2, 2, 32, 32, 8, 40, 4, 20, 2, 10, 60, 3e-3, 3e-4), "cpu": (4, 4, 128, 64, 32, 2000, 100, 250, 20, 50, 200, 1e-3, 1e-4),
+PRESETS = {"quick": (2, 2, 32, 32, 8, 40, 4, 20, 2, 10, 60, 3e-3, 3e-4), "cpu": (4, 4, 128, 64, 32, 1000, 50, 100, 10, 50, 200, 2e-3, 2e-4),
            "gpu": (6, 6, 384, 256, 64, 5000, 100, 250, 200, 50, 300, 1e-3, 1e-4)}
 TAG_TRAIN, TAG_EVAL_TRAIN, TAG_EVAL_VAL = 1, 2, 3
 

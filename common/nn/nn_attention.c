@@ -97,6 +97,7 @@ static ct_tensor *attn_forward(ct_module *m, const ct_tensor *x) {
   ct_tensor *qkv = ct_module_forward(c_attn(m), x); // (B, T, 3C)
   ct_tensor *QKV = qkv ? to_heads(qkv, 3, B, T, nh, hs) : NULL;
   ct_free(qkv);
+  // region: attention_forward
   ct_tensor *q = QKV ? head(QKV, 0) : NULL, *k = QKV ? head(QKV, 1) : NULL, *v = QKV ? head(QKV, 2) : NULL;
   ct_tensor *S = q && k && v ? bmm_t(q, k, false) : NULL; // (B*nh, T, T)
   ct_tensor *P = S ? ct_empty_like(S, dt, m->device) : NULL;
@@ -105,6 +106,7 @@ static ct_tensor *attn_forward(ct_module *m, const ct_tensor *x) {
     rc = be->transformer->softmax(dt, B * nh * T, T, true, 1.0 / sqrt((double)hs), ct_data_ptr(S), ct_data_ptr(P),
                                   ct_current_stream(m->device));
   ct_tensor *Yh = rc ? NULL : ct_bmm(P, v); // (B*nh, T, hs)
+  // endregion
   ct_tensor *Y = Yh ? to_heads(Yh, 1, B, nh, T, hs) : NULL; // (1, B, T, nh, hs): the heads back in place
   ct_tensor *Y3 = Y ? ct_reshape(Y, CT_SHAPE(B, T, st->c)) : NULL;
   ct_tensor *out = Y3 ? ct_module_forward(c_proj(m), Y3) : NULL;
@@ -131,16 +133,22 @@ static int attn_grads(ct_module *m, const ct_tensor *g, ct_tensor **dx) {
   ct_tensor *dYh5 = dY ? to_heads(dY, 1, B, T, nh, hs) : NULL;
   ct_tensor *dYh = dYh5 ? head(dYh5, 0) : NULL; // (B*nh, T, hs)
   ct_free(dY), ct_free(dYh5);
-  ct_tensor *q = head(st->qkv, 0), *k = head(st->qkv, 1), *v = head(st->qkv, 2);
-  ct_tensor *dP = dYh && v ? bmm_t(dYh, v, false) : NULL;      // dYh @ v^T
-  ct_tensor *dv = dYh ? bmm_t(st->att, dYh, true) : NULL;     // P^T @ dYh
-  ct_tensor *dS = dP ? ct_empty_like(dP, dt, m->device) : NULL;
-  int rc = dS && dv && q && k ? CT_OK : (int)ct_last_status();
-  if (!rc && B * nh * T > 0)
+  // region: attention_backward
+  ct_tensor *q = head(st->qkv, 0), *k = head(st->qkv, 1), *v = head(st->qkv, 2); // (B*nh, T, hs) each
+  ct_tensor *dP = NULL, *dv = NULL, *dS = NULL, *dq = NULL, *dk = NULL;
+  int rc = dYh && q && k && v ? CT_OK : (int)ct_last_status();
+  /* LAB BEGIN: from dYh and P = st->att: dP = dYh v^T, dv = P^T dYh, dS with the softmax_backward kernel, dq = dS k, dk = dS^T q (rc non-zero on a failure) | stub: rc = ct_fail(CT_ERR_VALUE, "CausalSelfAttention backward: exercise not written"); | test: unit.transformer_gradcheck, unit.transformer_torch, chapter.ch14 */
+  dP = rc ? NULL : bmm_t(dYh, v, false);          // dYh @ v^T
+  dv = rc ? NULL : bmm_t(st->att, dYh, true);     // P^T @ dYh
+  dS = dP ? ct_empty_like(dP, dt, m->device) : NULL;
+  if (!rc && !(dS && dv)) rc = ct_last_status();
+  if (!rc && B * nh * T > 0) // dS = P * (dP - rowsum(P * dP)) / sqrt(hs)
     rc = be->transformer->softmax_backward(dt, B * nh * T, T, 1.0 / sqrt((double)hs), ct_data_ptr(st->att),
                                            ct_data_ptr(dP), ct_data_ptr(dS), ct_current_stream(m->device));
-  ct_tensor *dq = rc ? NULL : ct_bmm(dS, k);          // dS @ k
-  ct_tensor *dk = dq ? bmm_t(dS, q, true) : NULL;     // dS^T @ q
+  dq = rc ? NULL : ct_bmm(dS, k);          // dS @ k
+  dk = dq ? bmm_t(dS, q, true) : NULL;     // dS^T @ q
+  /* LAB END */
+  // endregion
   // (dq, dk, dv) into dqkv (B, T, 3C), through its (3, B, nh, T, hs) view
   ct_tensor *dqkv = dk ? ct_empty(CT_SHAPE(B, T, 3 * C), dt, m->device) : NULL;
   ct_tensor *v5 = dqkv ? ct_reshape(dqkv, CT_SHAPE(B, T, 3, nh, hs)) : NULL;
