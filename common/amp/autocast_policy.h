@@ -23,10 +23,10 @@
 // float64 and integer tensors are never cast, and nothing is cast on a
 // device type whose autocast is off.
 //
-// PyTorch 1.13's CPU autocast has other lists (layer_norm and softmax are
-// not on its float32 list: a bfloat16 activation into a float32 LayerNorm
-// fails there with "expected scalar type BFloat16 but found Float", and its
-// softmax answers bfloat16); ct keeps the CUDA lists on both devices.
+// PyTorch 1.13's CPU autocast has other lists: softmax is not on its
+// float32 list (it answers bfloat16), nor is layer_norm (a bfloat16
+// activation into a float32 LayerNorm fails there with "expected scalar type
+// BFloat16 but found Float"); ct keeps the CUDA lists on both devices.
 //
 // Invariant: a module reads the table once per forward, remembers the
 // dtypes it chose, and its backward follows them, inside or outside the
