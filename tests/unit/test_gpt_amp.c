@@ -6,9 +6,10 @@
 // References: tests/fixtures/gpt_amp/gpt_bf16.safetensors, written by
 // tools/fixtures/gpt_amp.py with torch 1.13: the block's loss, logits and
 // every parameter gradient under bfloat16 autocast as PyTorch computes them
-// with the CUDA op lists (torch 1.13's own CPU autocast cannot run the block:
-// see that script), the dtype of each intermediate, and the same step in
-// float64. Checked:
+// with the CUDA op lists, each op in float32 rounded once as CUDA's kernels
+// do (torch 1.13's own CPU autocast has other lists and rounds inside its
+// bfloat16 kernels: see that script), the dtype of each intermediate, and
+// the same step in float64. Checked:
 //   - bfloat16: loss, logits and every gradient within 2e-3 of torch's in the
 //     max norm (half of bfloat16's epsilon, 2^-8: the two round the same
 //     values, so only a product summed in another order may round the other
