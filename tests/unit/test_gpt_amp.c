@@ -27,7 +27,10 @@
 //     another dtype;
 //   - GradScaler with the tied weight: unscale_ then clip_grad_norm_ (torch's
 //     recommended order) give float64's gradients and norm, each parameter
-//     counted once, and step applies the clipped gradients.
+//     counted once, and step applies the clipped gradients;
+//   - a whole training step under autocast (bfloat16; float16 with the
+//     GradScaler) captured as a graph and replayed on new batches: the eager
+//     steps' losses, parameters and scale, bit for bit.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -473,12 +476,148 @@ static void test_scaler_clip_tied(void **state) {
   free_fixture(&f);
 }
 
+// ---- a training step captured under autocast -------------------------------------------------------
+// The whole step (zero_grad, forward under autocast with its casts, backward,
+// the GradScaler's scale/unscale_/step/update, SGD) captured once and
+// replayed on new batches copied into static tensors: the same losses and
+// parameters, bit for bit, as the same steps run eagerly (graph.h's promise;
+// on the CPU the recorder replays the calls, on CUDA stream capture).
+#define CAP_WARMUP 2
+#define CAP_STEPS 4
+
+static ct_tensor *tokens(int64_t hi) {
+  int64_t v[3 * 6];
+  double u[3 * 6];
+  tu_fill_uniform(u, 3 * 6, 0, (double)hi);
+  for (int i = 0; i < 3 * 6; ++i) v[i] = (int64_t)u[i];
+  ct_tensor *t = ct_from_host(v, CT_SHAPE(3, 6), CT_I64, tu_device);
+  TU_CHECK(t);
+  return t;
+}
+
+typedef struct amp_trainer {
+  tu_gpt g;
+  ct_optimizer *opt;
+  ct_grad_scaler *scaler; // float16 only
+  ct_dtype dt;
+} amp_trainer;
+
+static amp_trainer trainer(const fixture *f, ct_dtype dt) {
+  amp_trainer t = {.g = new_gpt(f), .dt = dt};
+  int np = 0;
+  ct_param **ps = ct_module_parameters(t.g.root, &np);
+  ct_sgd_options o = ct_sgd_defaults(0.05);
+  o.momentum = 0.9;
+  TU_CHECK(t.opt = ct_optim_sgd(ps, np, o));
+  ct_grad_scaler_options so = ct_grad_scaler_defaults();
+  so.init_scale = 1024.0;
+  so.growth_interval = 3; // a growth within the replays
+  so.enabled = dt == CT_F16;
+  TU_CHECK(t.scaler = ct_grad_scaler_create(tu_device.type, so));
+  return t;
+}
+
+static ct_tensor *trainer_step(amp_trainer *t, const ct_tensor *idx, const ct_tensor *tgt) {
+  ct_tensor *loss = NULL, *dl = NULL;
+  TU_OK(ct_optimizer_zero_grad(t->opt, true));
+  TU_OK(ct_autocast_enter(tu_device.type, t->dt, true));
+  ct_tensor *logits = tu_gpt_forward(&t->g, idx, tgt, &loss, &dl);
+  TU_OK(ct_autocast_exit());
+  ct_tensor *scaled = ct_grad_scaler_scale(t->scaler, dl);
+  TU_CHECK(scaled);
+  tu_gpt_backward(&t->g, scaled);
+  TU_OK(ct_grad_scaler_unscale_(t->scaler, t->opt));
+  int np = 0;
+  ct_param **ps = ct_module_parameters(t->g.root, &np);
+  TU_OK(ct_clip_grad_norm_(ps, np, 1.0, NULL));
+  TU_OK(ct_grad_scaler_step(t->scaler, t->opt));
+  TU_OK(ct_grad_scaler_update(t->scaler));
+  ct_free(logits), ct_free(dl), ct_free(scaled);
+  return loss;
+}
+
+static void trainer_free(amp_trainer *t) {
+  ct_grad_scaler_free(t->scaler);
+  ct_optimizer_free(t->opt);
+  ct_module_free(t->g.root);
+}
+
+static void capture_case(const fixture *f, ct_dtype dt) {
+  amp_trainer eager = trainer(f, dt), graphed = trainer(f, dt);
+  ct_tensor *xs[CAP_WARMUP + CAP_STEPS], *ys[CAP_WARMUP + CAP_STEPS];
+  for (int i = 0; i < CAP_WARMUP + CAP_STEPS; ++i) xs[i] = tokens(13), ys[i] = tokens(13);
+  ct_stream *side = ct_stream_create(tu_device, 0), *def = ct_current_stream(tu_device);
+  TU_CHECK(side);
+  double eager_loss[CAP_STEPS];
+  TU_OK(ct_set_stream(side)); // warm-up on a side stream, as torch.cuda.graphs asks
+  for (int i = 0; i < CAP_WARMUP + CAP_STEPS; ++i) {
+    ct_tensor *l = trainer_step(&eager, xs[i], ys[i]);
+    if (i >= CAP_WARMUP) TU_OK(ct_item(l, &eager_loss[i - CAP_WARMUP]));
+    ct_free(l);
+  }
+  ct_tensor *sx = ct_empty(CT_SHAPE(3, 6), CT_I64, tu_device), *sy = ct_empty(CT_SHAPE(3, 6), CT_I64, tu_device);
+  TU_CHECK(sx);
+  TU_CHECK(sy);
+  for (int i = 0; i < CAP_WARMUP; ++i) {
+    TU_OK(ct_copy_(sx, xs[i], false));
+    TU_OK(ct_copy_(sy, ys[i], false));
+    ct_free(trainer_step(&graphed, sx, sy));
+  }
+  TU_OK(ct_stream_synchronize(side));
+  TU_OK(ct_set_stream(def));
+  TU_OK(ct_stream_wait_stream(def, side));
+  ct_cuda_graph *g = ct_cuda_graph_new();
+  TU_CHECK(g);
+  TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
+  ct_tensor *sloss = trainer_step(&graphed, sx, sy);
+  TU_OK(ct_cuda_graph_capture_end(g));
+  for (int i = 0; i < CAP_STEPS; ++i) {
+    TU_OK(ct_copy_(sx, xs[CAP_WARMUP + i], false));
+    TU_OK(ct_copy_(sy, ys[CAP_WARMUP + i], false));
+    TU_OK(ct_cuda_graph_replay(g));
+    double l = NAN;
+    TU_OK(ct_item(sloss, &l));
+    if (memcmp(&l, &eager_loss[i], sizeof l) != 0)
+      fail_msg("%s step %d: replayed loss %.9g, eager %.9g", ct_dtype_name(dt), i, l, eager_loss[i]);
+  }
+  int np = 0;
+  ct_param **pe = ct_module_parameters(eager.g.root, &np), **pg = ct_module_parameters(graphed.g.root, &np);
+  for (int i = 0; i < np; ++i) {
+    double *a = tu_to_f64(pe[i]->value), *b = tu_to_f64(pg[i]->value);
+    for (int64_t e = 0; e < ct_numel(pe[i]->value); ++e)
+      if (memcmp(&a[e], &b[e], sizeof a[e]) != 0)
+        fail_msg("%s: %s element %lld: eager %.9g, replay %.9g", ct_dtype_name(dt), pe[i]->name, (long long)e, a[e],
+                 b[e]);
+    free(a), free(b);
+  }
+  double se = 0, sg = 0;
+  TU_OK(ct_grad_scaler_get_scale(eager.scaler, &se));
+  TU_OK(ct_grad_scaler_get_scale(graphed.scaler, &sg));
+  if (se != sg) fail_msg("%s: scale %g eager, %g replayed", ct_dtype_name(dt), se, sg);
+  if (dt == CT_F16 && !(se > 1024.0)) fail_msg("float16: the scale never grew (%g): no clean steps?", se);
+  ct_cuda_graph_free(g);
+  ct_free(sloss), ct_free(sx), ct_free(sy);
+  for (int i = 0; i < CAP_WARMUP + CAP_STEPS; ++i) ct_free(xs[i]), ct_free(ys[i]);
+  trainer_free(&eager), trainer_free(&graphed);
+  ct_stream_destroy(side);
+}
+
+static void test_capture_under_autocast(void **state) {
+  (void)state;
+  fixture f = {0};
+  load_fixture(&f);
+  capture_case(&f, CT_BF16);
+  capture_case(&f, CT_F16); // with the GradScaler
+  free_fixture(&f);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bf16_vs_torch),    cmocka_unit_test(test_backward_region),
       cmocka_unit_test(test_dtype_table),      cmocka_unit_test(test_lowp_vs_f64),
       cmocka_unit_test(test_module_boundaries), cmocka_unit_test(test_scaler_clip_tied),
+      cmocka_unit_test(test_capture_under_autocast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
