@@ -141,9 +141,10 @@ def problems(text, catalog):
         e = rows.get(rid)
         if e is None:
             out.append(f"{where}: no entry for the bench row '{rid}': add \"{rid}\": {{\"title\": {{\"zh\", \"en\"}}, "
-                       f"\"why\": {{\"zh\", \"en\"}}}} (a title and a paragraph saying why the row is where it is)")
+                       f"\"short\": {{\"zh\", \"en\"}}, \"why\": {{\"zh\", \"en\"}}}} (the table's title, the chart's "
+                       f"label and a paragraph saying why the row is where it is)")
             continue
-        for part in ("title", "why"):
+        for part in ("title", "short", "why"):
             for lang in LANGS:
                 v = (e.get(part) or {}).get(lang)
                 if not isinstance(v, str) or not v.strip():
@@ -228,7 +229,7 @@ def title_of(rid, at, text, lang, fallback, chapter=True):
     t = e["title"][lang] if e else fallback
     if e and chapter:
         t = f"{rid.split('.')[0]} · {t}"
-    return f"{t} ({at})" if at else t
+    return f"{t} ({at_str(at, lang)})" if at else t
 
 
 def unit_str(unit, lang):
@@ -276,14 +277,20 @@ def unmeasured(c, text, lang, words):
 
 
 def chart_label(rid, at, text, lang, r):
-    """A row's label on the chart's axis: its chapter and title, shortened, with its qualifier."""
-    t = title_of(rid, None, text, lang, r.get("target", "?"), chapter=False)
-    t = re.sub(r"[（(][^()（）]*[)）]\s*$", "", t).strip()   # "(informational)" and the like
-    chapter = (rid or r.get("target", "")).split(".")[0].split(" ")[0]
-    label = f"{chapter} {t}"
-    if len(label) > 46:
-        label = label[:45].rstrip() + "…"
-    return label + (f" [{at}]" if at else "")
+    """A row's label on the chart's axis: its chapter and short label, with its qualifier
+    (the bench's target, cut short, where the text has no entry)."""
+    e = (text.get("rows") or {}).get(rid or "")
+    if e:
+        label = f"{rid.split('.')[0]} {e['short'][lang]}"
+    else:
+        t = r.get("target", "?")
+        label = t if len(t) <= 40 else t[:39].rstrip() + "…"
+    return label + (f" [{at_str(at, lang)}]" if at else "")
+
+
+def at_str(at, lang):
+    """A row's qualifier in the edition's language ("width 16" -> "宽度 16")."""
+    return re.sub(r"\bwidth\b", "宽度", at) if lang == "zh" else at
 
 
 # ---------------------------------------------------------------------------

@@ -122,15 +122,18 @@ def cmd_text(root):
         if not rid:
             continue
         e = rows.get(rid) or {}
-        for part in ("title", "why"):
+        for part in ("title", "short", "why"):
             for lang in LANGS:
                 v = (e.get(part) or {}).get(lang) or ""
                 good = bool(v.strip()) and ((cjk(v) > 0) if (lang == "zh" and part == "why") else True) and \
                     (cjk(v) == 0 if lang == "en" else True)
                 if not good:
                     missing.append(f"{rid}.{part}.{lang}")
-    check(not missing, f"book/performance.json: every row id has its title and paragraph in zh (Chinese) and "
-                       f"en (no Chinese)" + (f"; missing or wrong: {missing}" if missing else ""))
+    check(not missing, f"book/performance.json: every row id has its title, short label and paragraph in zh "
+                       f"(Chinese) and en (no Chinese)" + (f"; missing or wrong: {missing}" if missing else ""))
+    long = [f"{rid}.{lang}" for rid in ids if rid for lang in LANGS
+            if len(((rows.get(rid) or {}).get("short") or {}).get(lang) or "") > 32]
+    check(not long, f"book/performance.json: every short label (the charts' axis) fits in 32 characters ({long})")
     stale = sorted(set(rows) - set(ids))
     check(not stale, f"book/performance.json: no entry for a row tools/bench does not report ({stale})")
     check(not appendix.problems(text, cat), "book_appendix.problems() finds nothing in the real text")
@@ -332,8 +335,9 @@ def check_rows(lang, slug, doc, body, gpu_ids):
         where = f"row {i + 1} ({r.get('id')})"
         if r.get("id") and f"#{anchor(r['id'])}" not in cells[0][1]:
             bad.append(f"{where}: links {cells[0][1]}, not #{anchor(r['id'])}")
-        if r.get("at") and f"({r['at']})" not in texts[0]:
-            bad.append(f"{where}: the title {texts[0]!r} lacks ({r['at']})")
+        at = r.get("at")
+        if at and f"({at if lang == 'en' else at.replace('width', '宽度')})" not in texts[0]:
+            bad.append(f"{where}: the title {texts[0]!r} lacks its qualifier ({at})")
         if r.get("a") is None and r.get("b") is None:
             if re.search(r"\d", "".join(texts[1:4])):
                 bad.append(f"{where}: a row without figures shows numbers {texts[1:4]}")
