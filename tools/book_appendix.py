@@ -39,7 +39,7 @@ WORDS = {
         "facts": ["设备", "驱动", "CUDA", "PyTorch", "日期", "提交", "负载（1 分钟平均）", "模式", "录制文件"],
         "head": ["行", "C", "PyTorch / 参照", "比值", "目标", "达到", "占上限"],
         "met": {"yes": "是", "no": "否", "n/a": "无法判断", "-": "—"},
-        "load": "开始时 {a:.2f}，结束时 {b:.2f}（{n} 个 CPU）",
+        "load": "开始时 {a:.2f}，结束时 {b:.2f}（{n} 个 CPU）", "no_gpu_fact": "无（在 CPU 上运行）",
         "mode": {"full": "完整尺寸", "quick": "`--quick`（冒烟运行）"},
         "not_gpu": "尚未在 GPU 上测量", "gpu_only": "只在 GPU 上测量，见 GPU 的表",
         "not_here": "本次运行无法测量（原因见下文）",
@@ -66,7 +66,7 @@ WORDS = {
                   "Recording"],
         "head": ["row", "C", "PyTorch / reference", "ratio", "goal", "met", "of ceiling"],
         "met": {"yes": "yes", "no": "no", "n/a": "n/a", "-": "-"},
-        "load": "{a:.2f} at the start, {b:.2f} at the end ({n} CPUs)",
+        "load": "{a:.2f} at the start, {b:.2f} at the end ({n} CPUs)", "no_gpu_fact": "none (a CPU run)",
         "mode": {"full": "full sizes", "quick": "`--quick` (a smoke run)"},
         "not_gpu": "not yet measured on a GPU", "gpu_only": "measured on a GPU only: see the GPU table",
         "not_here": "not measurable in this run (why below)",
@@ -239,7 +239,7 @@ def unit_str(unit, lang):
 def goal_str(goal, op):
     if not finite(goal):
         return None
-    return f"{'≥' if op == '>=' else '>'} {goal:.2f}"
+    return f"{'≥' if op == '>=' else '>'}\u00a0{goal:.2f}"   # no break inside a goal
 
 
 def row_cells(r, text, lang, bench, gpu_measured, on_cpu):
@@ -313,12 +313,19 @@ def facts_table(rec, lang):
     commit = str(rec.get("commit") or "unknown")
     load = w["load"].format(a=rec.get("load_start", float("nan")), b=rec.get("load_end", float("nan")),
                             n=rec.get("ncpu", "?"))
-    values = [rec.get("device_desc") or rec.get("device"), rec.get("driver") or "-", rec.get("cuda") or "-",
+    values = [rec.get("device_desc") or rec.get("device"), fact(rec.get("driver"), lang), fact(rec.get("cuda"), lang),
               f"{rec.get('torch') or '-'}", rec.get("date") or "-", f"`{commit}`", load,
               w["mode"].get(rec.get("mode"), rec.get("mode") or "-"), f"`book/recorded/{rec['file']}`"]
     out = ["::: {.perf-facts}", "| | |", "|:--|:--------|"]
     out += [f"| {k} | {cell(v)} |" for k, v in zip(w["facts"], values)]
     return out + [":::"]
+
+
+def fact(value, lang):
+    """A header fact as the edition says it (the bench writes "none (a CPU run)" on a CPU)."""
+    if not value:
+        return "-"
+    return WORDS[lang]["no_gpu_fact"] if value.startswith("none") else value
 
 
 def section_id(slug):
