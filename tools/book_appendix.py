@@ -15,8 +15,10 @@ a paragraph per row id saying why the row is where it is.
 
 Invariant: every number on the page is read from a recording; the words
 around them come from book/performance.json, keyed by tools/bench's row ids
-(tools/bench --list-rows), and a row id without its title and paragraph in
-both languages stops the build: problems() names each one and the fix.
+(tools/bench --list-rows). A row id without its title, label and paragraph in
+both languages is shown with the bench's own words and no paragraph, and
+problems() names it with the fix: tools/book prints that, and the test
+book.appendix_text fails on it.
 Standard library only; gnuplot draws the figures.
 """
 import glob
@@ -366,7 +368,7 @@ def markdown(lang, recs, catalog, text, figures, chapters, bench, ignored=()):
                                                           why="; ".join(sorted({y for _, y in ignored}))), ":::", ""]
     out += [f"## {w['why']} {{#perf-why}}", "", w["why_intro"], ""]
     rows_text = text.get("rows") or {}
-    ids = list(dict.fromkeys(c["id"] for c in catalog if c["id"]))
+    ids = list(dict.fromkeys(c["id"] for c in catalog if c["id"] in rows_text))
     for chap in sorted({i.split(".")[0] for i in ids}, key=lambda c: int(re.sub(r"\D", "", c) or 0)):
         ch = chapters.get(chap)
         head = ch["title"][lang] if ch else chap
@@ -424,7 +426,7 @@ def draw(rows, lang, out_base, gnuplot_terminals):
         f"with boxxyerror lc rgb '#3a6ea5' title {q(w['legend_ratio'])}, \\",
         f"     '' using (sqrt({lo!r} * $3)):($1 + 0.2):({lo!r}):3:($1 + 0.08):($1 + 0.32) "
         f"with boxxyerror lc rgb '#e08a2c' title {q(w['legend_fraction'])}, \\",
-        f"     '' using 2:($1 - 0.14):(sprintf('%.3g', $2)) with labels left offset 0.4,0 notitle, \\",
+        "     '' using 2:($1 - 0.14):(sprintf('%.3g', $2)) with labels left offset 0.4,0 notitle, \\",
         f"     NaN with lines dt 2 lw 1.5 lc rgb '#303030' title {q(w['legend_one'])}",
     ])
     for fmt, term in gnuplot_terminals(width, height).items():
@@ -441,16 +443,15 @@ def draw(rows, lang, out_base, gnuplot_terminals):
 def build(root, md_dir, chapters, gnuplot_terminals, recorded_dir=None, book_dir=None, draw_figures=True):
     """Writes md_dir/performance.LANG.md and its figures (md_dir/figures/perf-DEVICE.LANG.svg/.pdf).
     chapters: {chNN: {"number": n, "title": {lang: ...}}}. Returns {"recordings": [file names],
-    "ignored": [(file, why)], "figures": [base names]}. Raises AppendixError when the text lacks a
-    row's title or paragraph."""
+    "ignored": [(file, why)], "figures": [base names], "problems": [what the text lacks]}. Raises
+    AppendixError when gnuplot cannot draw."""
     book_dir = book_dir or os.path.join(root, "book")
     recorded_dir = recorded_dir or os.path.join(book_dir, "recorded")
     bench = load_bench(root)
     catalog = bench.row_catalog()
     text = load_text(book_dir)
     bad = problems(text, catalog)
-    if bad:
-        raise AppendixError("\n".join(bad))
+    text = complete_entries(text)
     recs, ignored = read_recordings(recorded_dir)
     figures = {}
     fig_dir = os.path.join(md_dir, "figures")
@@ -468,7 +469,19 @@ def build(root, md_dir, chapters, gnuplot_terminals, recorded_dir=None, book_dir
     for lang in LANGS:
         with open(os.path.join(md_dir, f"{PAGE}.{lang}.md"), "w", encoding="utf-8") as f:
             f.write(markdown(lang, recs, catalog, text, figures, chapters, bench, ignored))
-    return {"recordings": [r["file"] for r in recs], "ignored": ignored, "figures": sorted(figures.values())}
+    return {"recordings": [r["file"] for r in recs], "ignored": ignored, "figures": sorted(figures.values()),
+            "problems": bad}
+
+
+def complete_entries(text):
+    """text with only the row entries that have every part in both languages (the others fall
+    back to the bench's words, without a paragraph)."""
+    def whole(e):
+        return isinstance(e, dict) and all(isinstance((e.get(p) or {}).get(l), str) and e[p][l].strip()
+                                           for p in ("title", "short", "why") for l in LANGS)
+    rows = {k: v for k, v in (text.get("rows") or {}).items() if whole(v)}
+    intro = text.get("intro") or {}
+    return dict(text, rows=rows, intro={l: intro.get(l) or "" for l in LANGS})
 
 
 def title(lang):
