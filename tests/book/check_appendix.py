@@ -131,7 +131,7 @@ def cmd_text(root):
                 if not good:
                     missing.append(f"{rid}.{part}.{lang}")
     check(not missing, "book/performance.json: every row id has its title, short label and paragraph in zh "
-                       f"(Chinese) and en (no Chinese)" + (f"; missing or wrong: {missing}" if missing else ""))
+                       "(Chinese) and en (no Chinese)" + (f"; missing or wrong: {missing}" if missing else ""))
     long = [f"{rid}.{lang}" for rid in ids if rid for lang in LANGS
             if len(((rows.get(rid) or {}).get("short") or {}).get(lang) or "") > 32]
     check(not long, f"book/performance.json: every short label (the charts' axis) fits in 32 characters ({long})")
