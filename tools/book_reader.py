@@ -344,9 +344,10 @@ def write_search_index(lang_dir, pages):
 # ---------------------------------------------------------------------------
 # the landing page (OUT/index.html): the bilingual table of contents
 
-def landing_page(metas, meta, gpu, info, book_titles, pdfs):
+def landing_page(metas, meta, gpu, info, book_titles, pdfs, appendix=None):
     """The HTML of OUT/index.html. metas: weave's metas in order; gpu: {chNN: bool};
-    book_titles: {lang: title}; pdfs: {lang: bool} (whether each PDF was built)."""
+    book_titles: {lang: title}; pdfs: {lang: bool} (whether each PDF was built); appendix:
+    {lang: (href, title)} of the performance appendix, listed after the chapters, or None."""
     e = html.escape
     n_gpu = sum(1 for m in metas if gpu.get(m["id"]))
     rows = []
@@ -374,11 +375,16 @@ def landing_page(metas, meta, gpu, info, book_titles, pdfs):
         parts.append(f'<a href="{lang}/glossary.html">{WORDS[lang]["glossary"]}</a>')
         parts.append(f'<a href="{lang}/search.html">{WORDS[lang]["search"]}</a>')
         editions.append('<li>' + " · ".join(parts) + '</li>')
+    after = ""
+    if appendix:
+        after = ('<p class="appendix-entry">' + " · ".join(
+            f'<a href="{e(href)}" lang="{"zh-CN" if lang == "zh" else "en"}">{e(t)}</a>'
+            for lang, (href, t) in appendix.items()) + "</p>")
     built = (f'{e(info["date"])} · <code>{e(info["commit"])}</code> · {e(info["device"])}'
              + (" · --quick" if info.get("quick") else ""))
     return LANDING.format(
         zh=e(book_titles["zh"]), en=e(book_titles["en"]), editions="\n".join(editions),
-        rows="\n".join(rows), built=built,
+        rows="\n".join(rows), after=after, built=built,
         rec_zh=e(WORDS["zh"]["recordings_sum"].format(n=n_gpu, total=len(metas))),
         rec_en=e(WORDS["en"]["recordings_sum"].format(n=n_gpu, total=len(metas))))
 
@@ -399,6 +405,7 @@ LANDING = """<!DOCTYPE html>
 <ol class="chapter-list">
 {rows}
 </ol>
+{after}
 <p class="editions">tools/book · {built}</p>
 </main>
 </body></html>

@@ -199,7 +199,7 @@ static int show_mismatch(ct_device dev, ct_dtype lowp, ct_metrics *m) {
 
 PyTorch 的 autocast 按算子分三类：矩阵乘、卷积这类**在低精度里算**（float32 累加）；softmax、各种损失、求和这类**在 float32 里算**；其余的（ReLU、池化、变形）**跟着输入的类型走**。批归一化是个特例：它接受低精度输入，但均值、方差和滑动平均都在 float32 里算，输出和输入同类型。参数始终是 float32，叫作“主权重”（master weights）；梯度也是 float32。
 
-ct 没有自动求导的计算图，转换放在哪里？放在模块里。一次转换有它的反向：前向把 float32 的权重转成 float16，反向就要把 float16 的权重梯度加回 float32 的 `.grad`；前向把输入转成 float16，反向就要把 dx 转回输入原来的类型。只有同时拥有前向和反向的东西才能把这两件事都做对，在 ct 里那就是模块（`common/nn/nn_linear.c`、`nn_conv.c`）。所以 `Linear` 和 `Conv2d` 在前向开头查一次 autocast 状态（`ct_autocast_lower`），记住算的精度和转换后的权重，反向照着做。损失函数遇到低精度输入就先转成 float32 再算，返回 float32 的损失和梯度。
+ct 没有自动求导的计算图，转换放在哪里？放在模块里。一次转换有它的反向：前向把 float32 的权重转成 float16，反向就要把 float16 的权重梯度加回 float32 的 `.grad`；前向把输入转成 float16，反向就要把 dx 转回输入原来的类型。只有同时拥有前向和反向的东西才能把这两件事都做对，在 ct 里那就是模块（`common/nn/nn_linear.c`、`nn_conv.c`）。所以 `Linear` 和 `Conv2d` 在前向开头查一次 autocast 的算子表（`common/amp/autocast.c`，每个算子一行，照 PyTorch 的列表写），记住算的精度和转换后的权重，反向照着做。损失函数遇到低精度输入就先转成 float32 再算，返回 float32 的损失和梯度。
 
 下面用种子“最佳实践”里的模型（Conv2d(3, 64, 3)、BatchNorm2d、按空间求平均、Linear(64, 10)）跑一步，用前向钩子记录每一层输出的类型。
 :::
@@ -208,7 +208,7 @@ ct 没有自动求导的计算图，转换放在哪里？放在模块里。一�
 
 PyTorch's autocast sorts ops into three lists: matrix products and convolutions **compute in the lower precision** (with float32 accumulation); softmax, the losses and sums **compute in float32**; the rest (ReLU, pooling, reshaping) **follow their input's type**. Batch norm is a special case: it takes a low-precision input, but its means, variances and running averages are computed in float32, and its output has the input's type. Parameters stay float32, the "master weights"; so do their gradients.
 
-ct has no autograd graph, so where do the casts go? Into the modules. A cast has a backward: if the forward casts the float32 weight to float16, the backward must add the float16 weight gradient into the float32 `.grad`; if the forward casts the input to float16, the backward must hand dx back in the input's own type. Only something that owns both the forward and the backward can do both, and in ct that is the module (`common/nn/nn_linear.c`, `nn_conv.c`). So `Linear` and `Conv2d` read the autocast state once at the start of their forward (`ct_autocast_lower`), remember the precision and the cast weight, and their backward follows. A loss given low-precision input widens it to float32 first and returns a float32 loss and gradient.
+ct has no autograd graph, so where do the casts go? Into the modules. A cast has a backward: if the forward casts the float32 weight to float16, the backward must add the float16 weight gradient into the float32 `.grad`; if the forward casts the input to float16, the backward must hand dx back in the input's own type. Only something that owns both the forward and the backward can do both, and in ct that is the module (`common/nn/nn_linear.c`, `nn_conv.c`). So `Linear` and `Conv2d` read the autocast op table once at the start of their forward (`common/amp/autocast.c`, one row per op, written from PyTorch's lists), remember the precision and the cast weight, and their backward follows. A loss given low-precision input widens it to float32 first and returns a float32 loss and gradient.
 
 Below, the model of the seed's best practice (Conv2d(3, 64, 3), BatchNorm2d, a mean over the pixels, Linear(64, 10)) takes one step, and a forward hook records each layer's output type.
 :::

@@ -806,6 +806,7 @@ typedef struct trainer {
   ct_dtype amp;               // CT_F32: autocast off
   ct_grad_scaler *scaler;     // float16 only
   ct_process_group *pg;       // NULL: one process
+  ct_ddp *ddp;                // DDP over the model, for its gradient all-reduce
   int rank, world;
   // --graphs: the step's forward and backward captured once, replayed after
   ct_cuda_graph *graph;
@@ -844,6 +845,7 @@ static int trainer_init(trainer *t, const settings *s, gpt *g, ct_device dev) {
 static void trainer_free(trainer *t) {
   ct_optimizer_free(t->opt);
   ct_grad_scaler_free(t->scaler);
+  ct_ddp_free(t->ddp);
   ct_cuda_graph_free(t->graph);
   if (t->side) ct_stream_destroy(t->side);
   ct_free(t->sx), ct_free(t->sy), ct_free(t->sloss);
@@ -909,22 +911,16 @@ static ct_tensor *forward_backward(trainer *t, const ct_tensor *x, const ct_tens
 
 /*md
 ::: zh
-多个进程（`tools/launch`）时，每个进程在自己的窗口上算出梯度，`allreduce_grads` 把每个参数的梯度在所有进程间取平均（`ct_dist_all_reduce`，`ReduceOp.AVG`），之后每个进程做的是同一步更新，参数始终一致。这正是 DDP 在反向结束时做的事（第 8 章），只是这里不分桶、不和反向重叠：模型的前向和反向是本章自己写的，DDP 包不住它。
+多个进程（`tools/launch`）时，模型用第 8 章的 DDP 包起来（`ct_ddp_create`，先把 rank 0 的权重广播给所有进程），每个进程在自己的窗口上算出梯度，`ct_ddp_allreduce_grads` 像 DDP 那样按桶把每个参数的梯度在所有进程间取平均，之后每个进程做的是同一步更新，参数始终一致。和第 8 章不同的是，all-reduce 要等整个反向结束才开始：前向和反向是本章自己写的，运行时无从知道手写的反向什么时候算完了一个桶，所以没有和反向重叠的好处。共享的权重是一个参数，只在一个桶里。
 :::
 ::: en
-With several processes (`tools/launch`) each process computes gradients on its own windows, and `allreduce_grads` averages each parameter's gradient over the processes (`ct_dist_all_reduce`, `ReduceOp.AVG`); from there every process takes the same update and the parameters stay identical. That is what DDP does by the end of backward (chapter 8), without the buckets and the overlap with backward: the model's forward and backward are this chapter's own code, which a DDP wrapper cannot wrap.
+With several processes (`tools/launch`) the model is wrapped in chapter 8's DDP (`ct_ddp_create`, which first broadcasts rank 0's weights), each process computes gradients on its own windows, and `ct_ddp_allreduce_grads` averages each parameter's gradient over the processes, bucket by bucket as DDP does; from there every process takes the same update and the parameters stay identical. Unlike chapter 8 the all-reduces start only after the whole backward: the forward and backward are this chapter's own code, and nothing tells the runtime when a hand-written backward has finished a bucket, so there is no overlap with backward to win. The tied weight is one parameter, in one bucket.
 :::
 */
-static int allreduce_grads(trainer *t) {
-  for (int i = 0; i < t->n_params; ++i)
-    if (t->params[i]->grad && ct_dist_all_reduce(t->pg, t->params[i]->grad, CT_REDUCE_AVG) != CT_OK) return -1;
-  return CT_OK;
-}
-
 // The update from the gradients: *norm gets their global norm before clipping.
 static int update(trainer *t, double lr, double *norm) {
   const settings *s = t->s;
-  if (t->pg && allreduce_grads(t) != CT_OK) return -1;                          // DDP's average
+  if (t->ddp && ct_ddp_allreduce_grads(t->ddp) != CT_OK) return -1;            // DDP's average over the ranks
   if (t->scaler && ct_grad_scaler_unscale_(t->scaler, t->opt) != CT_OK) return -1; // true gradients before clipping
   double max_norm = s->grad_clip > 0 ? s->grad_clip : INFINITY;
   if (ct_clip_grad_norm_(t->params, t->n_params, max_norm, norm) != CT_OK) return -1;
@@ -1603,7 +1599,7 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 | 4 | 矩阵乘法（OpenBLAS、cuBLAS） | 几乎所有时间：c_attn、c_proj、c_fc、lm_head 和注意力里的批量 GEMM |
 | 5 | 损失的梯度、手写反向 | `ct_cross_entropy` 给出 dL/dlogits；`gpt_backward` 把整个网络的反向写出来 |
 | 6 | 训练循环、检查点、Ctrl-C 与 `--resume` | `--save`、`--resume`（逐位相同）、`--generate` 读同一种检查点 |
-| 7 | DataParallel 的梯度求和 | 多个进程时的 `allreduce_grads` 是同一件事跨进程做 |
+| 7 | DataParallel 的梯度求和 | 多个进程时的 `ct_ddp_allreduce_grads` 是同一件事跨进程做 |
 | 8 | DDP 与 `tools/launch` | `tools/launch --nproc-per-node 2 ./ch14`：两个进程各算一半窗口，梯度取平均，和一个进程算整个 batch 相同 |
 | 9 | autocast 与 GradScaler | `--amp bf16` / `--amp fp16`：前向在低精度里算，fp16 用 GradScaler，裁剪之前 `unscale_` |
 | 10 | CUDA Graphs | `--graphs`：前向加反向录一次、之后每步重放 |
@@ -1611,7 +1607,7 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 | 12 | 流与事件 | `--graphs` 的预热和捕获在副流上，主流用 `wait_stream` 等它 |
 | 13 | 运行时编译的融合核函数 | 本章没有用：GELU、LayerNorm、softmax 已经是手写的融合核函数；练习可以把 MLP 的偏置加 GELU 换成一个 JIT 核函数 |
 
-`--amp` 需要每个 Transformer 层都能在 autocast 下运行（LayerNorm、softmax 和交叉熵按 PyTorch 的规则留在 float32）。运行时还不支持时，`--amp` 会在第一次前向时失败并说明缺什么，而不是给出错误的数。
+`--amp` 靠每个 Transformer 层都能在 autocast 下运行：Linear 和注意力的两个矩阵乘法在 bfloat16 或 float16 里算，LayerNorm、注意力的 softmax 和交叉熵按 PyTorch 的规则在 float32 里算；参数和梯度一直是 float32。
 :::
 ::: en
 ## What the earlier chapters became here
@@ -1624,7 +1620,7 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 | 4 | matrix products (OpenBLAS, cuBLAS) | nearly all the time: c_attn, c_proj, c_fc, lm_head and attention's batched GEMMs |
 | 5 | a loss's gradient, backward by hand | `ct_cross_entropy` gives dL/dlogits; `gpt_backward` writes out the whole network's backward |
 | 6 | the training loop, checkpoints, Ctrl-C and `--resume` | `--save`, `--resume` (bit-identical), `--generate` reading the same kind of checkpoint |
-| 7 | DataParallel's gradient sum | with several processes `allreduce_grads` is the same thing across processes |
+| 7 | DataParallel's gradient sum | with several processes `ct_ddp_allreduce_grads` is the same thing across processes |
 | 8 | DDP and `tools/launch` | `tools/launch --nproc-per-node 2 ./ch14`: two processes take half the windows each, average their gradients, and match one process taking the whole batch |
 | 9 | autocast and GradScaler | `--amp bf16` / `--amp fp16`: the forward in low precision, GradScaler for fp16, `unscale_` before clipping |
 | 10 | CUDA graphs | `--graphs`: forward and backward captured once, replayed each step |
@@ -1632,7 +1628,7 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 | 12 | streams and events | `--graphs` warms up and captures on a side stream, which the main stream waits for with `wait_stream` |
 | 13 | runtime-compiled fused kernels | not used: GELU, LayerNorm and the softmax are hand-written fused kernels already; an exercise could replace the MLP's bias-plus-GELU with one JIT kernel |
 
-`--amp` needs every transformer layer to run under autocast (LayerNorm, the softmax and the cross-entropy staying in float32, by PyTorch's rules). Where the runtime does not support that yet, `--amp` fails at the first forward pass saying what is missing, rather than giving wrong numbers.
+`--amp` relies on every transformer layer running under autocast: the Linears and attention's two matrix products compute in bfloat16 or float16, LayerNorm, attention's softmax and the cross-entropy in float32, by PyTorch's rules; parameters and gradients stay float32.
 :::
 */
 
@@ -1784,8 +1780,7 @@ int main(int argc, char **argv) {
   t.cli = &cli;
   if (pg) {
     t.pg = pg, t.rank = ct_dist_get_rank(pg), t.world = ct_dist_get_world_size(pg);
-    for (int i = 0; i < t.n_params; ++i) // DDP's start: rank 0's weights everywhere
-      if (ct_dist_broadcast(pg, t.params[i]->value, 0) != CT_OK) ct_cli_die(&cli);
+    if (!(t.ddp = ct_ddp_create(g.root, pg, ct_ddp_defaults()))) ct_cli_die(&cli); // rank 0's weights everywhere
   }
   if (s.graphs && graphs_init(&t) != CT_OK) ct_cli_die(&cli);
   show_optimizer(&t, m);
@@ -1797,8 +1792,6 @@ int main(int argc, char **argv) {
   ct_profiler *prof = NULL;
   ct_cli_catch_interrupt(); // Ctrl-C ends the current step, then stops
   if (train(&t, &c, &h, &prof, s.profile) != CT_OK) {
-    if (t.amp != CT_F32)
-      fprintf(stderr, "ch14: --amp %s needs every transformer layer to run under autocast (issue 15)\n", s.amp);
     ct_cli_die(&cli);
   }
   if (h.interrupted) stop_interrupted(&t, &c.voc, &h); // exits

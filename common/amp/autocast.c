@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 //
-// autocast: torch.amp.autocast's state (see amp.h for the rules the modules
-// follow under it).
+// autocast: torch.amp.autocast's state, and the table of which dtype each
+// op computes in under it (autocast_policy.h; amp.h says what the modules do).
 //
 // The state is per thread and per device type, as PyTorch's is: a CUDA
 // autocast region on one thread changes nothing on another, and an autocast
@@ -15,6 +15,7 @@
 #include <stdbool.h>
 
 #include "amp.h"
+#include "autocast_policy.h"
 #include "error.h"
 #include "ops.h"
 
@@ -72,22 +73,50 @@ ct_dtype ct_get_autocast_dtype(ct_device_type device_type) {
   return valid_type(device_type) ? t_state.dtype[device_type] : CT_F32;
 }
 
-ct_dtype ct_autocast_compute_dtype(ct_device d, ct_dtype dt) {
-  // PyTorch casts "eligible" tensors only: floating and not float64.
-  const bool eligible = dt == CT_F32 || dt == CT_F16 || dt == CT_BF16;
-  if (eligible && ct_is_autocast_enabled(d.type)) return t_state.dtype[d.type];
+// ---- the op table (autocast_policy.h) -------------------------------------------------------
+const cti_autocast_rule cti_autocast_rules[CTI_AC_N_OPS] = {
+    [CTI_AC_LINEAR] = {"linear", CTI_AC_LOWER},
+    [CTI_AC_CONV2D] = {"conv2d", CTI_AC_LOWER},
+    [CTI_AC_MATMUL] = {"matmul", CTI_AC_LOWER},
+    [CTI_AC_LAYER_NORM] = {"layer_norm", CTI_AC_FP32},
+    [CTI_AC_SOFTMAX] = {"softmax", CTI_AC_FP32},
+    [CTI_AC_CROSS_ENTROPY] = {"cross_entropy", CTI_AC_FP32},
+    [CTI_AC_MSE_LOSS] = {"mse_loss", CTI_AC_FP32},
+    [CTI_AC_GELU] = {"gelu", CTI_AC_FOLLOW},
+    [CTI_AC_EMBEDDING] = {"embedding", CTI_AC_FOLLOW},
+    [CTI_AC_ADD] = {"add", CTI_AC_FOLLOW},
+};
+
+static bool is_half(ct_dtype dt) { return dt == CT_F16 || dt == CT_BF16; }
+
+ct_dtype cti_autocast_dtype(cti_autocast_op op, ct_device d, ct_dtype dt) {
+  if (op < 0 || op >= CTI_AC_N_OPS || !ct_is_autocast_enabled(d.type)) return dt;
+  switch (cti_autocast_rules[op].policy) {
+  case CTI_AC_LOWER: // PyTorch casts "eligible" tensors only: floating and not float64
+    return dt == CT_F32 || is_half(dt) ? t_state.dtype[d.type] : dt;
+  case CTI_AC_FP32:
+    return is_half(dt) ? CT_F32 : dt;
+  case CTI_AC_FOLLOW:
+    break;
+  }
   return dt;
 }
 
-bool ct_autocast_wants_f32(ct_device d, ct_dtype dt) {
-  return (dt == CT_F16 || dt == CT_BF16) && ct_is_autocast_enabled(d.type);
-}
-
-ct_tensor *ct_autocast_lower(const ct_tensor *t) {
+ct_tensor *cti_autocast_cast(cti_autocast_op op, const ct_tensor *t) {
   if (!t) {
-    ct_fail(CT_ERR_VALUE, "ct_autocast_lower: NULL tensor");
+    ct_fail(CT_ERR_VALUE, "autocast (%s): NULL tensor",
+            op >= 0 && op < CTI_AC_N_OPS ? cti_autocast_rules[op].torch_name : "?");
     return NULL;
   }
-  const ct_dtype want = ct_autocast_compute_dtype(ct_device_of(t), ct_dtype_of(t));
+  const ct_dtype want = cti_autocast_dtype(op, ct_device_of(t), ct_dtype_of(t));
   return want == ct_dtype_of(t) ? ct_retain((ct_tensor *)t) : ct_to_dtype(t, want);
 }
+
+// ---- the public questions, through the table ------------------------------------------------
+ct_dtype ct_autocast_compute_dtype(ct_device d, ct_dtype dt) { return cti_autocast_dtype(CTI_AC_MATMUL, d, dt); }
+
+bool ct_autocast_wants_f32(ct_device d, ct_dtype dt) {
+  return is_half(dt) && cti_autocast_dtype(CTI_AC_CROSS_ENTROPY, d, dt) == CT_F32;
+}
+
+ct_tensor *ct_autocast_lower(const ct_tensor *t) { return cti_autocast_cast(CTI_AC_MATMUL, t); }

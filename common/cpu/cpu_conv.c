@@ -191,38 +191,56 @@ POOL2_ROW(f64, double)
 
 // ---- max pooling ------------------------------------------------------------------------------
 // One task per (plane, output row). The 2x2 stride-2 window (the common
-// case) has its own loop; the rule is the same: greater or NaN replaces.
-#define MAXPOOL(SUF, T)                                                                    \
-  static void maxpool_fwd_##SUF(const cti_pool_geom *g, const T *x, T *y, int32_t *idx) {   \
-    const int64_t k = g->k, s = g->stride, H = g->h, W = g->w, Ho = g->ho, Wo = g->wo;      \
-    const int64_t ntask = g->planes * Ho;                                                  \
-    _Pragma("omp parallel for if (g->planes * H * W >= CT_CPU_PAR_MIN) schedule(static)")  \
-    for (int64_t t = 0; t < ntask; ++t) {                                                  \
-      const int64_t q = t / Ho, oh = t % Ho;                                               \
-      const T *plane = x + q * H * W;                                                      \
-      T *yr = y + t * Wo;                                                                  \
-      int32_t *ir = idx ? idx + t * Wo : NULL;                                             \
-      if (k == 2 && s == 2 && pool2_row_##SUF(plane + 2 * oh * W, W, Wo, 2 * oh * W, yr, ir)) \
-        continue;                                                                          \
-      for (int64_t ow = 0; ow < Wo; ++ow) {                                                \
-        const int64_t h0 = oh * s, w0 = ow * s;                                            \
-        T best = (T)-INFINITY;                                                             \
-        int64_t at = h0 * W + w0;                                                          \
-        for (int64_t i = 0; i < k; ++i) {                                                  \
-          const T *row = plane + (h0 + i) * W + w0;                                        \
-          for (int64_t j = 0; j < k; ++j) {                                                \
-            const T v = row[j];                                                            \
-            if (v > best || v != v) {                                                      \
-              best = v;                                                                    \
-              at = (h0 + i) * W + w0 + j;                                                  \
-            }                                                                              \
+// case) has its own loop for float32 and float64; the rule is the same:
+// greater or NaN replaces, compared in the compute type (float for float16
+// and bfloat16), and the output copies the winning element.
+#define MAXPOOL_ROW(SUF)                                                                   \
+  static void maxpool_row_##SUF(const cti_pool_geom *g, const ST_##SUF *plane, int64_t oh,  \
+                                ST_##SUF *yr, int32_t *ir) {                               \
+    const int64_t k = g->k, s = g->stride, W = g->w;                                       \
+    for (int64_t ow = 0; ow < g->wo; ++ow) {                                               \
+      const int64_t h0 = oh * s, w0 = ow * s;                                              \
+      CT_##SUF best = (CT_##SUF)-INFINITY;                                                 \
+      int64_t at = h0 * W + w0;                                                            \
+      for (int64_t i = 0; i < k; ++i) {                                                    \
+        const ST_##SUF *row = plane + (h0 + i) * W + w0;                                   \
+        for (int64_t j = 0; j < k; ++j) {                                                  \
+          const CT_##SUF v = LD_##SUF(row[j]);                                             \
+          if (v > best || v != v) {                                                        \
+            best = v;                                                                      \
+            at = (h0 + i) * W + w0 + j;                                                    \
           }                                                                                \
         }                                                                                  \
-        yr[ow] = best;                                                                     \
-        if (ir) ir[ow] = (int32_t)at;                                                      \
       }                                                                                    \
+      yr[ow] = plane[at];                                                                  \
+      if (ir) ir[ow] = (int32_t)at;                                                        \
     }                                                                                      \
-  }                                                                                        \
+  }
+// FAST: an expression that does the row with a faster loop (true) or not.
+#define MAXPOOL_FWD(SUF, FAST)                                                             \
+  MAXPOOL_ROW(SUF)                                                                         \
+  static void maxpool_fwd_##SUF(const cti_pool_geom *g, const ST_##SUF *x, ST_##SUF *y,     \
+                                int32_t *idx) {                                            \
+    const int64_t H = g->h, W = g->w, Ho = g->ho, Wo = g->wo, ntask = g->planes * Ho;      \
+    _Pragma("omp parallel for if (g->planes * H * W >= CT_CPU_PAR_MIN) schedule(static)")  \
+    for (int64_t t = 0; t < ntask; ++t) {                                                  \
+      const int64_t oh = t % Ho;                                                           \
+      const ST_##SUF *plane = x + (t / Ho) * H * W;                                        \
+      ST_##SUF *yr = y + t * Wo;                                                           \
+      int32_t *ir = idx ? idx + t * Wo : NULL;                                             \
+      if (!(FAST)) maxpool_row_##SUF(g, plane, oh, yr, ir);                                \
+    }                                                                                      \
+  }
+#define POOL2_FAST(SUF) \
+  (g->k == 2 && g->stride == 2 && pool2_row_##SUF(plane + 2 * oh * W, W, Wo, 2 * oh * W, yr, ir))
+MAXPOOL_FWD(f32, POOL2_FAST(f32))
+MAXPOOL_FWD(f64, POOL2_FAST(f64))
+MAXPOOL_FWD(f16, false)
+MAXPOOL_FWD(bf16, false)
+
+// Backward, float32 and float64: each plane's dx zeroed, then every dy added
+// at its argmax, in output order.
+#define MAXPOOL_BWD(SUF, T)                                                                \
   static void maxpool_bwd_##SUF(const cti_pool_geom *g, const T *dy, const int32_t *idx,    \
                                 T *dx) {                                                   \
     const int64_t HW = g->h * g->w, O = g->ho * g->wo;                                     \
@@ -235,8 +253,31 @@ POOL2_ROW(f64, double)
       for (int64_t o = 0; o < O; ++o) plane[iq[o]] += gq[o];                               \
     }                                                                                      \
   }
-MAXPOOL(f32, float)
-MAXPOOL(f64, double)
+MAXPOOL_BWD(f32, float)
+MAXPOOL_BWD(f64, double)
+
+// Backward, float16 and bfloat16: each input element sums, in float and in
+// output order, the dy of the windows whose argmax it is, and is rounded
+// once (what the CUDA functor in kernels/conv.cuh does, element for element:
+// the same bits on both devices).
+static void maxpool_bwd_half(const cti_pool_geom *g, const uint16_t *dy, const int32_t *idx, uint16_t *dx,
+                             bool bf16) {
+  const int64_t H = g->h, W = g->w, k = g->k, s = g->stride, Ho = g->ho, Wo = g->wo;
+#pragma omp parallel for if (g->planes * H * W >= CT_CPU_PAR_MIN) schedule(static)
+  for (int64_t i = 0; i < g->planes * H * W; ++i) {
+    const int64_t w = i % W, h = (i / W) % H, q = i / (H * W);
+    const int64_t oh_lo = h >= k ? (h - k) / s + 1 : 0, ow_lo = w >= k ? (w - k) / s + 1 : 0;
+    const int64_t oh_hi = h / s < Ho - 1 ? h / s : Ho - 1, ow_hi = w / s < Wo - 1 ? w / s : Wo - 1;
+    const uint16_t *gq = dy + q * Ho * Wo;
+    const int32_t *iq = idx + q * Ho * Wo;
+    float acc = 0;
+    for (int64_t oh = oh_lo; oh <= oh_hi; ++oh)
+      for (int64_t ow = ow_lo; ow <= ow_hi; ++ow)
+        if (iq[oh * Wo + ow] == h * W + w)
+          acc += bf16 ? cti_cpu_bf16_to_f32(gq[oh * Wo + ow]) : cti_cpu_f16_to_f32(gq[oh * Wo + ow]);
+    dx[i] = bf16 ? cti_cpu_f32_to_bf16(acc) : cti_cpu_f32_to_f16(acc);
+  }
+}
 
 static int maxpool_forward(ct_dtype dt, const cti_pool_geom *g, const void *x, void *y,
                            int32_t *idx, ct_stream *s) {
@@ -244,6 +285,8 @@ static int maxpool_forward(ct_dtype dt, const cti_pool_geom *g, const void *x, v
   switch (dt) {
   case CT_F32: maxpool_fwd_f32(g, x, y, idx); return CT_OK;
   case CT_F64: maxpool_fwd_f64(g, x, y, idx); return CT_OK;
+  case CT_F16: maxpool_fwd_f16(g, x, y, idx); return CT_OK;
+  case CT_BF16: maxpool_fwd_bf16(g, x, y, idx); return CT_OK;
   default: return unsupported("MaxPool2d", dt);
   }
 }
@@ -254,6 +297,8 @@ static int maxpool_backward(ct_dtype dt, const cti_pool_geom *g, const void *dy,
   switch (dt) {
   case CT_F32: maxpool_bwd_f32(g, dy, idx, dx); return CT_OK;
   case CT_F64: maxpool_bwd_f64(g, dy, idx, dx); return CT_OK;
+  case CT_F16:
+  case CT_BF16: maxpool_bwd_half(g, dy, idx, dx, dt == CT_BF16); return CT_OK;
   default: return unsupported("MaxPool2d", dt);
   }
 }

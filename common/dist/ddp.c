@@ -23,6 +23,18 @@
 // With overlap off, step 2 only marks; everything starts in step 3 (for
 // measuring what overlap buys). Under no_sync nothing is communicated and the
 // grads simply accumulate; the next synced backward reduces the sums.
+//
+// A model whose forward and backward the program writes out itself (GPT's,
+// module by module) has no one backward call to wrap: it runs its backward,
+// then ct_ddp_allreduce_grads does step 3 alone, with the same buckets. The
+// hooks act only inside ct_ddp_backward_params, so a hand-written backward
+// starts nothing early (and a backward outside DDP, an evaluation or a
+// gradient check, never starts a collective the other ranks do not join).
+//
+// Tied parameters (ct_module_tie: GPT's lm_head.weight is wte.weight) are one
+// parameter: model.parameters() lists it once, so it has one slot in one
+// bucket and is averaged once; the first broadcast sends each tensor once
+// though the state lists it under both names.
 #define _POSIX_C_SOURCE 200809L
 #include "dist.h"
 
@@ -57,6 +69,7 @@ struct ct_ddp {
   bucket *b;
   int nb;
   bool no_sync, overlap, failed;
+  bool in_backward; // inside ct_ddp_backward_params: the hooks may start buckets
   double wait_s;
   char err[1024];
 };
@@ -134,7 +147,7 @@ static int launch(ct_ddp *d, bucket *bk) {
 // (a hook cannot fail the layer's backward).
 static void on_grad_ready(ct_module *m, void *ctx) {
   ct_ddp *d = ctx;
-  if (d->no_sync || d->failed) return;
+  if (!d->in_backward || d->no_sync || d->failed) return;
   for (int i = 0; i < m->n_own; ++i) {
     if (m->own[i].is_buffer) continue;
     for (int k = 0; k < d->np; ++k) {
@@ -199,11 +212,18 @@ void ct_ddp_free(ct_ddp *d) {
   free(d);
 }
 
+// Whether state[i]'s tensor came earlier in the list (a tied name: the same tensor).
+static bool seen_before(ct_param **state, int i) {
+  for (int j = 0; j < i; ++j)
+    if (state[j]->value == state[i]->value) return true;
+  return false;
+}
+
 static int broadcast_state(ct_ddp *d, bool buffers_only) {
   int n = 0;
   ct_param **state = ct_module_state(d->module, &n);
   for (int i = 0; i < n; ++i) {
-    if (buffers_only && !state[i]->is_buffer) continue;
+    if ((buffers_only && !state[i]->is_buffer) || seen_before(state, i)) continue;
     int rc = ct_dist_broadcast(d->pg, state[i]->value, 0);
     if (rc) return rc;
   }
@@ -256,13 +276,22 @@ ct_tensor *ct_ddp_forward(ct_ddp *d, const ct_tensor *x) {
 int ct_ddp_backward_params(ct_ddp *d, const ct_tensor *grad_output) {
   if (!d) return ct_fail(CT_ERR_VALUE, "DistributedDataParallel: NULL wrapper");
   reset(d);
+  d->in_backward = true;
   int rc = ct_module_backward_params(d->module, grad_output);
+  d->in_backward = false;
   if (d->no_sync) return rc;
   if (rc) { // still wait for what started: the other ranks take part in those collectives
     for (int k = 0; k < d->nb; ++k)
       if (d->b[k].work) ct_work_wait(d->b[k].work), d->b[k].work = NULL;
     return rc;
   }
+  return finish(d);
+}
+
+int ct_ddp_allreduce_grads(ct_ddp *d) {
+  if (!d) return ct_fail(CT_ERR_VALUE, "DistributedDataParallel: NULL wrapper");
+  if (d->no_sync) return CT_OK; // the grads accumulate; a later call averages the sums
+  reset(d);
   return finish(d);
 }
 

@@ -5,18 +5,26 @@
 // Autocast (torch.amp.autocast(device_type, dtype)) is a per-thread state,
 // one per device type, entered and left like a `with` block. While it is on
 // for a device type, the modules working on tensors of that type follow
-// PyTorch's autocast lists:
-//   - lower precision: Linear and Conv2d cast their float32 input, weight
-//     and bias to the autocast dtype (float16 or bfloat16) and multiply
-//     there, with float32 accumulation (cuBLAS GemmEx with f32 compute;
-//     oneDNN or a widening sgemm on the CPU); their output has that dtype;
-//   - float32: the losses (cross-entropy with its log-softmax, MSE) compute
-//     in float32 from lower-precision input and return float32 loss and
-//     gradient; BatchNorm2d computes its statistics in float32 whatever its
-//     input (as PyTorch's mixed-precision batch norm does) and returns the
-//     input's dtype;
-//   - everything else (ReLU, pooling, Flatten, Dropout) runs in its input's
-//     dtype.
+// PyTorch's autocast lists (the CUDA lists, on both device types; one row
+// per op in the table of common/amp/autocast.c):
+//   - lower precision: Linear, Conv2d and attention's matrix products
+//     (q k^T and P v) cast their float32 input, weight and bias to the
+//     autocast dtype (float16 or bfloat16) and multiply there, with float32
+//     accumulation (cuBLAS GemmEx with f32 compute; oneDNN or a widening
+//     sgemm on the CPU); their output has that dtype;
+//   - float32: the losses (cross-entropy with its log-softmax, the language
+//     model's ct_cross_entropy, MSE), LayerNorm and softmax (Softmax and
+//     attention's) compute in float32 from lower-precision input and answer
+//     float32 (the losses' gradient too); BatchNorm2d computes its
+//     statistics in float32 whatever its input (as PyTorch's mixed-precision
+//     batch norm does) and returns the input's dtype;
+//   - everything else (ReLU, GELU, pooling, Flatten, Dropout) runs in its
+//     input's dtype, Embedding in its weight's, and a sum of a float32 and a
+//     bfloat16 tensor (a residual) is float32, by ct_add's promotion.
+// In backward each module casts a gradient that arrives in another dtype to
+// its output's (as autograd's engine does) and hands dx back in its input's
+// dtype, so a GPT written out module by module works unchanged under
+// autocast (tests/unit/test_gpt_amp.c).
 // Parameters stay float32 ("master weights") and so do their .grad: a
 // module casts its weight for the forward, keeps the cast copy for the
 // backward, and adds the low-precision gradient into the float32 .grad, as

@@ -92,9 +92,10 @@ ct_ddp_options ct_ddp_defaults(void);
 
 typedef struct ct_ddp ct_ddp;
 // Wraps `module` (on ct_dist_device(pg); not owned): broadcasts rank 0's
-// parameters and buffers, groups the parameters into buckets of about
-// bucket_cap_mb, in reverse registration order (the order backward makes
-// their gradients ready).
+// parameters and buffers (a tied tensor once), groups the parameters into
+// buckets of about bucket_cap_mb, in reverse registration order (the order
+// backward makes their gradients ready). Nothing is replicated, so a root
+// with tied parameters (ct_module_tie) is fine.
 ct_ddp *ct_ddp_create(ct_module *module, ct_process_group *pg, ct_ddp_options options);
 void ct_ddp_free(ct_ddp *ddp);
 ct_tensor *ct_ddp_forward(ct_ddp *ddp, const ct_tensor *x);
@@ -102,6 +103,16 @@ ct_tensor *ct_ddp_forward(ct_ddp *ddp, const ct_tensor *x);
 // asynchronously, as soon as backward has made all its gradients; returns
 // with every gradient averaged over the ranks (unless inside no_sync).
 int ct_ddp_backward_params(ct_ddp *ddp, const ct_tensor *grad_output);
+// For a model whose forward and backward the program writes out itself (a
+// GPT run module by module, its root a ModuleDict, ties allowed): after the
+// program's own backward has accumulated every parameter's grad, averages
+// each .grad over the ranks, with ct_ddp_backward_params's buckets (reverse
+// registration order, bucket_cap_mb); a tied parameter is one parameter, in
+// one slot. All buckets start after the backward (no overlap: nothing tells
+// ct when a hand-written backward has finished a bucket). Every rank must
+// call it once per step; inside no_sync it does nothing. A parameter without
+// a grad fails, naming it.
+int ct_ddp_allreduce_grads(ct_ddp *ddp);
 // with ddp.no_sync(): while on, backward only accumulates local gradients;
 // the first synced backward after it all-reduces the accumulated sums.
 void ct_ddp_set_no_sync(ct_ddp *ddp, bool on);

@@ -32,6 +32,33 @@ template <class F> inline int cti_dispatch_moves(ct_dtype dt, const char *op, F 
   return cti_dispatch_float(dt, op, f);
 }
 
+// Max pooling compares and sums: float16 and bfloat16 in float
+// (cti_pool_math), f(__half{}) / f(__nv_bfloat16{}) for those, else as
+// cti_dispatch_float.
+template <class F> inline int cti_dispatch_pool(ct_dtype dt, const char *op, F &&f) {
+  if (dt == CT_F16) return f(__half{});
+  if (dt == CT_BF16) return f(__nv_bfloat16{});
+  return cti_dispatch_float(dt, op, f);
+}
+
+// Storage type T -> the type max pooling compares and sums in (C), and back
+// (rounded to nearest even): the identity for float and double.
+template <class T> struct cti_pool_math {
+  using C = T;
+  __host__ __device__ static C load(T v) { return v; }
+  __host__ __device__ static T store(C v) { return v; }
+};
+template <> struct cti_pool_math<__half> {
+  using C = float;
+  __host__ __device__ static C load(__half v) { return __half2float(v); }
+  __host__ __device__ static __half store(C v) { return __float2half_rn(v); }
+};
+template <> struct cti_pool_math<__nv_bfloat16> {
+  using C = float;
+  __host__ __device__ static C load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __host__ __device__ static __nv_bfloat16 store(C v) { return __float2bfloat16_rn(v); }
+};
+
 // ---- im2col / col2im ------------------------------------------------------------------------------
 // Element i = (c, n, p) of the output (C, N, Ho*Wo) writes its k*k column
 // entries cols[(c*k + a)*k + b][n*P + p] (consecutive i: consecutive addresses).
@@ -143,8 +170,10 @@ int cti_cnhw_run(const X &x, ct_dtype dt, int64_t n, int64_t c, int64_t p, const
 
 // ---- max pooling ----------------------------------------------------------------------------------
 // Output i = (q, oh, ow) scans its window: a value replaces the best when
-// greater or NaN (torch's CPU rule), so the first of equal maxima wins.
+// greater or NaN (torch's CPU rule), so the first of equal maxima wins; y
+// copies the winning element.
 template <class T, class I> struct cti_maxpool_fwd_op {
+  using M = cti_pool_math<T>;
   const T *x;   // (planes, H, W)
   T *y;         // (planes, Ho, Wo)
   int32_t *idx; // (planes, Ho, Wo) or NULL
@@ -153,26 +182,28 @@ template <class T, class I> struct cti_maxpool_fwd_op {
     const I ow = i % Wo, t = i / Wo, oh = t % Ho, q = t / Ho;
     const I h0 = oh * s, w0 = ow * s;
     const T *plane = x + q * H * W;
-    T best = T(-INFINITY);
+    typename M::C best = typename M::C(-INFINITY);
     I at = h0 * W + w0;
     for (I a = 0; a < k; ++a)
       for (I b = 0; b < k; ++b) {
         const I pos = (h0 + a) * W + w0 + b;
-        const T v = plane[pos];
+        const typename M::C v = M::load(plane[pos]);
         if (v > best || v != v) {
           best = v;
           at = pos;
         }
       }
-    y[i] = best;
+    y[i] = plane[at];
     if (idx) idx[i] = (int32_t)at;
   }
 };
 
 // Input element i = (q, h, w) visits the windows that cover it (one when
 // s >= k) and sums dy where the saved argmax is this element, in the CPU's
-// order (oh, then ow, ascending).
+// order (oh, then ow, ascending), in float for float16 and bfloat16, rounded
+// once.
 template <class T, class I> struct cti_maxpool_bwd_op {
+  using M = cti_pool_math<T>;
   const T *dy;        // (planes, Ho, Wo)
   const int32_t *idx; // (planes, Ho, Wo)
   T *dx;              // (planes, H, W)
@@ -185,11 +216,11 @@ template <class T, class I> struct cti_maxpool_bwd_op {
     const I me = h * W + w;
     const T *gq = dy + q * Ho * Wo;
     const int32_t *iq = idx + q * Ho * Wo;
-    T acc = T(0);
+    typename M::C acc = typename M::C(0);
     for (I oh = oh_lo; oh <= oh_hi; ++oh)
       for (I ow = ow_lo; ow <= ow_hi; ++ow)
-        if ((I)iq[oh * Wo + ow] == me) acc += gq[oh * Wo + ow];
-    dx[i] = acc;
+        if ((I)iq[oh * Wo + ow] == me) acc += M::load(gq[oh * Wo + ow]);
+    dx[i] = M::store(acc);
   }
 };
 
@@ -198,7 +229,7 @@ int cti_maxpool_forward_run(const X &x, ct_dtype dt, const cti_pool_geom *g, con
                            void *y, int32_t *idx) {
   const int64_t work = g->planes * g->ho * g->wo;
   if (work <= 0) return CT_OK;
-  return cti_dispatch_float(dt, "MaxPool2d", [&](auto tag) -> int {
+  return cti_dispatch_pool(dt, "MaxPool2d", [&](auto tag) -> int {
     using T = decltype(tag);
     const T *s = static_cast<const T *>(src);
     T *d = static_cast<T *>(y);
@@ -216,7 +247,7 @@ int cti_maxpool_backward_run(const X &x, ct_dtype dt, const cti_pool_geom *g, co
                             const int32_t *idx, void *dx) {
   const int64_t work = g->planes * g->h * g->w;
   if (work <= 0) return CT_OK;
-  return cti_dispatch_float(dt, "MaxPool2d", [&](auto tag) -> int {
+  return cti_dispatch_pool(dt, "MaxPool2d", [&](auto tag) -> int {
     using T = decltype(tag);
     const T *s = static_cast<const T *>(dy);
     T *d = static_cast<T *>(dx);

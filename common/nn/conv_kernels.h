@@ -10,7 +10,8 @@
 // its loop. Every pointer is
 // element 0 of a contiguous buffer on the entry's device. dt is float32 or float64 (anything else is
 // CT_ERR_DTYPE; im2col and cnhw_from_nchw, which only move elements, take
-// float16 and bfloat16 too); CUDA entries issue their work on stream `s` and return once
+// float16 and bfloat16 too, and so does max pooling, which compares and sums
+// them in float); CUDA entries issue their work on stream `s` and return once
 // it is queued. Each returns CT_OK or a status recorded with ct_fail.
 //
 // Convolution, im2col layout. For x (N, C, H, W), a k x k kernel, stride s
@@ -37,7 +38,9 @@
 // equal maxima wins and a NaN always propagates; the CPU's 2x2 / stride-2
 // loop gets the same answer by selects). Backward:
 //   dx[q][h*W + w] = sum of dy[q][o] over outputs o with idx[q][o] == h*W + w
-// (windows overlap when s < k).
+// (windows overlap when s < k), in ascending o; for float16 and bfloat16
+// the sum runs in float and is rounded once (both devices gather per input
+// element for them, so the bits agree).
 //
 // Batch normalization over x (N, C, P), P = H*W, per channel c over the M =
 // N*P values:

@@ -37,6 +37,20 @@ int cti_nn_check_grad(const char *kind, const ct_tensor *g, ct_shape want, ct_dt
   return CT_OK;
 }
 
+ct_tensor *cti_nn_grad_as(const char *kind, const ct_tensor *g, ct_shape want, ct_dtype dt) {
+  if (!g) {
+    ct_fail(CT_ERR_VALUE, "%s backward: NULL grad_output", kind);
+    return NULL;
+  }
+  if (!ct_dtype_is_floating(ct_dtype_of(g))) {
+    ct_fail(CT_ERR_DTYPE, "%s backward: grad_output is %s, expected a floating tensor", kind,
+            ct_dtype_name(ct_dtype_of(g)));
+    return NULL;
+  }
+  if (cti_nn_check_grad(kind, g, want, ct_dtype_of(g))) return NULL;
+  return ct_dtype_of(g) == dt ? ct_retain((ct_tensor *)g) : ct_to_dtype(g, dt);
+}
+
 static int no_forward(const char *kind) {
   return ct_fail(CT_ERR_VALUE, "%s backward: nothing saved (run forward in training mode first)", kind);
 }

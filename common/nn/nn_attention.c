@@ -23,11 +23,23 @@
 //   dq = dS @ k,     dk = dS^T @ q
 //   dqkv = (dq, dk, dv) permuted back to (B, T, 3C), then c_attn's backward.
 // state_dict: c_attn.weight (3C, C), c_attn.bias, c_proj.weight, c_proj.bias.
+//
+// Dtypes (autocast_policy.h): c_attn's output sets the products' dtype cdt
+// (bfloat16 under autocast(bfloat16), else the input's); S = q k^T and
+// Yh = P v run in cdt (matmul's row: P is cast to cdt for its product);
+// the softmax runs by its own row: float32 under autocast, cdt otherwise.
+// The softmax kernels are float32/float64, so a float16/bfloat16 S is
+// widened to float32 for them and, outside autocast, P rounded back to cdt
+// (what torch's half-precision softmax computes inside). Backward follows the
+// same dtypes: dP and dv in cdt, the softmax's backward in its kernel
+// dtype, dS rounded to cdt for dq and dk (the backward of S's widening), and
+// c_attn's backward hands dx back in x's dtype.
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "autocast_policy.h"
 #include "backend.h"
 #include "error.h"
 #include "nn_impl.h"
@@ -38,13 +50,15 @@ typedef struct attn_state {
   int64_t c, nh;
   int64_t b, t;   // the saved forward's batch and length
   ct_tensor *qkv; // (3, B, nh, T, hs), or NULL
-  ct_tensor *att; // (B*nh, T, T) probabilities, or NULL
+  ct_tensor *att; // (B*nh, T, T) probabilities in the softmax's dtype, or NULL
 } attn_state;
 
 static void drop_saved(attn_state *st) {
   ct_free(st->qkv), ct_free(st->att);
   st->qkv = st->att = NULL;
 }
+
+static const cti_module_ops attn_ops;
 
 static ct_module *c_attn(ct_module *m) { return m->children[0]; }
 static ct_module *c_proj(ct_module *m) { return m->children[1]; }
@@ -77,6 +91,29 @@ static ct_tensor *bmm_t(const ct_tensor *a, const ct_tensor *b, bool transpose_a
   return r;
 }
 
+// t cast to dt (a new reference either way).
+static ct_tensor *as_dtype(const ct_tensor *t, ct_dtype dt) {
+  return !t ? NULL : ct_dtype_of(t) == dt ? ct_retain((ct_tensor *)t) : ct_to_dtype(t, dt);
+}
+
+// The dtype the softmax kernels compute in for scores of dtype dt.
+static ct_dtype kernel_dtype(ct_dtype dt) { return dt == CT_F64 ? CT_F64 : CT_F32; }
+
+// P = softmax(scale * S) under the causal mask, in the softmax's autocast
+// dtype for scores S (B*nh, T, T) of dtype cdt; NULL with the error.
+static ct_tensor *causal_softmax(const cti_backend *be, const ct_tensor *S, int64_t rows, int64_t T, double scale,
+                                 ct_device dev) {
+  const ct_dtype cdt = ct_dtype_of(S), kdt = kernel_dtype(cdt);
+  ct_tensor *Sk = as_dtype(S, kdt);
+  ct_tensor *Pk = Sk ? ct_empty_like(Sk, kdt, dev) : NULL;
+  int rc = Pk ? CT_OK : (int)ct_last_status();
+  if (!rc && rows > 0)
+    rc = be->transformer->softmax(kdt, rows, T, true, scale, ct_data_ptr(Sk), ct_data_ptr(Pk), ct_current_stream(dev));
+  ct_tensor *P = rc ? NULL : as_dtype(Pk, cti_autocast_dtype(CTI_AC_SOFTMAX, dev, cdt));
+  ct_free(Sk), ct_free(Pk);
+  return P;
+}
+
 static ct_tensor *attn_forward(ct_module *m, const ct_tensor *x) {
   attn_state *st = m->state;
   drop_saved(st);
@@ -86,37 +123,49 @@ static ct_tensor *attn_forward(ct_module *m, const ct_tensor *x) {
             ct_shape_str(ct_shape_of(x), sb, sizeof sb));
     return NULL;
   }
-  const ct_dtype dt = ct_dtype_of(x);
-  if (dt != CT_F32 && dt != CT_F64) {
-    ct_fail(CT_ERR_DTYPE, "CausalSelfAttention: not implemented for %s (float32 and float64 are)", ct_dtype_name(dt));
+  if (!ct_dtype_is_floating(ct_dtype_of(x))) {
+    ct_fail(CT_ERR_DTYPE, "CausalSelfAttention: expected a floating input, got %s", ct_dtype_name(ct_dtype_of(x)));
     return NULL;
   }
   const cti_backend *be = cti_backend_for("CausalSelfAttention", m->device);
   if (!be) return NULL;
   const int64_t B = ct_size(x, 0), T = ct_size(x, 1), nh = st->nh, hs = st->c / nh;
-  ct_tensor *qkv = ct_module_forward(c_attn(m), x); // (B, T, 3C)
+  ct_tensor *qkv = ct_module_forward(c_attn(m), x); // (B, T, 3C), in cdt
   ct_tensor *QKV = qkv ? to_heads(qkv, 3, B, T, nh, hs) : NULL;
   ct_free(qkv);
   // region: attention_forward
   ct_tensor *q = QKV ? head(QKV, 0) : NULL, *k = QKV ? head(QKV, 1) : NULL, *v = QKV ? head(QKV, 2) : NULL;
   ct_tensor *S = q && k && v ? bmm_t(q, k, false) : NULL; // (B*nh, T, T)
-  ct_tensor *P = S ? ct_empty_like(S, dt, m->device) : NULL;
-  int rc = P ? CT_OK : (int)ct_last_status();
-  if (!rc && B * nh * T > 0)
-    rc = be->transformer->softmax(dt, B * nh * T, T, true, 1.0 / sqrt((double)hs), ct_data_ptr(S), ct_data_ptr(P),
-                                  ct_current_stream(m->device));
-  ct_tensor *Yh = rc ? NULL : ct_bmm(P, v); // (B*nh, T, hs)
+  ct_tensor *P = S ? causal_softmax(be, S, B * nh * T, T, 1.0 / sqrt((double)hs), m->device) : NULL;
+  ct_tensor *Pm = P ? as_dtype(P, ct_dtype_of(v)) : NULL;      // matmul's operand
+  ct_tensor *Yh = Pm ? ct_bmm(Pm, v) : NULL;                    // (B*nh, T, hs)
   // endregion
-  ct_tensor *Y = Yh ? to_heads(Yh, 1, B, nh, T, hs) : NULL; // (1, B, T, nh, hs): the heads back in place
+  ct_tensor *Y = Yh ? to_heads(Yh, 1, B, nh, T, hs) : NULL;     // (1, B, T, nh, hs): the heads back in place
   ct_tensor *Y3 = Y ? ct_reshape(Y, CT_SHAPE(B, T, st->c)) : NULL;
   ct_tensor *out = Y3 ? ct_module_forward(c_proj(m), Y3) : NULL;
-  ct_free(q), ct_free(k), ct_free(v), ct_free(S), ct_free(Yh), ct_free(Y), ct_free(Y3);
+  ct_free(q), ct_free(k), ct_free(v), ct_free(S), ct_free(Pm), ct_free(Yh), ct_free(Y), ct_free(Y3);
   if (out && m->training) {
     st->qkv = QKV, st->att = P, st->b = B, st->t = T;
   } else {
     ct_free(QKV), ct_free(P);
   }
   return out;
+}
+
+// dS = softmax's backward for P (in its saved dtype) and dP (cdt), returned
+// in cdt; NULL with the error.
+static ct_tensor *causal_softmax_backward(const cti_backend *be, const ct_tensor *P, const ct_tensor *dP,
+                                          int64_t rows, int64_t T, double scale, ct_device dev) {
+  const ct_dtype cdt = ct_dtype_of(dP), kdt = kernel_dtype(cdt);
+  ct_tensor *Pk = as_dtype(P, kdt), *dPk = Pk ? as_dtype(dP, kdt) : NULL;
+  ct_tensor *dSk = dPk ? ct_empty_like(dPk, kdt, dev) : NULL;
+  int rc = dSk ? CT_OK : (int)ct_last_status();
+  if (!rc && rows > 0)
+    rc = be->transformer->softmax_backward(kdt, rows, T, scale, ct_data_ptr(Pk), ct_data_ptr(dPk), ct_data_ptr(dSk),
+                                           ct_current_stream(dev));
+  ct_tensor *dS = rc ? NULL : as_dtype(dSk, cdt);
+  ct_free(Pk), ct_free(dPk), ct_free(dSk);
+  return dS;
 }
 
 // Enters with dL/dy of the last training forward; leaves with c_proj's and
@@ -126,27 +175,25 @@ static int attn_grads(ct_module *m, const ct_tensor *g, ct_tensor **dx) {
   if (!st->qkv) return ct_fail(CT_ERR_VALUE, "CausalSelfAttention backward: no saved tensors (run forward in training mode first)");
   const cti_backend *be = cti_backend_for("CausalSelfAttention backward", m->device);
   if (!be) return ct_last_status();
-  const ct_dtype dt = ct_dtype_of(st->att);
+  const ct_dtype dt = ct_dtype_of(st->qkv); // cdt
   const int64_t B = st->b, T = st->t, nh = st->nh, hs = st->c / nh, C = st->c;
-  if (cti_nn_check_grad("CausalSelfAttention", g, CT_SHAPE(B, T, C), dt)) return ct_last_status();
-  ct_tensor *dY = ct_module_backward(c_proj(m), g); // (B, T, C)
+  if (cti_nn_check_grad("CausalSelfAttention", g, CT_SHAPE(B, T, C), ct_dtype_of(g))) return ct_last_status();
+  ct_tensor *dY = ct_module_backward(c_proj(m), g); // (B, T, C) in cdt: c_proj casts g to its output's dtype
   ct_tensor *dYh5 = dY ? to_heads(dY, 1, B, T, nh, hs) : NULL;
   ct_tensor *dYh = dYh5 ? head(dYh5, 0) : NULL; // (B*nh, T, hs)
   ct_free(dY), ct_free(dYh5);
   // region: attention_backward
   ct_tensor *q = head(st->qkv, 0), *k = head(st->qkv, 1), *v = head(st->qkv, 2); // (B*nh, T, hs) each
+  ct_tensor *Pm = as_dtype(st->att, dt);                       // P as the forward multiplied it
   ct_tensor *dP = NULL, *dv = NULL, *dS = NULL, *dq = NULL, *dk = NULL;
-  int rc = dYh && q && k && v ? CT_OK : (int)ct_last_status();
-  /* LAB BEGIN: from dYh and P = st->att: dP = dYh v^T, dv = P^T dYh, dS with the softmax_backward kernel, dq = dS k, dk = dS^T q (rc non-zero on a failure) | stub: rc = ct_fail(CT_ERR_VALUE, "CausalSelfAttention backward: exercise not written"); | test: unit.transformer_gradcheck, unit.transformer_torch, chapter.ch14 */
-  dP = rc ? NULL : bmm_t(dYh, v, false);          // dYh @ v^T
-  dv = rc ? NULL : bmm_t(st->att, dYh, true);     // P^T @ dYh
-  dS = dP ? ct_empty_like(dP, dt, m->device) : NULL;
+  int rc = dYh && q && k && v && Pm ? CT_OK : (int)ct_last_status();
+  /* LAB BEGIN: from dYh, P (st->att; Pm in the products' dtype), q, k, v: dP = dYh v^T, dv = P^T dYh, dS with causal_softmax_backward, dq = dS k, dk = dS^T q (rc non-zero on a failure) | stub: rc = ct_fail(CT_ERR_VALUE, "CausalSelfAttention backward: exercise not written"); | test: unit.transformer_gradcheck, unit.transformer_torch, chapter.ch14 */
+  dP = rc ? NULL : bmm_t(dYh, v, false);      // dYh @ v^T
+  dv = rc ? NULL : bmm_t(Pm, dYh, true);      // P^T @ dYh
+  dS = dP ? causal_softmax_backward(be, st->att, dP, B * nh * T, T, 1.0 / sqrt((double)hs), m->device) : NULL;
   if (!rc && !(dS && dv)) rc = ct_last_status();
-  if (!rc && B * nh * T > 0) // dS = P * (dP - rowsum(P * dP)) / sqrt(hs)
-    rc = be->transformer->softmax_backward(dt, B * nh * T, T, 1.0 / sqrt((double)hs), ct_data_ptr(st->att),
-                                           ct_data_ptr(dP), ct_data_ptr(dS), ct_current_stream(m->device));
-  dq = rc ? NULL : ct_bmm(dS, k);          // dS @ k
-  dk = dq ? bmm_t(dS, q, true) : NULL;     // dS^T @ q
+  dq = rc ? NULL : ct_bmm(dS, k);             // dS @ k
+  dk = dq ? bmm_t(dS, q, true) : NULL;        // dS^T @ q
   /* LAB END */
   // endregion
   // (dq, dk, dv) into dqkv (B, T, 3C), through its (3, B, nh, T, hs) view
@@ -162,7 +209,8 @@ static int attn_grads(ct_module *m, const ct_tensor *g, ct_tensor **dx) {
     rc = src ? ct_copy_(dst, src, false) : (int)ct_last_status();
     ct_free(dst), ct_free(src);
   }
-  ct_free(q), ct_free(k), ct_free(v), ct_free(dYh), ct_free(dP), ct_free(dv), ct_free(dS), ct_free(dq), ct_free(dk);
+  ct_free(q), ct_free(k), ct_free(v), ct_free(Pm), ct_free(dYh), ct_free(dP), ct_free(dv), ct_free(dS), ct_free(dq);
+  ct_free(dk);
   ct_free(v5), ct_free(pv);
   if (!rc) {
     if (dx) {
@@ -182,6 +230,10 @@ static ct_tensor *attn_backward(ct_module *m, const ct_tensor *g) {
 }
 
 static int attn_backward_params(ct_module *m, const ct_tensor *g) { return attn_grads(m, g, NULL); }
+
+const ct_tensor *cti_attention_probs(const ct_module *m) {
+  return m && m->ops == &attn_ops ? ((const attn_state *)m->state)->att : NULL;
+}
 
 static int attn_state_to(ct_module *m, ct_device device) {
   (void)device;

@@ -32,12 +32,12 @@
 // dtype (casting one of another), adds each chunk's dW and the db it
 // computes there into the float32 grads, and sums dx's columns (col2im) in
 // float32 before handing dx back in x's own dtype.
-#include "amp.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "autocast_policy.h"
 #include "backend.h"
 #include "conv_kernels.h"
 #include "error.h"
@@ -91,8 +91,9 @@ static ct_tensor *conv_forward_cast(ct_module *m, const ct_tensor *x_in, ct_tens
 static ct_tensor *conv_forward(ct_module *m, const ct_tensor *x_in) {
   conv_state *st = m->state;
   drop_saved(st);
-  ct_tensor *xc = ct_autocast_lower(x_in), *wc = xc ? ct_autocast_lower(m->own[0].value) : NULL;
-  ct_tensor *bc = wc && st->bias ? ct_autocast_lower(m->own[1].value) : NULL;
+  ct_tensor *xc = cti_autocast_cast(CTI_AC_CONV2D, x_in);
+  ct_tensor *wc = xc ? cti_autocast_cast(CTI_AC_CONV2D, m->own[0].value) : NULL;
+  ct_tensor *bc = wc && st->bias ? cti_autocast_cast(CTI_AC_CONV2D, m->own[1].value) : NULL;
   ct_tensor *y = wc && (bc || !st->bias) ? conv_forward_cast(m, xc, wc, bc) : NULL;
   if (y && m->training && st->x) {
     st->x_dtype = ct_dtype_of(x_in);

@@ -101,11 +101,12 @@ static int embedding_backward_params(ct_module *m, const ct_tensor *g) {
     return ct_fail(CT_ERR_SHAPE, "Embedding backward: grad_output of shape %s does not match %" PRId64
                    " indices of dim %" PRId64, ct_shape_str(want, a, sizeof a), n, st->c);
   }
-  if (cti_nn_check_grad("Embedding", g, want, dt)) return ct_last_status();
-  const cti_backend *be = cti_backend_for("Embedding backward", m->device);
-  if (!be) return ct_last_status();
-  ct_tensor *gc = ct_contiguous(g);
-  ct_tensor *dw = gc ? ct_empty(CT_SHAPE(st->v, st->c), dt, m->device) : NULL;
+  ct_tensor *gd = cti_nn_grad_as("Embedding", g, want, dt); // the output's (the weight's) dtype
+  const cti_backend *be = gd ? cti_backend_for("Embedding backward", m->device) : NULL;
+  ct_tensor *gc = be ? ct_contiguous(gd) : NULL;
+  ct_free(gd);
+  if (!gc) return ct_last_status();
+  ct_tensor *dw = ct_empty(CT_SHAPE(st->v, st->c), dt, m->device);
   int rc = dw ? CT_OK : (int)ct_last_status();
   if (!rc)
     rc = be->transformer->embedding_backward(dt, n, st->c, st->v, ct_data_ptr(st->idx), ct_data_ptr(gc),

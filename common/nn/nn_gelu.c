@@ -9,7 +9,9 @@
 //   none:  Phi(x) + x phi(x),  phi(x) = exp(-x^2/2) / sqrt(2 pi).
 // Training forward keeps x (a reference). One kernel entry does both
 // directions (transformer_kernels.h's gelu, dy NULL for forward). All four
-// floating dtypes (f16/bf16 compute in float, as torch's kernels).
+// floating dtypes (f16/bf16 compute in float, as torch's kernels). Not on
+// autocast's lists: it runs in its input's dtype (bfloat16 after an
+// autocast Linear), and a gradient of another dtype is cast to it.
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -59,8 +61,10 @@ static ct_tensor *gelu_backward(ct_module *m, const ct_tensor *g) {
     ct_fail(CT_ERR_VALUE, "GELU backward: no saved input (run forward in training mode first)");
     return NULL;
   }
-  if (cti_nn_check_grad("GELU", g, ct_shape_of(st->x), ct_dtype_of(st->x))) return NULL;
-  return gelu_run(m, st->x, g);
+  ct_tensor *gc = cti_nn_grad_as("GELU", g, ct_shape_of(st->x), ct_dtype_of(st->x));
+  ct_tensor *dx = gc ? gelu_run(m, st->x, gc) : NULL;
+  ct_free(gc);
+  return dx;
 }
 
 static void gelu_describe(const ct_module *m, char *buf, size_t len) {

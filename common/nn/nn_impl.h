@@ -95,6 +95,16 @@ int cti_param_accumulate_grad(ct_param *p, const ct_tensor *g);
 // Fails unless grad_output g has shape `want` and dtype dt, naming `kind`
 // ("LayerNorm backward: grad_output of shape (2, 3), expected (2, 4)").
 int cti_nn_check_grad(const char *kind, const ct_tensor *g, ct_shape want, ct_dtype dt); // nn_act.c
+// The same shape check for a module whose output may differ in dtype from
+// what its consumer's backward hands back (autocast: a bfloat16 branch summed
+// into a float32 residual gets a float32 gradient): g cast to the output's
+// dtype dt, as autograd's engine casts a gradient to its tensor's dtype (a
+// new reference either way; NULL with the error for a bad shape or a
+// non-floating g). nn_act.c
+ct_tensor *cti_nn_grad_as(const char *kind, const ct_tensor *g, ct_shape want, ct_dtype dt);
+// The attention probabilities a CausalSelfAttention's last training forward
+// saved (B*nh, T, T), or NULL: for tests of the dtypes autocast chose.
+const ct_tensor *cti_attention_probs(const ct_module *m); // nn_attention.c
 // Replaces *t (NULL is fine) by its copy on `device`, for a kind's state_to.
 int cti_nn_move(ct_tensor **t, ct_device device); // nn.c
 // Python's repr of a float, as torch prints eps and momentum: "1e-05",

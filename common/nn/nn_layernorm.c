@@ -12,10 +12,16 @@
 //   dweight = sum over rows of dy * xhat, dbias = sum over rows of dy.
 // Unlike BatchNorm there are no running statistics: eval computes the same
 // y. Tensors: "weight" (C) = 1, "bias" (C) = 0, as torch.
+//
+// layer_norm is on autocast's float32 list (autocast_policy.h): under
+// autocast a float16/bfloat16 input is widened to float32, y is float32, and
+// backward casts an incoming gradient to float32 and hands dx back in the
+// input's dtype. Outside autocast input and weight must share a dtype.
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "autocast_policy.h"
 #include "backend.h"
 #include "error.h"
 #include "nn_impl.h"
@@ -25,7 +31,8 @@
 typedef struct layernorm_state {
   int64_t c;
   double eps;
-  ct_tensor *x, *mean, *rstd; // of the last training forward, or NULL
+  ct_tensor *x, *mean, *rstd; // of the last training forward (x as computed in), or NULL
+  ct_dtype in_dtype;          // that forward's input dtype, for dx
 } layernorm_state;
 
 static void drop_saved(layernorm_state *st) {
@@ -43,22 +50,26 @@ static int check_input(ct_module *m, const ct_tensor *x) {
                    ct_shape_str(ct_shape_of(x), sb, sizeof sb));
   const ct_dtype dt = ct_dtype_of(x), wt = ct_dtype_of(cti_module_find(m, "weight")->value);
   if (dt != wt)
-    return ct_fail(CT_ERR_DTYPE, "LayerNorm: expected the input's dtype %s to match the weight's %s",
-                   ct_dtype_name(dt), ct_dtype_name(wt));
+    return ct_fail(CT_ERR_DTYPE, "LayerNorm: expected the input's dtype %s to match the weight's %s (under "
+                   "autocast a float16/bfloat16 input is widened to float32)", ct_dtype_name(dt), ct_dtype_name(wt));
   if (dt != CT_F32 && dt != CT_F64)
     return ct_fail(CT_ERR_DTYPE, "LayerNorm: not implemented for %s (float32 and float64 are)", ct_dtype_name(dt));
   return CT_OK;
 }
 
-static ct_tensor *layernorm_forward(ct_module *m, const ct_tensor *x_in) {
+static ct_tensor *layernorm_forward(ct_module *m, const ct_tensor *x_given) {
   layernorm_state *st = m->state;
   drop_saved(st);
-  if (check_input(m, x_in)) return NULL;
-  const cti_backend *be = cti_backend_for("LayerNorm", m->device);
-  if (!be) return NULL;
+  ct_tensor *x_in = cti_autocast_cast(CTI_AC_LAYER_NORM, x_given); // autocast: half -> float32
+  const cti_backend *be = x_in && !check_input(m, x_in) ? cti_backend_for("LayerNorm", m->device) : NULL;
+  if (!be) {
+    ct_free(x_in);
+    return NULL;
+  }
   const ct_dtype dt = ct_dtype_of(x_in);
   const int64_t n = ct_numel(x_in) / (st->c > 0 ? st->c : 1);
   ct_tensor *x = ct_contiguous(x_in);
+  ct_free(x_in);
   ct_tensor *y = x ? ct_empty_like(x, dt, m->device) : NULL;
   ct_tensor *mean = y ? ct_empty(CT_SHAPE(n), dt, m->device) : NULL;
   ct_tensor *rstd = mean ? ct_empty(CT_SHAPE(n), dt, m->device) : NULL;
@@ -72,7 +83,7 @@ static ct_tensor *layernorm_forward(ct_module *m, const ct_tensor *x_in) {
     if (rc) ct_free(y), y = NULL;
     return y;
   }
-  st->x = x, st->mean = mean, st->rstd = rstd;
+  st->x = x, st->mean = mean, st->rstd = rstd, st->in_dtype = ct_dtype_of(x_given);
   return y;
 }
 
@@ -83,13 +94,14 @@ static ct_tensor *layernorm_backward(ct_module *m, const ct_tensor *gy_in) {
     return NULL;
   }
   const ct_dtype dt = ct_dtype_of(st->x);
-  if (cti_nn_check_grad("LayerNorm", gy_in, ct_shape_of(st->x), dt)) return NULL;
-  const cti_backend *be = cti_backend_for("LayerNorm backward", m->device);
-  if (!be) return NULL;
+  ct_tensor *gd = cti_nn_grad_as("LayerNorm", gy_in, ct_shape_of(st->x), dt); // y's dtype
+  const cti_backend *be = gd ? cti_backend_for("LayerNorm backward", m->device) : NULL;
+  ct_tensor *gy = be ? ct_contiguous(gd) : NULL;
+  ct_free(gd);
+  if (!gy) return NULL;
   ct_param *pw = cti_module_find(m, "weight"), *pb = cti_module_find(m, "bias");
   const int64_t c = st->c, n = ct_numel(st->x) / (c > 0 ? c : 1);
-  ct_tensor *gy = ct_contiguous(gy_in);
-  ct_tensor *dx = gy ? ct_empty_like(st->x, dt, m->device) : NULL;
+  ct_tensor *dx = ct_empty_like(st->x, dt, m->device);
   ct_tensor *dw = dx ? ct_empty(CT_SHAPE(c), dt, m->device) : NULL;
   ct_tensor *db = dw ? ct_empty(CT_SHAPE(c), dt, m->device) : NULL;
   ct_tensor *work = db ? ct_empty(CT_SHAPE(cti_layernorm_work_bytes(dt, n, c)), CT_U8, m->device) : NULL;
@@ -103,6 +115,11 @@ static ct_tensor *layernorm_backward(ct_module *m, const ct_tensor *gy_in) {
   if (!rc) rc = cti_param_accumulate_grad(pb, db);
   ct_free(gy), ct_free(dw), ct_free(db), ct_free(work);
   if (rc) ct_free(dx), dx = NULL;
+  if (dx && st->in_dtype != dt) { // the backward of autocast's widening
+    ct_tensor *dxc = ct_to_dtype(dx, st->in_dtype);
+    ct_free(dx);
+    dx = dxc;
+  }
   return dx;
 }
 

@@ -19,12 +19,12 @@
 // a gradient to its input's dtype), adds dW and db, computed in that dtype,
 // into the float32 grads (the cast's backward), and hands dx back in x's
 // own dtype.
-#include "amp.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "autocast_policy.h"
 #include "error.h"
 #include "nn_impl.h"
 #include "ops.h"
@@ -57,8 +57,8 @@ static ct_tensor *linear_forward(ct_module *m, const ct_tensor *x) {
     return NULL;
   }
   // autocast: the eligible operands in its dtype (new references either way)
-  ct_tensor *xc = ct_autocast_lower(x), *wc = xc ? ct_autocast_lower(w) : NULL;
-  ct_tensor *bc = wc && st->bias ? ct_autocast_lower(bias_of(m)->value) : NULL;
+  ct_tensor *xc = cti_autocast_cast(CTI_AC_LINEAR, x), *wc = xc ? cti_autocast_cast(CTI_AC_LINEAR, w) : NULL;
+  ct_tensor *bc = wc && st->bias ? cti_autocast_cast(CTI_AC_LINEAR, bias_of(m)->value) : NULL;
   if (!wc || (st->bias && !bc)) {
     ct_free(xc), ct_free(wc);
     return NULL;

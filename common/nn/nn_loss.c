@@ -18,10 +18,11 @@
 //       error; ct_cross_entropy below, for language models, has it.)
 // ct_cross_entropy: F.cross_entropy of (*, V) logits with ignore_index, the
 //       mean over the rows not ignored, through the transformer family's
-//       fused kernel (see its comment).
+//       fused kernel (see its comment). GPT's bfloat16 logits under autocast
+//       take the float32 route below.
 //
 // Half-precision input (float16/bfloat16) is computed in float32, widened
-// first. Under autocast, where both losses are on PyTorch's float32 list,
+// first. Under autocast, where the losses are on PyTorch's float32 list,
 // the loss and the gradient stay float32 (the backward of the widening, in
 // the module that made the input, casts the gradient down); outside it (a
 // model.half()) they are rounded to the input's dtype, as a half-precision
@@ -30,7 +31,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "amp.h"
+#include "autocast_policy.h"
 #include "backend.h"
 #include "error.h"
 #include "nn.h"
@@ -51,26 +52,28 @@ static ct_tensor *widen(const ct_tensor *x) {
   return dt == CT_F16 || dt == CT_BF16 ? ct_to_dtype(x, CT_F32) : ct_retain((ct_tensor *)x);
 }
 
-// A float32 result for an input of dtype `in` on device d: kept under
-// autocast, rounded to `in` outside it (consumes t).
-static ct_tensor *answer(ct_tensor *t, ct_dtype in, ct_device d) {
-  if (!t || ct_dtype_of(t) == in || ct_autocast_wants_f32(d, in)) return t;
+// A float32 result for an input of dtype `in` on device d: kept where op's
+// autocast row (autocast_policy.h) computes in float32, rounded to `in`
+// outside autocast (consumes t).
+static ct_tensor *answer(ct_tensor *t, cti_autocast_op op, ct_dtype in, ct_device d) {
+  if (!t || ct_dtype_of(t) == in || cti_autocast_dtype(op, d, in) == CT_F32) return t;
   ct_tensor *c = ct_to_dtype(t, in);
   ct_free(t);
   return c;
 }
 
-// Runs `loss` on the widened input and answers in the input's dtype.
-typedef ct_tensor *(*loss_fn)(const ct_tensor *x, const ct_tensor *target, ct_tensor **grad);
-static ct_tensor *half_loss(loss_fn loss, const ct_tensor *x, const ct_tensor *target, ct_tensor **grad) {
+// Runs `loss` on the widened input and answers as op's row says.
+typedef ct_tensor *(*loss_fn)(const ct_tensor *x, const ct_tensor *target, int64_t ignore_index, ct_tensor **grad);
+static ct_tensor *half_loss(cti_autocast_op op, loss_fn loss, const ct_tensor *x, const ct_tensor *target,
+                            int64_t ignore_index, ct_tensor **grad) {
   ct_tensor *xw = widen(x);
   ct_tensor *g = NULL;
-  ct_tensor *l = xw ? loss(xw, target, grad ? &g : NULL) : NULL;
+  ct_tensor *l = xw ? loss(xw, target, ignore_index, grad ? &g : NULL) : NULL;
   ct_free(xw);
   const ct_dtype in = ct_dtype_of(x);
   const ct_device d = ct_device_of(x);
-  l = answer(l, in, d);
-  g = l ? answer(g, in, d) : (ct_free(g), NULL);
+  l = answer(l, op, in, d);
+  g = l ? answer(g, op, in, d) : (ct_free(g), NULL);
   if (grad && l && !g) {
     ct_free(l);
     l = NULL;
@@ -83,9 +86,21 @@ static bool half(const ct_tensor *t) {
   return t && (ct_dtype_of(t) == CT_F16 || ct_dtype_of(t) == CT_BF16);
 }
 
+static ct_tensor *mse_fn(const ct_tensor *x, const ct_tensor *t, int64_t ignore_index, ct_tensor **g) {
+  (void)ignore_index;
+  return ct_mse_loss(x, t, g);
+}
+static ct_tensor *ce_fn(const ct_tensor *x, const ct_tensor *t, int64_t ignore_index, ct_tensor **g) {
+  (void)ignore_index;
+  return ct_cross_entropy_loss(x, t, g);
+}
+static ct_tensor *lm_ce_fn(const ct_tensor *x, const ct_tensor *t, int64_t ignore_index, ct_tensor **g) {
+  return ct_cross_entropy(x, t, ignore_index, g);
+}
+
 ct_tensor *ct_mse_loss(const ct_tensor *pred, const ct_tensor *target, ct_tensor **grad) {
   if (half(pred) && target && ct_device_eq(ct_device_of(pred), ct_device_of(target)))
-    return half_loss(ct_mse_loss, pred, target, grad);
+    return half_loss(CTI_AC_MSE_LOSS, mse_fn, pred, target, 0, grad);
   static const char *op = "ct_mse_loss";
   if (grad) *grad = NULL;
   if (!pred || !target) {
@@ -125,7 +140,7 @@ ct_tensor *ct_mse_loss(const ct_tensor *pred, const ct_tensor *target, ct_tensor
 
 ct_tensor *ct_cross_entropy_loss(const ct_tensor *logits, const ct_tensor *target, ct_tensor **grad) {
   static const char *op = "ct_cross_entropy_loss";
-  if (half(logits)) return half_loss(ct_cross_entropy_loss, logits, target, grad);
+  if (half(logits)) return half_loss(CTI_AC_CROSS_ENTROPY, ce_fn, logits, target, 0, grad);
   if (grad) *grad = NULL;
   if (!logits || !target) {
     ct_fail(CT_ERR_VALUE, "%s: NULL tensor", op);
@@ -200,9 +215,11 @@ ct_tensor *ct_cross_entropy(const ct_tensor *logits, const ct_tensor *target, in
     return NULL;
   }
   if (same_device(op, logits, target)) return NULL;
+  if (half(logits)) return half_loss(CTI_AC_CROSS_ENTROPY, lm_ce_fn, logits, target, ignore_index, grad);
   const ct_dtype dt = ct_dtype_of(logits);
   if (dt != CT_F32 && dt != CT_F64) {
-    ct_fail(CT_ERR_DTYPE, "%s: logits must be float32 or float64, got %s", op, ct_dtype_name(dt));
+    ct_fail(CT_ERR_DTYPE, "%s: logits must be floating (float16, bfloat16, float32, float64), got %s", op,
+            ct_dtype_name(dt));
     return NULL;
   }
   if (ct_dtype_of(target) != CT_I64) {

@@ -9,7 +9,10 @@
 // numbers as int64); backward sends each output's gradient to that
 // position, summing where windows overlap (s < k). The maximum follows
 // torch's CPU rule: the first of equal values wins, a NaN always wins.
-// No parameters, no buffers.
+// All four floating dtypes: float16 and bfloat16 (an activation under
+// autocast, where pooling runs in its input's dtype) compare in float and
+// sum overlapping gradients in float, rounded once. A gradient of another
+// floating dtype is cast to the forward's. No parameters, no buffers.
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,7 @@ typedef struct pool_state {
   int k, stride;
   ct_tensor *idx;     // (planes, Ho, Wo) int32 of the last training forward, or NULL
   ct_shape in_shape;  // its input's shape
+  ct_dtype dt;        // and dtype
   cti_pool_geom g;
 } pool_state;
 
@@ -43,8 +47,8 @@ static ct_tensor *pool_forward(ct_module *m, const ct_tensor *x_in) {
     return NULL;
   }
   const ct_dtype dt = ct_dtype_of(x_in);
-  if (dt != CT_F32 && dt != CT_F64) {
-    ct_fail(CT_ERR_DTYPE, "MaxPool2d: not implemented for %s (float32 and float64 are)",
+  if (!ct_dtype_is_floating(dt)) {
+    ct_fail(CT_ERR_DTYPE, "MaxPool2d: \"max_pool2d\" not implemented for '%s' (a floating input is)",
             ct_dtype_name(dt));
     return NULL;
   }
@@ -79,6 +83,7 @@ static ct_tensor *pool_forward(ct_module *m, const ct_tensor *x_in) {
   }
   st->idx = idx;
   st->in_shape = s;
+  st->dt = dt;
   st->g = g;
   return y;
 }
@@ -96,7 +101,7 @@ static ct_tensor *pool_backward(ct_module *m, const ct_tensor *gy_in) {
             ct_shape_str(want, sa, sizeof sa), ct_shape_str(ct_shape_of(gy_in), sb, sizeof sb));
     return NULL;
   }
-  const ct_dtype dt = ct_dtype_of(gy_in);
+  const ct_dtype dt = st->dt;
   const ct_device dev = ct_device_of(st->idx);
   if (!ct_device_eq(ct_device_of(gy_in), dev)) {
     ct_fail(CT_ERR_DEVICE, "MaxPool2d: backward got a gradient on another device than its forward");
@@ -104,7 +109,12 @@ static ct_tensor *pool_backward(ct_module *m, const ct_tensor *gy_in) {
   }
   const cti_backend *be = cti_backend_for("MaxPool2d", dev);
   if (!be) return NULL;
-  ct_tensor *gy = ct_contiguous(gy_in);
+  if (!ct_dtype_is_floating(ct_dtype_of(gy_in))) {
+    ct_fail(CT_ERR_DTYPE, "MaxPool2d: backward expected a floating gradient, got %s",
+            ct_dtype_name(ct_dtype_of(gy_in)));
+    return NULL;
+  }
+  ct_tensor *gy = ct_dtype_of(gy_in) == dt ? ct_contiguous(gy_in) : ct_to_dtype(gy_in, dt);
   ct_tensor *dx = gy ? ct_empty(st->in_shape, dt, dev) : NULL;
   int rc = dx ? CT_OK : (int)ct_last_status();
   if (rc == CT_OK && st->g.planes > 0)

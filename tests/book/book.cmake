@@ -55,3 +55,29 @@ foreach(check reader fonts search overflow)
   set_tests_properties(book.${check} PROPERTIES FIXTURES_REQUIRED ct_book TIMEOUT 600 LABELS book
                        SKIP_RETURN_CODE 77)
 endforeach()
+
+# The performance appendix (tests/book/check_appendix.py; tools/book_appendix.py builds it):
+#   book.appendix_text    every row id of tools/bench (CPU and GPU rows) has its title and paragraph
+#                         in book/performance.json in both languages, none stale; a row without one
+#                         is named with the fix; pages made from fixture recordings list the GPU
+#                         rows not yet measured (no build needed)
+#   book.appendix         performance.html in both editions: its tables' numbers equal the latest
+#                         recording's of each device, row by row; the figure exists and is shown;
+#                         every GPU row "not yet measured on a GPU" without a GPU recording; linked
+#                         from the landing page, the contents, the navigation bar and the last chapter
+#   book.appendix_pdf     both PDFs hold the appendix, its ratios and its unmeasured rows
+#   book.appendix_search  each edition's search page finds the appendix (Chromium)
+# book.html, book.pdf and book.overflow check this page as every other (links, ':::', figure text,
+# 390 px).
+add_test(NAME book.appendix_text COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_appendix.py text ${PROJECT_SOURCE_DIR})
+set_tests_properties(book.appendix_text PROPERTIES LABELS book TIMEOUT 120)
+foreach(check html pdf search)
+  if(check STREQUAL "html")
+    set(_name book.appendix)
+  else()
+    set(_name book.appendix_${check})
+  endif()
+  add_test(NAME ${_name}
+           COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_appendix.py ${check} ${PROJECT_SOURCE_DIR} ${CT_BOOK_OUT})
+  set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED ct_book TIMEOUT 600 LABELS book SKIP_RETURN_CODE 77)
+endforeach()

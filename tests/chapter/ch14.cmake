@@ -9,6 +9,7 @@
 #   chapter.ch14_badflag   bad corpus, preset, sizes, --generate files, prompt: clear error, exit 1/2
 #   chapter.ch14_resume    Ctrl-C with --save, --resume: later losses and final tensors bit-identical
 #   chapter.ch14_graphs    --graphs (CPU recorder): losses bit-identical to eager
+#   chapter.ch14_amp       --amp bf16/fp16: float32's losses within the dtype's rounding; fp16 resumes exactly
 #   chapter.ch14_twin      ch14_pytorch.py --quick: the C program's corpus, vocabulary, parameter count
 #   chapter.ch14_twin_agree  from ./ch14 --save-init: 20 losses within 1e-4 relative (float32); C's
 #                          checkpoint samples the same text in both (greedy and C's Philox draws);
@@ -24,7 +25,7 @@ set(CT_CH14_BIN $<TARGET_FILE:ch14_gpt>)
 set(CT_CH14_CHECK ${CMAKE_CURRENT_LIST_DIR}/check_ch14.py)
 set(CT_CH14_WORK ${CMAKE_BINARY_DIR}/ch14_test)
 
-foreach(mode report badflag resume graphs)
+foreach(mode report badflag resume graphs amp)
   if(mode STREQUAL "report")
     set(name chapter.ch14)
   else()

@@ -7,7 +7,9 @@ usage: check_bench.py TOOLS_BENCH BUILD_DIR TORCH_PYTHON
 Runs `tools/bench --quick --only ch05 --device cpu` on the chapters of
 BUILD_DIR (ch05 and its twin under TORCH_PYTHON) and checks only that the
 Markdown report and the JSON are written and that the ch05 steps/s row
-carries numeric figures and a numeric ratio. It asserts no speed: the
+carries numeric figures, a numeric ratio and its id, that the JSON holds the
+header facts (device, driver, CUDA, PyTorch, date, commit, load, mode), and
+that the same JSON is written beside the report. It asserts no speed: the
 targets are measured, not asserted (see tools/bench). Exit 77 where
 TORCH_PYTHON cannot import torch, or ch05 is not built.
 """
@@ -33,8 +35,8 @@ def main():
         return 77
     work = os.path.join(build, "bench-smoke")
     os.makedirs(work, exist_ok=True)
-    md, js = os.path.join(work, "report.md"), os.path.join(work, "report.json")
-    for f in (md, js):
+    md, js = os.path.join(work, "report.md"), os.path.join(work, "report-copy.json")
+    for f in (md, js, os.path.splitext(md)[0] + ".json"):
         if os.path.exists(f):
             os.unlink(f)
     env = dict(os.environ)
@@ -61,6 +63,22 @@ def main():
         fail("ch05 row: ratio is not C / PyTorch")
     if r.get("met") not in ("yes", "no"):
         fail(f"ch05 row: met is {r.get('met')!r}")
+    if r.get("id") != "ch05.steps":
+        fail(f"ch05 row: id is {r.get('id')!r}, expected 'ch05.steps' (the appendix keys its text by it)")
+    facts = ("device", "device_slug", "driver", "cuda", "torch", "date", "commit", "load_start", "load_end", "mode")
+    missing = [k for k in facts if doc.get(k) in (None, "")]
+    if missing:
+        fail(f"the JSON lacks the header facts {missing}")
+    if doc["mode"] != "quick":
+        fail(f"mode is {doc['mode']!r} for a --quick run")
+    ids = [x.get("id") for x in doc.get("rows", [])]
+    if None in ids:
+        fail("a row of the JSON has no id")
+    # the JSON beside the report: the same document
+    beside = os.path.splitext(md)[0] + ".json"
+    with open(beside, encoding="utf-8") as f:
+        if json.load(f).get("rows") != doc["rows"]:
+            fail(f"{beside} does not hold the report's rows")
     with open(md, encoding="utf-8") as f:
         text = f.read()
     for needle in ("# Bench:", "| Commit |", "| Threads |", "ch05 training steps/s", "## Commands",

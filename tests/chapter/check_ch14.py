@@ -20,6 +20,9 @@ usage:
                                                     flags refused
     check_ch14.py graphs CH14 WORKDIR               --graphs (the CPU recorder here): losses bit-identical
                                                     to the eager run's
+    check_ch14.py amp CH14 WORKDIR                  --amp bf16 and fp16: the float32 run's losses within
+                                                    the low dtype's rounding, still learning; fp16's
+                                                    GradScaler state survives --resume bit for bit
     check_ch14.py ddp CH14 LAUNCH WORKDIR           tools/launch, 2 ranks of batch 8: the step losses of
                                                     one process with batch 16, within float rounding
     check_ch14.py twin CH14 PYTHON TWIN WORKDIR     ch14_pytorch.py --quick: its corpus, vocabulary and
@@ -373,6 +376,43 @@ def cmd_graphs(ch14, work):
     print("PASS")
 
 
+def cmd_amp(ch14, work):
+    os.makedirs(work, exist_ok=True)
+    runs = {}
+    for amp in ("off", "bf16", "fp16"):
+        mp = fresh(os.path.join(work, f"{amp}.json"))
+        r = run([ch14, "--device", "cpu", "--quick", "--amp", amp, "--metrics", mp])
+        expect(r.returncode == 0, f"--amp {amp}: exit {r.returncode}", r)
+        runs[amp] = load_metrics(mp)
+    f32 = runs["off"]["step_losses"]
+    # bfloat16 keeps 8 significant bits (rounding 2^-9 relative), float16 11 (2^-12): each
+    # product's rounding moves a loss by about that much, and 40 steps of training let it grow.
+    for amp, tol in (("bf16", 3e-2), ("fp16", 5e-3)):
+        got = runs[amp]["step_losses"]
+        worst = max(abs(a - b) / abs(b) for a, b in zip(got, f32))
+        expect(len(got) == len(f32) and worst < tol, f"--amp {amp}: losses {worst:.2e} relative from float32's")
+        expect(got != f32, f"--amp {amp}: losses bit-identical to float32's: autocast did nothing")
+        vl = runs[amp]["val_loss"]
+        expect(vl[-1] < vl[0] - 0.4, f"--amp {amp}: val loss went {vl}")
+        print(f"--amp {amp}: losses within {worst:.1e} of float32's (bound {tol}), val {vl[0]:.3f} -> {vl[-1]:.3f}")
+    # fp16 resume: the GradScaler's scale and growth tracker travel in the checkpoint.
+    flags = [ch14, "--device", "cpu", "--quick", "--amp", "fp16", "--max-iters", "30"]
+    cut, ma, mc = (fresh(os.path.join(work, n)) for n in ("cut.safetensors", "a.json", "c.json"))
+    r = run(flags + ["--metrics", ma])
+    expect(r.returncode == 0, "fp16: the uninterrupted run", r)
+    env = dict(os.environ, CT_TEST_SIGINT_AFTER="11")
+    r = subprocess.run(flags + ["--save", cut], capture_output=True, text=True, env=env, timeout=280)
+    expect(r.returncode == 130, f"fp16: Ctrl-C exit {r.returncode}", r)
+    meta, _ = read_safetensors(cut)
+    expect("scaler.scale" in meta, f"fp16: no GradScaler state in the checkpoint's metadata {sorted(meta)}")
+    r = run(flags + ["--resume", cut, "--metrics", mc])
+    expect(r.returncode == 0, "fp16: --resume", r)
+    a, c = load_metrics(ma)["step_losses"][11:30], load_metrics(mc)["step_losses"]
+    expect(a == c, f"fp16 resumed: losses {c[:3]}... against {a[:3]}...")
+    print(f"--amp fp16 resumed after step 10: {len(c)} losses bit-identical (scale {meta['scaler.scale']})")
+    print("PASS")
+
+
 def cmd_ddp(ch14, launch, work):
     if not shutil.which("mpirun"):
         skip("no mpirun (Open MPI) here")
@@ -415,7 +455,7 @@ def cmd_gpu(ch14, work, have_cuda):
 
 def main(argv):
     return chaptertest.dispatch(argv, {"report": (cmd_report, 2), "badflag": (cmd_badflag, 2),
-                                       "resume": (cmd_resume, 2), "graphs": (cmd_graphs, 2),
+                                       "resume": (cmd_resume, 2), "graphs": (cmd_graphs, 2), "amp": (cmd_amp, 2),
                                        "ddp": (cmd_ddp, 3), "gpu": (cmd_gpu, 3), "twin": (cmd_twin, 4),
                                        "twin_agree": (cmd_twin_agree, 4)}, __doc__)
 

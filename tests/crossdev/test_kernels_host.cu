@@ -228,8 +228,55 @@ template <class T> static void check_pool(int64_t planes, int64_t h, int64_t w, 
   free(x), free(y_cpu), free(y_cuda), free(i_cpu), free(i_cuda), free(dy), free(dx_cpu), free(dx_cuda);
 }
 
+// float16 / bfloat16: the CUDA body against the CPU bit for bit, and both
+// against the float32 kernels on the widened values (the maximum is exact;
+// dx is float32's sum rounded once).
+static void check_pool16(int64_t planes, int64_t h, int64_t w, int64_t k, int64_t s, ct_dtype dt) {
+  cti_pool_geom g = {planes, h, w, k, s, (h - k) / s + 1, (w - k) / s + 1};
+  const int64_t nx = planes * h * w, ny = planes * g.ho * g.wo;
+  const bool bf = dt == CT_BF16;
+  uint16_t *x = rand_half(dt, nx, -1, 1);
+  for (int64_t i = 0; i < nx; i += 5) x[i] = x[i / 2]; // ties inside and across windows
+  x[nx / 3] = bf ? 0x7fc0 : 0x7e00;                    // a NaN wins its windows
+  float *xf = (float *)malloc((size_t)nx * sizeof(float)), *yf = (float *)poisoned(ny * 4);
+  for (int64_t i = 0; i < nx; ++i) xf[i] = bf ? ct_bf16_to_f32(x[i]) : ct_f16_to_f32(x[i]);
+  uint16_t *y_cpu = (uint16_t *)poisoned(ny * 2), *y_cuda = (uint16_t *)poisoned(ny * 2);
+  int32_t *i_cpu = (int32_t *)poisoned(ny * 4), *i_cuda = (int32_t *)poisoned(ny * 4);
+  int32_t *i_f = (int32_t *)poisoned(ny * 4);
+  TU_OK(cti_cpu_conv_kernels.maxpool_forward(dt, &g, x, y_cpu, i_cpu, NULL));
+  TU_OK(cti_maxpool_forward_run(host, dt, &g, x, y_cuda, i_cuda));
+  TU_OK(cti_cpu_conv_kernels.maxpool_forward(CT_F32, &g, xf, yf, i_f, NULL));
+  assert_same(y_cpu, y_cuda, ny, "maxpool forward (16-bit)");
+  assert_same(i_cpu, i_cuda, ny, "maxpool forward indices (16-bit)");
+  assert_same(i_cpu, i_f, ny, "maxpool forward indices (16-bit vs float32)");
+  for (int64_t i = 0; i < ny; ++i)
+    if (y_cpu[i] != x[i_f[i] + (i / (g.ho * g.wo)) * h * w])
+      fail_msg("maxpool forward (16-bit): output %lld is not the float32 argmax's element", (long long)i);
+  uint16_t *dy = rand_half(dt, ny, -1, 1);
+  float *dyf = (float *)malloc((size_t)ny * sizeof(float)), *dxf = (float *)poisoned(nx * 4);
+  for (int64_t i = 0; i < ny; ++i) dyf[i] = bf ? ct_bf16_to_f32(dy[i]) : ct_f16_to_f32(dy[i]);
+  uint16_t *dx_cpu = (uint16_t *)poisoned(nx * 2), *dx_cuda = (uint16_t *)poisoned(nx * 2);
+  TU_OK(cti_cpu_conv_kernels.maxpool_backward(dt, &g, dy, i_cpu, dx_cpu, NULL));
+  TU_OK(cti_maxpool_backward_run(host, dt, &g, dy, i_cpu, dx_cuda));
+  TU_OK(cti_cpu_conv_kernels.maxpool_backward(CT_F32, &g, dyf, i_cpu, dxf, NULL));
+  assert_same(dx_cpu, dx_cuda, nx, "maxpool backward (16-bit)");
+  for (int64_t i = 0; i < nx; ++i) {
+    const uint16_t want = bf ? ct_f32_to_bf16(dxf[i]) : ct_f32_to_f16(dxf[i]);
+    if (dx_cpu[i] != want)
+      fail_msg("maxpool backward (16-bit): dx %lld is 0x%04x, float32's sum rounded is 0x%04x", (long long)i,
+               dx_cpu[i], want);
+  }
+  free(x), free(xf), free(yf), free(y_cpu), free(y_cuda), free(i_cpu), free(i_cuda), free(i_f);
+  free(dy), free(dyf), free(dxf), free(dx_cpu), free(dx_cuda);
+}
+
 static void test_maxpool(void **state) {
   (void)state;
+  for (ct_dtype dt : {CT_F16, CT_BF16}) {
+    check_pool16(6, 8, 8, 2, 2, dt);
+    check_pool16(4, 7, 9, 3, 2, dt); // overlapping windows: dx sums in float
+    check_pool16(3, 6, 5, 3, 1, dt);
+  }
   check_pool<float>(6, 8, 8, 2, 2, CT_F32);  // the CPU's 2x2 / stride-2 fast path
   check_pool<double>(6, 8, 8, 2, 2, CT_F64);
   check_pool<float>(4, 7, 9, 3, 2, CT_F32);  // overlapping windows

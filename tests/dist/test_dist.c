@@ -7,13 +7,17 @@
 // per-rank inputs; DDP against the same model trained in this very process on
 // the whole global batch (every rank's rows), which is what N ranks of batch
 // B must equal: one process with batch N*B (PyTorch's guarantee, within
-// 1e-5 relative); no_sync accumulation against the large batch's gradient.
+// 1e-5 relative); no_sync accumulation against the large batch's gradient;
+// a GPT block run module by module (tests/tu_gpt.h: a ModuleDict root,
+// lm_head tied to wte) through ct_ddp_allreduce_grads against the mean of
+// its float64 gradients over every rank's batch, computed here.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ct.h"
+#include "tu_gpt.h"
 
 static int rank_ = -1, failures = 0;
 
@@ -221,6 +225,133 @@ static void test_no_sync(ct_process_group *pg) {
   ct_module_free(m), ct_module_free(ref);
 }
 
+// ---- a hand-written model: tu_gpt and ct_ddp_allreduce_grads -----------------------------------
+#define GPT_V 13
+#define GPT_T 6
+#define GPT_C 192 // 1.8 MB of parameters: past the first bucket's 1 MiB
+#define GPT_NH 4
+#define GPT_B 3
+
+// Rank k's batch: (GPT_B, GPT_T) token ids and targets from a fixed LCG (one
+// target ignored), the same on every rank.
+static void gpt_batch(int k, ct_device d, ct_tensor **idx, ct_tensor **tgt) {
+  int64_t a[GPT_B * GPT_T], b[GPT_B * GPT_T];
+  uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1);
+  for (int i = 0; i < GPT_B * GPT_T; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    a[i] = (int64_t)((s >> 33) % GPT_V);
+    b[i] = (int64_t)((s >> 17) % GPT_V);
+  }
+  b[k % (GPT_B * GPT_T)] = -100;
+  ct_tensor *ha = ct_from_host(a, CT_SHAPE(GPT_B, GPT_T), CT_I64, ct_device_cpu());
+  ct_tensor *hb = ct_from_host(b, CT_SHAPE(GPT_B, GPT_T), CT_I64, ct_device_cpu());
+  *idx = ct_to_device(ha, d), *tgt = ct_to_device(hb, d);
+  ct_free(ha), ct_free(hb);
+}
+
+// One forward and backward of g on rank k's batch: grads accumulate.
+static void gpt_step(tu_gpt *g, int k, ct_device d) {
+  ct_tensor *idx = NULL, *tgt = NULL, *loss = NULL, *dl = NULL;
+  gpt_batch(k, d, &idx, &tgt);
+  ct_tensor *logits = tu_gpt_forward(g, idx, tgt, &loss, &dl);
+  tu_gpt_backward(g, dl);
+  ct_free(idx), ct_free(tgt), ct_free(loss), ct_free(dl), ct_free(logits);
+}
+
+// t's elements as doubles (caller frees), or NULL.
+static double *host_f64(const ct_tensor *t) {
+  ct_tensor *c = t ? ct_cpu(t) : NULL;
+  ct_tensor *f = c ? ct_to_dtype(c, CT_F64) : NULL;
+  double *h = f ? malloc((size_t)ct_numel(f) * sizeof *h + 1) : NULL;
+  if (h) memcpy(h, ct_data_ptr(f), (size_t)ct_numel(f) * sizeof *h);
+  ct_free(c), ct_free(f);
+  return h;
+}
+
+// max |a - b| over two models' parameters (values, or grads), and max |b|.
+static double gpt_diff(ct_module *a, ct_module *b, bool grads, double *scale) {
+  int na = 0, nb = 0;
+  ct_param **pa = ct_module_parameters(a, &na), **pb = ct_module_parameters(b, &nb);
+  double diff = na == nb ? 0 : INFINITY;
+  *scale = 0;
+  for (int i = 0; i < na && i < nb; ++i) {
+    const ct_tensor *ta = grads ? pa[i]->grad : pa[i]->value, *tb = grads ? pb[i]->grad : pb[i]->value;
+    double *u = host_f64(ta), *v = host_f64(tb);
+    for (int64_t e = 0; u && v && e < ct_numel(ta); ++e)
+      diff = fmax(diff, fabs(u[e] - v[e])), *scale = fmax(*scale, fabs(v[e]));
+    if (!u || !v || ct_numel(ta) != ct_numel(tb)) diff = INFINITY;
+    free(u), free(v);
+  }
+  return diff;
+}
+
+static void test_ddp_gpt(ct_process_group *pg) {
+  const int r = ct_dist_get_rank(pg), w = ct_dist_get_world_size(pg);
+  const ct_device d = ct_dist_device(pg);
+  tu_gpt g, ref;
+  ct_manual_seed(300 + (uint64_t)r); // different starts: DDP broadcasts rank 0's, the tied weight included
+  tu_gpt_init(&g, GPT_V, GPT_T, GPT_C, GPT_NH);
+  ct_manual_seed(300);
+  tu_gpt_init(&ref, GPT_V, GPT_T, GPT_C, GPT_NH);
+  CHECK(ct_module_to(g.root, d) == CT_OK && ct_module_to(ref.root, d) == CT_OK, "GPT to %s", "device");
+  ct_ddp_options o = ct_ddp_defaults();
+  o.bucket_cap_mb = 0.25; // past the first 1 MiB bucket, 256 KiB buckets
+  ct_ddp *ddp = ct_ddp_create(g.root, pg, o);
+  CHECK(ddp != NULL, "ct_ddp_create on a ModuleDict with a tied weight");
+  if (!ddp) return;
+  double scale = 0, diff = gpt_diff(g.root, ref.root, false, &scale);
+  CHECK(diff == 0, "GPT parameters after the broadcast differ from rank 0's by %g", diff);
+  int np = 0, seen = 0, expect_next = 0;
+  ct_module_parameters(g.root, &np);
+  expect_next = np - 1;
+  for (int b = 0; b < ct_ddp_bucket_count(ddp); ++b) {
+    int n = 0;
+    const int *idx = ct_ddp_bucket(ddp, b, &n);
+    for (int j = 0; j < n; ++j, ++seen) CHECK(idx[j] == expect_next--, "GPT bucket %d slot %d holds %d", b, j, idx[j]);
+  }
+  CHECK(seen == np && ct_ddp_bucket_count(ddp) >= 3, "GPT: %d buckets over %d of %d parameters",
+        ct_ddp_bucket_count(ddp), seen, np);
+  // The reference: the mean over all ranks' batches of float64 gradients.
+  CHECK(ct_module_to_dtype(ref.root, CT_F64) == CT_OK, "reference to float64");
+  for (int k = 0; k < w; ++k) gpt_step(&ref, k, d);
+  int nr = 0;
+  ct_param **pr = ct_module_parameters(ref.root, &nr);
+  for (int i = 0; i < nr; ++i) {
+    ct_tensor *m = ct_mul_scalar(pr[i]->grad, 1.0 / w);
+    CHECK(m && ct_copy_(pr[i]->grad, m, false) == CT_OK, "mean of reference grad %d", i);
+    ct_free(m);
+  }
+  for (int step = 0; step < 2; ++step) { // twice: the second starts from zeroed grads again
+    CHECK(ct_module_zero_grad(g.root, true) == CT_OK, "zero_grad");
+    gpt_step(&g, r, d); // this rank's batch only
+    CHECK(ct_ddp_allreduce_grads(ddp) == CT_OK, "ct_ddp_allreduce_grads");
+    diff = gpt_diff(g.root, ref.root, true, &scale);
+    CHECK(diff <= 2e-6 * scale, "GPT grads after ct_ddp_allreduce_grads vs the float64 mean over %d batches: "
+          "max |diff| %g (scale %g)", w, diff, scale);
+  }
+  if (r == 0) printf("ddp gpt (allreduce_grads): %d buckets, %d parameters, max |grad diff| vs float64 mean %.3g "
+                     "(scale %.3g)\n", ct_ddp_bucket_count(ddp), np, diff, scale);
+  // no_sync: nothing is communicated, the local grads stay this rank's own
+  ct_ddp_set_no_sync(ddp, true);
+  CHECK(ct_module_zero_grad(g.root, true) == CT_OK, "zero_grad");
+  gpt_step(&g, r, d);
+  ct_param *first = ct_module_parameters(g.root, &np)[0]; // wte.weight, the tied one
+  ct_tensor *before = ct_clone(first->grad);
+  CHECK(ct_ddp_allreduce_grads(ddp) == CT_OK, "ct_ddp_allreduce_grads under no_sync");
+  double *u = host_f64(before), *v = host_f64(first->grad);
+  bool same = u && v;
+  for (int64_t e = 0; same && e < ct_numel(before); ++e) same = u[e] == v[e];
+  free(u), free(v);
+  CHECK(same, "ct_ddp_allreduce_grads under no_sync changed a grad");
+  ct_free(before);
+  ct_ddp_set_no_sync(ddp, false);
+  // a parameter without a grad: named, on every rank alike
+  CHECK(ct_module_zero_grad(g.root, true) == CT_OK && ct_ddp_allreduce_grads(ddp) != CT_OK &&
+            strstr(ct_last_error(), "received no gradient"), "allreduce_grads without grads");
+  ct_ddp_free(ddp);
+  ct_module_free(g.root), ct_module_free(ref.root);
+}
+
 int main(int argc, char **argv) {
   const char *backend = argc > 1 ? argv[1] : "mpi";
   ct_process_group *pg = ct_dist_init_process_group(backend);
@@ -233,6 +364,7 @@ int main(int argc, char **argv) {
   test_ddp_equivalence(pg, true);
   test_ddp_equivalence(pg, false);
   test_no_sync(pg);
+  test_ddp_gpt(pg);
   int all = failures;
   ct_tensor *f = ct_from_host((int64_t[]){failures}, CT_SHAPE(1), CT_I64, ct_device_cpu());
   if (ct_dist_get_backend(pg)[0] == 'm' && ct_dist_all_reduce(pg, f, CT_REDUCE_SUM) == CT_OK)

@@ -5,7 +5,8 @@
 #   unit.dist_sampler   DistributedSampler's shards = PyTorch's, 1,000+ cases (77 without torch)
 #   dist.collectives_2  test_dist on 2 ranks: all_reduce/broadcast/all_gather/reduce_scatter/
 #                       barrier/async, DDP = one process with the global batch (overlap on and
-#                       off), no_sync accumulation = the large batch
+#                       off), no_sync accumulation = the large batch, a GPT block (tied lm_head)
+#                       through ct_ddp_allreduce_grads = the float64 mean of every rank's grads
 #   dist.collectives_3  the same on 3 ranks
 #   dist.netns          two network namespaces as two hosts, over TCP (77 where not possible)
 #   dist.fault          a rank that exits, is killed or fails ends the job non-zero within
@@ -24,6 +25,7 @@ if(CT_HAVE_MPI)
     target_link_libraries(${t} PRIVATE ct)
     target_compile_options(${t} PRIVATE ${CT_WARNINGS})
   endforeach()
+  target_link_libraries(test_dist PRIVATE testutil) # tests/tu_gpt.h's GPT block
   foreach(n 2 3)
     add_test(NAME dist.collectives_${n}
              COMMAND ${PROJECT_SOURCE_DIR}/tools/launch --nproc-per-node ${n} $<TARGET_FILE:test_dist> mpi)

@@ -161,7 +161,8 @@ def merge_checks(tmp):
                 ["bench", "partial", "400", "the deadline cut it short: 5 of 9 rows measured; not run: ch06 c run 1"]],
                {"bench.log": "| row | ratio |\n| ch02 x | 1.25 |\nINCOMPLETE: the deadline left targets without a run\n",
                 "recorded/bench.json": '{"status": 3, "rows": []}',
-                "recorded/bench-cuda-h100.md": "# bench\n"})
+                "recorded/bench-cuda-h100.md": "# bench\n",
+                "recorded/bench-cuda-h100.json": '{"schema": "ct-bench/1", "rows": []}'})
     dest = os.path.join(tmp, "merged")
     r = run(["--report-dir", dest, "--merge", c1, c2, c3])
     reports = [f for f in os.listdir(dest) if f.startswith("gpu-check-")] if os.path.isdir(dest) else []
@@ -176,8 +177,9 @@ def merge_checks(tmp):
     check("| 1 | build | ok | 95 |  |" in text, "merge: an empty detail stays empty, the time in its column")
     check("Registers are spilled" in text and "| Register spills (ptxas) | 1 warning(s)" in text,
           "merge: ptxas spill warnings reported")
-    check(os.path.exists(os.path.join(dest, "ch01-cuda.txt")) and os.path.exists(os.path.join(dest, "bench-cuda-h100.md")),
-          "merge: the transcript and the partial bench's report copied for the book")
+    check(os.path.exists(os.path.join(dest, "ch01-cuda.txt")) and os.path.exists(os.path.join(dest, "bench-cuda-h100.md"))
+          and os.path.exists(os.path.join(dest, "bench-cuda-h100.json")),
+          "merge: the transcript and the partial bench's report (.md and the .json the appendix reads) copied for the book")
     # The same calls with a failed gpu test phase: the merge fails.
     c1b = state(tmp, 4, {"stages": "build,test"},
                 [ok_phase, ["build", "ok", "95", ""], ["gpu-tests", "FAILED", "210", "exit 8"]],

@@ -9,6 +9,8 @@
 //     dtype, each within the half-precision rounding of the float64 value;
 //   BatchNorm2d takes a half-precision input with float32 statistics; the
 //     losses answer float32 under autocast and half precision outside it;
+//   MaxPool2d on float16/bfloat16 input: float32's maximum exactly and its
+//     dx rounded once;
 //   an f16 input to a float32 model outside autocast is a dtype error in
 //     PyTorch's words; model.half() converts floating tensors only, and SGD
 //     updates float16 parameters with one rounding per torch op;
@@ -247,6 +249,38 @@ static void test_batchnorm_half_input(void **state) {
   }
 }
 
+// MaxPool2d on float16/bfloat16 (a Conv2d's output under autocast; pooling
+// runs in its input's dtype): the maximum is the float32 module's on the
+// widened values, exactly; dx (overlapping windows: sums) is float32's dx
+// rounded once; a float32 gradient is cast to the forward's dtype.
+static void test_maxpool_half(void **state) {
+  (void)state;
+  for (int d = 0; d < 2; ++d) {
+    const ct_dtype dt = lowp[d];
+    ct_module *pool = ct_nn_maxpool2d(3, 2);
+    TU_CHECK(pool);
+    TU_OK(ct_module_to(pool, tu_device));
+    ct_tensor *x = randt(CT_SHAPE(2, 3, 9, 7), dt), *g = randt(CT_SHAPE(2, 3, 4, 3), CT_F32);
+    ct_tensor *xw = ct_to_dtype(x, CT_F32), *gr = ct_to_dtype(g, dt), *grw = ct_to_dtype(gr, CT_F32);
+    ct_tensor *yw = ct_module_forward(pool, xw), *dxw = ct_module_backward(pool, grw); // float32 reference
+    ct_tensor *y = ct_module_forward(pool, x), *dx = ct_module_backward(pool, g);
+    TU_CHECK(y);
+    TU_CHECK(dx);
+    ref_assert_dtype(y, dt, "MaxPool2d half: y");
+    ref_assert_dtype(dx, dt, "MaxPool2d half: dx");
+    double *a = tu_to_f64(y), *b = tu_to_f64(yw), *c = tu_to_f64(dx), *e = tu_to_f64(dxw);
+    for (int64_t i = 0; i < ct_numel(y); ++i)
+      if (a[i] != b[i]) fail_msg("MaxPool2d %s: y[%lld] = %g, float32 %g", ct_dtype_name(dt), (long long)i, a[i], b[i]);
+    for (int64_t i = 0; i < ct_numel(dx); ++i)
+      if (c[i] != round_to(e[i], dt))
+        fail_msg("MaxPool2d %s: dx[%lld] = %.9g, float32's rounded %.9g", ct_dtype_name(dt), (long long)i, c[i],
+                 round_to(e[i], dt));
+    free(a), free(b), free(c), free(e);
+    ct_free(x), ct_free(g), ct_free(xw), ct_free(gr), ct_free(grw), ct_free(yw), ct_free(dxw), ct_free(y), ct_free(dx);
+    ct_module_free(pool);
+  }
+}
+
 static void test_losses(void **state) {
   (void)state;
   enum { N = 5, C = 7 };
@@ -473,6 +507,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_linear_autocast),
       cmocka_unit_test(test_conv_autocast),
       cmocka_unit_test(test_batchnorm_half_input),
+      cmocka_unit_test(test_maxpool_half),
       cmocka_unit_test(test_losses),
       cmocka_unit_test(test_half_model),
       cmocka_unit_test(test_autocast_tracks_f32),
