@@ -945,6 +945,7 @@ As in chapter 10: a few steps (`GRAPH_WARMUP`) run as usual on a side stream, so
 :::
 */
 #define GRAPH_WARMUP 3
+#define WARM_STEPS 10 // steps left out of the steady tokens/s (warm-up, graph capture)
 
 // forward_backward through the graph: warm-up, capture, then replays. k
 // counts the steps this process has run. Returns the loss (a new reference).
@@ -1165,6 +1166,8 @@ typedef struct history {
   bytes first_sample, last_sample;      // at the first and the last eval point
   double train_seconds;                 // training steps only
   int64_t tokens;                       // trained on, all ranks
+  double steady_seconds;                // the same after this process's first WARM_STEPS steps
+  int64_t steady_tokens;
   size_t mem_before, mem_peak;          // a step's start and its peak (bytes allocated)
   bool interrupted;
 } history;
@@ -1234,6 +1237,7 @@ static int train(trainer *t, const corpus *c, history *h, ct_profiler **prof, co
     if (rc != CT_OK) break;
     h->steps++, h->train_seconds += dt, sec_log += dt, steps_log++;
     h->tokens += B * T * t->world, tok_log += B * T * t->world;
+    if (k >= WARM_STEPS) h->steady_seconds += dt, h->steady_tokens += B * T * t->world;
     if (h->n_step_loss < STEP_LOSSES) h->step_loss[h->n_step_loss++] = loss_v;
     if (it % s->log_interval == 0 || it == s->max_iters - 1) {
       printf("step %5" PRId64 " | loss %.4f | lr %.3e | norm %.3f | %7.0f tok/s | %6.1f ms/step\n", it, loss_v,
@@ -1348,12 +1352,15 @@ In this run the estimate is {{metric mem_activation_bytes_per_token %.0f}} bytes
 static void show_throughput(const trainer *t, const history *h, ct_metrics *m) {
   ct_cli_section("throughput");
   double tps = h->train_seconds > 0 ? (double)h->tokens / h->train_seconds : NAN;
+  double steady = h->steady_seconds > 0 ? (double)h->steady_tokens / h->steady_seconds : tps;
   printf("trained %" PRId64 " steps, %" PRId64 " tokens in %.1f s: %.0f tokens/s, %.1f ms/step "
          "(%d process%s, %d CPU threads each%s%s)\n", h->steps, h->tokens, h->train_seconds, tps,
          h->steps ? 1e3 * h->train_seconds / (double)h->steps : NAN, t->world, t->world > 1 ? "es" : "",
          threads_in_use(), t->amp == CT_F32 ? "" : t->amp == CT_BF16 ? ", autocast bf16" : ", autocast fp16",
          t->graph ? ", CUDA graph" : "");
+  printf("after the first %d steps: %.0f tokens/s\n", WARM_STEPS, steady);
   ct_metrics_num(m, "tokens_per_s", tps);
+  ct_metrics_num(m, "tokens_per_s_steady", steady);
   ct_metrics_num(m, "train_seconds", h->train_seconds);
   ct_metrics_num(m, "steps", (double)h->steps);
   ct_metrics_num(m, "threads", threads_in_use());

@@ -239,13 +239,39 @@ def train(a, device, dtype):
     section("model")
     print(model)
     print(f"parameters: {sum(p.numel() for p in model.parameters())}")
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    section("train")
+    out = fit(a, device, model, model, splits, n_train, verbose=True)
+    section("sample")
+    idx = generate(model, encode(chars, a.prompt or "\n").to(device), a.sample_len, 0.0, 0, a.block_size)
+    out["sample_greedy"] = "".join(chars[i] for i in idx[0].tolist())
+    print(f"-- greedy:\n{out['sample_greedy']}")
+    section("throughput")
+    print(f"eager: {a.max_iters} steps, {out['tokens']} tokens in {out['seconds']:.1f} s: "
+          f"{out['tokens_per_s']:.0f} tokens/s ({out['tokens_per_s_steady']:.0f} after the first {WARM} steps)")
+    out.update(vocab_size=len(chars), threads=torch.get_num_threads(), compiled=False)
+    if a.compile and hasattr(torch, "compile"):  # the same run again under torch.compile, from the same start
+        model.load_state_dict(start)
+        c = fit(a, device, model, torch.compile(model), splits, n_train, verbose=False)
+        print(f"torch.compile: {c['tokens_per_s_steady']:.0f} tokens/s after the first {WARM} steps (which compile), "
+              f"val loss {c['val_loss'][-1]:.4f}")
+        out.update(compiled=True, compile_tokens_per_s=c["tokens_per_s_steady"], compile_val_loss=c["val_loss"][-1])
+    elif a.compile:
+        print(f"torch.compile: not in torch {torch.__version__}")
+    return out
+
+
+WARM = 10  # steps left out of the steady tokens/s (warm-up; torch.compile compiles in them)
+
+
+def fit(a, device, model, step_model, splits, n_train, verbose):
+    """Trains model (stepping through step_model) from its current weights; the run's figures."""
     # twin: optimizer
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
     # twin: end
-    step_model = torch.compile(model) if a.compile and hasattr(torch, "compile") else model
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
     scaler = torch.cuda.amp.GradScaler(enabled=amp == torch.float16)
 
@@ -261,13 +287,13 @@ def train(a, device, dtype):
         model.train()
         return sum(losses) / len(losses)
 
-    section("train")
-    step_losses, evals, seconds, tokens = [], [], 0.0, 0
+    step_losses, evals, seconds, tokens, steady_s, steady_tok = [], [], 0.0, 0, 0.0, 0
     for it in range(a.max_iters + 1):
         if it % a.eval_interval == 0 or it == a.max_iters:
             tl, vl = estimate_loss("train", TAG_EVAL_TRAIN), estimate_loss("val", TAG_EVAL_VAL)
             evals.append((it, tl, vl))
-            print(f"step {it:5d}: train loss {tl:.4f}, val loss {vl:.4f}")
+            if verbose:
+                print(f"step {it:5d}: train loss {tl:.4f}, val loss {vl:.4f}")
         if it == a.max_iters:
             break
         t0 = time.perf_counter()
@@ -286,22 +312,16 @@ def train(a, device, dtype):
         scaler.update()
         # twin: end
         lv = loss.item()
-        seconds += time.perf_counter() - t0
-        tokens += x.numel()
+        dt = time.perf_counter() - t0
+        seconds, tokens = seconds + dt, tokens + x.numel()
+        if it >= WARM:
+            steady_s, steady_tok = steady_s + dt, steady_tok + x.numel()
         step_losses.append(lv)
-        if it % a.log_interval == 0 or it == a.max_iters - 1:
+        if verbose and (it % a.log_interval == 0 or it == a.max_iters - 1):
             print(f"step {it:5d} | loss {lv:.4f} | lr {get_lr(a, it):.3e} | norm {float(norm):.3f} | {tokens / seconds:7.0f} tok/s")
-    section("sample")
-    out = generate(model, encode(chars, a.prompt or "\n").to(device), a.sample_len, 0.0, 0, a.block_size)
-    greedy = "".join(chars[i] for i in out[0].tolist())
-    print(f"-- greedy:\n{greedy}")
-    section("throughput")
-    print(f"trained {a.max_iters} steps, {tokens} tokens in {seconds:.1f} s: {tokens / seconds:.0f} tokens/s"
-          f"{' (torch.compile)' if step_model is not model else ''}")
     return {"step_losses": step_losses, "eval_steps": [e[0] for e in evals], "train_loss": [e[1] for e in evals],
-            "val_loss": [e[2] for e in evals], "tokens_per_s": tokens / seconds, "sample_greedy": greedy,
-            "vocab_size": len(chars), "compiled": step_model is not model}
-
+            "val_loss": [e[2] for e in evals], "tokens_per_s": tokens / seconds, "tokens": tokens, "seconds": seconds,
+            "tokens_per_s_steady": steady_tok / steady_s if steady_s > 0 else tokens / seconds}
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
