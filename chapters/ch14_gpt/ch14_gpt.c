@@ -290,24 +290,24 @@ static int64_t vocab_index(const vocab *v, uint32_t c) {
   return hit ? hit - v->chars : -1;
 }
 
+// Appends one code point to out as UTF-8.
+static int put_char(bytes *out, uint32_t c) {
+  char u[4];
+  return bytes_put(out, u, (size_t)utf8_encode(c, u));
+}
+
 // itos for a run of tokens, as UTF-8 into out.
 static int vocab_decode(const vocab *v, const int64_t *tok, int64_t n, bytes *out) {
-  for (int64_t i = 0; i < n; ++i) {
-    char u[4];
-    int rc = bytes_put(out, u, (size_t)utf8_encode(v->chars[tok[i]], u));
-    if (rc != CT_OK) return rc;
-  }
-  return CT_OK;
+  int rc = bytes_put(out, "", 0); // out->p is a string even for n = 0
+  for (int64_t i = 0; i < n && rc == CT_OK; ++i) rc = put_char(out, v->chars[tok[i]]);
+  return rc;
 }
 
 // The whole vocabulary as one UTF-8 string (what checkpoints keep).
 static int vocab_utf8(const vocab *v, bytes *out) {
-  for (int64_t i = 0; i < v->size; ++i) {
-    char u[4];
-    int rc = bytes_put(out, u, (size_t)utf8_encode(v->chars[i], u));
-    if (rc != CT_OK) return rc;
-  }
-  return bytes_put(out, "", 0);
+  int rc = bytes_put(out, "", 0);
+  for (int64_t i = 0; i < v->size && rc == CT_OK; ++i) rc = put_char(out, v->chars[i]);
+  return rc;
 }
 
 // The corpus as tokens, split 90/10.
@@ -396,10 +396,9 @@ static void show_data(const settings *s, const corpus *c, ct_metrics *m) {
   int64_t k = c->voc.size < 100 ? c->voc.size : 100;
   for (int64_t i = 0; i < k; ++i) {
     uint32_t ch = c->voc.chars[i];
-    char u[8];
     if (ch == '\n') bytes_put(&shown, "\\n", 2);
     else if (ch == '\t') bytes_put(&shown, "\\t", 2);
-    else bytes_put(&shown, u, (size_t)utf8_encode(ch, u));
+    else put_char(&shown, ch);
   }
   printf("  %s%s\n", shown.p ? shown.p : "", k < c->voc.size ? " ..." : "");
   free(shown.p);
@@ -1261,12 +1260,12 @@ static int train(trainer *t, const corpus *c, history *h, ct_profiler **prof, co
 ::: zh
 在本书构建时的这次运行里，第 0 步的损失是 {{metric step_losses[0] %.3f}}，几乎正好是 ln V = {{metric chance_loss %.3f}}：GPT-2 的初始化让最初的 logits 都接近 0，模型对所有字符一视同仁。最后一次评估的验证损失是 {{metric final_val_loss %.3f}}。样本的变化比数字更直观：第 0 步是字符表里随机抽的字符，几百步之后先学会空格和换行的频率，再学会常见的短词和标点的位置。
 
-完整的默认运行（1000 步）太长，不适合每次构建本书时都跑，它在 CPU 上录制过，和上面的运行并排显示：{{recorded @run}}，语料 {{recorded corpus}}，验证损失降到 {{recorded final_val_loss %.2f}}，每秒 {{recorded tokens_per_s %.0f}} 个 token。中文语料只有约四万字、两千多个不同的字，训练损失会一直降，验证损失却很早就停下：模型在背诗。
+完整的默认运行（1000 步）太长，不适合每次构建本书时都跑，它在 CPU 上录制过，和上面的运行并排显示：{{recorded @run}}，语料 {{recorded corpus}}，验证损失降到 {{recorded final_val_loss %.2f}}，每秒 {{recorded tokens_per_s %.0f}} 个 token。中文语料只有约四万字、两千多个不同的字：训练损失一直降，验证损失却在一两百步之后掉头向上，越训练越高。模型在背诗：它写出的标题、作者和句式都像模像样，验证集上没见过的诗它却越来越猜不中。用 `--max-iters 200` 停在验证损失最低的地方，或者换更大的语料（`--corpus FILE`），都是办法。
 :::
 ::: en
 In the run made when this book was built, step 0's loss was {{metric step_losses[0] %.3f}}, almost exactly ln V = {{metric chance_loss %.3f}}: GPT-2's initialization makes the first logits all close to 0, and the model treats every character alike. The last validation loss was {{metric final_val_loss %.3f}}. The samples show the change better than the numbers: at step 0 they are random characters of the vocabulary; a few hundred steps later the model has learned how often spaces and line breaks come, then common short words and where punctuation goes.
 
-The full default run (1000 steps) is too long to repeat at every build of this book; it was recorded on a CPU and is shown beside the run above: {{recorded @run}}, corpus {{recorded corpus}}, down to a validation loss of {{recorded final_val_loss %.2f}} at {{recorded tokens_per_s %.0f}} tokens per second. The Chinese corpus has only about forty thousand characters, over two thousand of them distinct: its training loss keeps falling while the validation loss stops early. The model is learning the poems by heart.
+The full default run (1000 steps) is too long to repeat at every build of this book; it was recorded on a CPU and is shown beside the run above: {{recorded @run}}, corpus {{recorded corpus}}, down to a validation loss of {{recorded final_val_loss %.2f}} at {{recorded tokens_per_s %.0f}} tokens per second. The Chinese corpus has only about forty thousand characters, over two thousand of them distinct: the training loss keeps falling while the validation loss turns around after a couple of hundred steps and climbs for the rest of the run. The model is learning the poems by heart: its titles, authors and line shapes look the part, while the poems of the validation split, which it never saw, get harder and harder for it to predict. Stopping where the validation loss is lowest (`--max-iters 200`) or a larger corpus (`--corpus FILE`) are the ways out.
 :::
 */
 /*md bookrun --max-iters 300 --eval-interval 50 --profile ch14_trace.json*/
