@@ -1370,12 +1370,12 @@ static void show_throughput(const trainer *t, const history *h, ct_metrics *m) {
 ::: zh
 ## 时间花在哪里：`--profile`
 
-`--profile FILE` 用第 11 章的分析器记录训练的第 3 到第 6 步（预热 1 步，记录 3 步），打印 `key_averages` 表（按自身时间排序），并把时间线写成 Chrome trace（在 Perfetto 或 `chrome://tracing` 里打开）。在 CPU 上，最热的几行是矩阵乘法（`ct::gemm`：c_attn、c_fc、mlp.c_proj 和 lm_head 的前向与反向，以及注意力里的两个批量矩阵乘法）；词表很大时（中文语料两千多个字），`lm_head` 和交叉熵占的比例明显上升。
+`--profile FILE` 用第 11 章的分析器记录训练的第 3 到第 6 步（预热 1 步，记录 3 步），打印 `key_averages` 表（按自身时间排序），并把时间线写成 Chrome trace（在 Perfetto 或 `chrome://tracing` 里打开）。在 {{recorded @run}} 里，最热的一行是 {{recorded profile_top_op}}，占记录下的 CPU 时间的 {{recorded profile_top_share %.2f}}：c_attn、c_proj、c_fc、mlp.c_proj 和 lm_head 的前向与反向，以及注意力里的两个批量矩阵乘法。紧随其后的是 GELU 的前向和反向：运行时在 CPU 上对每个元素都用双精度算 tanh（为了和 CUDA 核函数的结果逐位相同），在 CPU 上这和一步里所有矩阵乘法的时间差不多。PyTorch 的 CPU 核函数用向量化的 float tanh，这是 `tools/bench --only ch14` 在 CPU 上量到 C 的每秒 token 数落后于 PyTorch 的主要原因。词表很大时（中文语料两千多个字），`lm_head` 和交叉熵占的比例明显上升。
 :::
 ::: en
 ## Where the time goes: `--profile`
 
-`--profile FILE` records training steps 3 to 6 with chapter 11's profiler (one warm-up step, three recorded), prints the `key_averages` table (sorted by self time) and writes the timeline as a Chrome trace (open it in Perfetto or `chrome://tracing`). On the CPU the hottest rows are the matrix products (`ct::gemm`: c_attn, c_fc, mlp.c_proj and lm_head, forward and backward, and attention's two batched products); with a large vocabulary (the Chinese corpus has over two thousand characters) `lm_head` and the cross-entropy take a visibly larger share.
+`--profile FILE` records training steps 3 to 6 with chapter 11's profiler (one warm-up step, three recorded), prints the `key_averages` table (sorted by self time) and writes the timeline as a Chrome trace (open it in Perfetto or `chrome://tracing`). In {{recorded @run}} the hottest row is {{recorded profile_top_op}}, with {{recorded profile_top_share %.2f}} of the recorded CPU time: c_attn, c_proj, c_fc, mlp.c_proj and lm_head, forward and backward, and attention's two batched products. GELU's forward and backward come right after: on the CPU the runtime evaluates tanh in double precision for every element (so that its bits match the CUDA kernel's), which there costs about as much as all the step's matrix products. PyTorch's CPU kernel uses a vectorized float tanh, and that is most of why `tools/bench --only ch14` finds C's tokens per second trailing PyTorch's on the CPU. With a large vocabulary (the Chinese corpus has over two thousand characters) `lm_head` and the cross-entropy take a visibly larger share.
 :::
 */
 static int show_profile(const trainer *t, ct_profiler *p, const char *path, ct_metrics *m) {
@@ -1746,7 +1746,8 @@ int main(int argc, char **argv) {
   /*md show*/
   ct_cli_begin(&cli); // "device: ...", ct_manual_seed(seed)
   s.seed = cli.seed;
-  ct_metrics *m = ct_metrics_open(cli.metrics_path);
+  const bool rank0 = !getenv("RANK") || strcmp(getenv("RANK"), "0") == 0; // only rank 0 writes files
+  ct_metrics *m = ct_metrics_open(rank0 ? cli.metrics_path : NULL);
   if (!m) ct_cli_die(&cli);
   char devs[CT_DEVICE_STR_MAX];
   ct_metrics_str(m, "device", ct_device_str(cli.device, devs));
@@ -1797,7 +1798,7 @@ int main(int argc, char **argv) {
   if (s.resume) resume(&t, &c.voc, &h);
   ct_profiler *prof = NULL;
   ct_cli_catch_interrupt(); // Ctrl-C ends the current step, then stops
-  if (train(&t, &c, &h, &prof, s.profile) != CT_OK) {
+  if (train(&t, &c, &h, &prof, rank0 ? s.profile : NULL) != CT_OK) {
     ct_cli_die(&cli);
   }
   if (h.interrupted) stop_interrupted(&t, &c.voc, &h); // exits
@@ -1818,7 +1819,7 @@ int main(int argc, char **argv) {
   show_sample(&t, &c, m);
   show_memory(&t, &h, m);
   show_throughput(&t, &h, m);
-  if (show_profile(&t, prof, s.profile, m) != CT_OK) ct_cli_die(&cli);
+  if (show_profile(&t, prof, rank0 ? s.profile : NULL, m) != CT_OK) ct_cli_die(&cli);
   show_checkpoint(&t, &c.voc, &h, m);
 
   ct_profiler_free(prof);
