@@ -103,12 +103,14 @@ def cmd_build(root, out, build_dir):
 
 
 class Page(html.parser.HTMLParser):
-    """The ids, links, headings and text of one HTML page."""
+    """The ids, links, headings and text of one HTML page; prose: the text outside <pre>
+    (program output and code may hold the other language's text, chapter 14's Chinese corpus)."""
 
     def __init__(self):
         super().__init__()
-        self.ids, self.links, self.h1, self.text = set(), [], [], []
+        self.ids, self.links, self.h1, self.text, self.prose = set(), [], [], [], []
         self._in_h1 = False
+        self._pre = 0
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -120,13 +122,18 @@ class Page(html.parser.HTMLParser):
         if tag == "h1":
             self._in_h1 = True
             self.h1.append("")
+        self._pre += tag == "pre"
 
     def handle_endtag(self, tag):
         if tag == "h1":
             self._in_h1 = False
+        if tag == "pre" and self._pre:
+            self._pre -= 1
 
     def handle_data(self, data):
         self.text.append(data)
+        if not self._pre:
+            self.prose.append(data)
         if self._in_h1:
             self.h1[-1] += data
 
@@ -162,7 +169,7 @@ def cmd_html(root, out):
             check(any(norm_title(h) == want for h in p.h1), f"{lang}/{slug}.html has the title {titles[lang]!r}")
             other = "en" if lang == "zh" else "zh"
             check(("a", f"../{other}/{slug}.html") in p.links, f"{lang}/{slug}.html links to the same chapter in {other}")
-            text = "".join(p.text)
+            text = "".join(p.prose)
             cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
             if lang == "zh":
                 check(cjk > 200, f"zh/{slug}.html is Chinese ({cjk} CJK characters)")
