@@ -12,7 +12,10 @@
                                            stubs, LAB.md, per-exercise attribution through
                                            `| test:`, a stub declared with `| stub:`, skipped
                                            tests, a student copy that does not compile, exit
-                                           codes, and lint's complaints about bad regions
+                                           codes, lint's complaints about bad regions, and a
+                                           region in runtime code a chapter shows (/*md source
+                                           FILE REGION*/): counted for that chapter only, a
+                                           runtime that no longer builds graded as a failed build
 
 Exit 0: passed; 1: failed (the reason is printed); 77: skipped.
 The reference for "full marks" is the chapter's own code in ROOT (the
@@ -252,7 +255,12 @@ target_include_directories(ct PUBLIC common)
 add_executable(ch07_demo chapters/ch07_demo/ch07_demo.c)
 target_link_libraries(ch07_demo PRIVATE ct)
 set_target_properties(ch07_demo PROPERTIES OUTPUT_NAME ch07 RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+add_executable(ch12_rt chapters/ch12_rt/ch12_rt.c)
+target_link_libraries(ch12_rt PRIVATE ct)
+set_target_properties(ch12_rt PROPERTIES OUTPUT_NAME ch12 RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 add_executable(test_helper tests/helper.c)
+add_executable(test_ct tests/test_ct.c)
+target_link_libraries(test_ct PRIVATE ct)
 enable_testing()
 add_test(NAME chapter.ch07_add COMMAND $<TARGET_FILE:ch07_demo> add)
 add_test(NAME chapter.ch07_mul COMMAND $<TARGET_FILE:ch07_demo> mul)
@@ -261,9 +269,48 @@ add_test(NAME chapter.ch07_skip COMMAND sh -c "exit 77")
 add_test(NAME chapter.ch07_helper COMMAND ${CMAKE_BINARY_DIR}/test_helper)
 add_test(NAME chapter.ch070_other COMMAND sh -c "exit 1")
 add_test(NAME gpu.ch07 COMMAND sh -c "exit 77")
+add_test(NAME chapter.ch12_main COMMAND $<TARGET_FILE:ch12_rt> main)
+add_test(NAME chapter.ch12_one COMMAND $<TARGET_FILE:ch12_rt> one)
+add_test(NAME chapter.ch12_ct COMMAND ${CMAKE_BINARY_DIR}/test_ct)
+set_tests_properties(chapter.ch12_main chapter.ch12_one chapter.ch12_ct PROPERTIES LABELS chapter)
 set_tests_properties(chapter.ch07_add chapter.ch07_mul chapter.ch07_order chapter.ch07_skip
                      chapter.ch07_helper chapter.ch070_other PROPERTIES LABELS chapter SKIP_RETURN_CODE 77)
 set_tests_properties(gpu.ch07 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+'''
+
+# The runtime's own code, with a region that ch12 shows (and ch07, which does not show it, ignores)
+# and a LAB region no chapter shows.
+DEMO_CT = r'''#include "demo.h"
+int ct_one(void) {
+  int r = 0;
+  // region: one
+  /* LAB BEGIN: set r to one | test: chapter.ch12_one, chapter.ch12_ct */
+  r = 1;
+  /* LAB END */
+  // endregion
+  return r;
+}
+int ct_two(void) {
+  int r = 0;
+  /* LAB BEGIN: not a shown region */
+  r = 2;
+  /* LAB END */
+  return r;
+}
+'''
+
+DEMO_RT_C = r'''// SPDX-License-Identifier: MIT
+#include <string.h>
+#include "demo.h"
+/*md source common/ct.c one*/
+int main(int argc, char **argv) {
+  int v = 0;
+  /* LAB BEGIN: set v to 3 | test: chapter.ch12_main */
+  v = 3;
+  /* LAB END */
+  if (argc > 1 && !strcmp(argv[1], "one")) return ct_one() == 1 ? 0 : 1;
+  return v == 3 ? 0 : 1;
+}
 '''
 
 DEMO_PRESETS = r'''{
@@ -294,7 +341,10 @@ def mode_tool(root, work):
     write(proj / "CMakeLists.txt", DEMO_CMAKE)
     write(proj / "CMakePresets.json", DEMO_PRESETS)
     write(proj / "common" / "demo.h", "int ct_one(void);\n")
-    write(proj / "common" / "ct.c", '#include "demo.h"\nint ct_one(void) { return 1; }\n')
+    write(proj / "common" / "ct.c", DEMO_CT)
+    write(proj / "chapters" / "ch12_rt" / "ch12_rt.c", DEMO_RT_C)
+    # a unit test of the runtime: built once on the stubbed runtime, it must be rebuilt on the fixed one
+    write(proj / "tests" / "test_ct.c", '#include "demo.h"\nint main(void) { return ct_one() == 1 ? 0 : 1; }\n')
     write(proj / "tests" / "helper.c", "int main(void) { return 0; }\n")
     chdir = proj / "chapters" / "ch07_demo"
     write(chdir / "ch07_demo.c", DEMO_C)
@@ -373,6 +423,32 @@ def mode_tool(root, work):
     shutil.copy2(chdir / "ch07_kernels.cu", d / "chapters/ch07_demo/ch07_kernels.cu")
     r, rep = check_json(proj, "ch07", d, work / "ref.json")
     expect(score_line(r.stdout) == (3, 3), f"score {score_line(r.stdout)}, expected 3/3", r)
+
+    # a region in runtime code ch12 shows: ch12's exercise 2, stubbed in common/, graded
+    r = lab(proj, "list", "ch12")
+    print(r.stdout, end="")
+    expect(r.returncode == 0 and "1. main" in r.stdout and "2. ct_one" in r.stdout and "common/ct.c" in r.stdout
+           and "ct_two" not in r.stdout, "tools/lab list ch12: the shown runtime region is not exercise 2", r)
+    r = lab(proj, "list", "ch07")
+    expect("ct_one" not in r.stdout, "ch07, which does not show common/ct.c, lists its region", r)
+    d12 = work / "student12"
+    r = lab(proj, "make", "ch12", d12)
+    expect(r.returncode == 0, "tools/lab make ch12 failed", r)
+    rt = (d12 / "common/ct.c").read_text()
+    expect("r = 1;" not in rt and "// TODO (exercise 2): set r to one" in rt and "r = 2;" in rt,
+           "the shown runtime region was not stubbed (or the unshown one was)")
+    r, rep = check_json(proj, "ch12", d12, work / "rt-stubs.json")
+    expect(exercise_lines(r.stdout) == {1: "FAIL", 2: "FAIL"} and score_line(r.stdout) == (0, 2),
+           f"ch12 stubs: {exercise_lines(r.stdout)}", r)
+    (d12 / "common/ct.c").write_text(rt.replace("// TODO (exercise 2): set r to one", "r = ;"))
+    r, rep = check_json(proj, "ch12", d12, work / "rt-broken.json")
+    expect(rep["build"] == "failed" and score_line(r.stdout) == (0, 2) and "ct.c" in r.stdout,
+           "a runtime region that does not compile must be the student's failed build (exit 0)", r)
+    shutil.copy2(proj / "common/ct.c", d12 / "common/ct.c")
+    shutil.copy2(proj / "chapters/ch12_rt/ch12_rt.c", d12 / "chapters/ch12_rt/ch12_rt.c")
+    r, rep = check_json(proj, "ch12", d12, work / "rt-ref.json")
+    expect(score_line(r.stdout) == (2, 2) and "common/ct.c" not in rep["modified_outside_chapter"],
+           f"ch12 reference: score {score_line(r.stdout)}, outside {rep['modified_outside_chapter']}", r)
 
     # the check itself broken: exit non-zero
     r = lab(proj, "check", "ch07", work / "missing")
