@@ -744,13 +744,11 @@ static void show_model(const gpt *g, ct_metrics *m) {
   printf("parameters: %" PRId64 " in %d tensors (the tied wte/lm_head weight counted once); "
          "%" PRId64 " without wpe, as GPT-2 counts\n", numel, n_params, numel - wpe);
   printf("state_dict: %d keys (lm_head.weight and transformer.wte.weight both listed, one tensor)\n", n_state);
-  int shown = 0;
   for (int i = 0; i < n_state; ++i) { // the first block's keys and the others outside h
     const char *name = state[i]->name;
     if (strncmp(name, "transformer.h.", 14) == 0 && strncmp(name, "transformer.h.0.", 16) != 0) continue;
     char sh[64];
     printf("  %-40s %s\n", name, ct_shape_str(ct_shape_of(state[i]->value), sh, sizeof sh));
-    shown++;
   }
   if (c->n_layer > 1) printf("  ... and the same for transformer.h.1 to transformer.h.%" PRId64 "\n", c->n_layer - 1);
   ct_metrics_num(m, "num_params", (double)numel);
@@ -759,7 +757,6 @@ static void show_model(const gpt *g, ct_metrics *m) {
   ct_metrics_num(m, "n_embd", (double)c->n_embd);
   ct_metrics_num(m, "block_size", (double)c->block_size);
   ct_metrics_num(m, "state_dict_keys", n_state);
-  (void)shown;
 }
 /*md output model*/
 
