@@ -1596,19 +1596,19 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 
 | 章 | 那一章造的东西 | 在本章 |
 |---|---|---|
-| 1 | 设备查询、`--device` | 第一行 `device: ...`；没有 GPU 时在 CPU 上照样跑 |
-| 2 | 张量在设备间搬运 | 每步的窗口 `ct_from_host` 到设备；生成时每个字符的 logits 拷回主机 |
-| 3 | 缓存分配器、显存统计 | "内存"一节的 `ct_max_memory_allocated`：每个 token 多少字节 |
-| 4 | 矩阵乘法（OpenBLAS、cuBLAS） | 几乎所有时间：c_attn、c_proj、c_fc、lm_head 和注意力里的批量 GEMM |
-| 5 | 损失的梯度、手写反向 | `ct_cross_entropy` 给出 dL/dlogits；`gpt_backward` 把整个网络的反向写出来 |
-| 6 | 训练循环、检查点、Ctrl-C 与 `--resume` | `--save`、`--resume`（逐位相同）、`--generate` 读同一种检查点 |
-| 7 | DataParallel 的梯度求和 | 多个进程时的 `ct_ddp_allreduce_grads` 是同一件事跨进程做 |
-| 8 | DDP 与 `tools/launch` | `tools/launch --nproc-per-node 2 ./ch14`：两个进程各算一半窗口，梯度取平均，和一个进程算整个 batch 相同 |
-| 9 | autocast 与 GradScaler | `--amp bf16` / `--amp fp16`：前向在低精度里算，fp16 用 GradScaler，裁剪之前 `unscale_` |
-| 10 | CUDA Graphs | `--graphs`：前向加反向录一次、之后每步重放 |
-| 11 | 性能分析器 | `--profile FILE`：`key_averages` 表和 Chrome trace |
-| 12 | 流与事件 | `--graphs` 的预热和捕获在副流上，主流用 `wait_stream` 等它 |
-| 13 | 运行时编译的融合核函数 | 本章没有用：GELU、LayerNorm、softmax 已经是手写的融合核函数；练习可以把 MLP 的偏置加 GELU 换成一个 JIT 核函数 |
+| [1](chapter:ch01) | 设备查询、`--device` | 第一行 `device: ...`；没有 GPU 时在 CPU 上照样跑 |
+| [2](chapter:ch02) | 张量在设备间搬运 | 每步的窗口 `ct_from_host` 到设备；生成时每个字符的 logits 拷回主机 |
+| [3](chapter:ch03) | 缓存分配器、显存统计 | "内存"一节的 `ct_max_memory_allocated`：每个 token 多少字节 |
+| [4](chapter:ch04) | 矩阵乘法（OpenBLAS、cuBLAS） | 几乎所有时间：c_attn、c_proj、c_fc、lm_head 和注意力里的批量 GEMM |
+| [5](chapter:ch05) | 损失的梯度、手写反向 | `ct_cross_entropy` 给出 dL/dlogits；`gpt_backward` 把整个网络的反向写出来 |
+| [6](chapter:ch06) | 训练循环、检查点、Ctrl-C 与 `--resume` | `--save`、`--resume`（逐位相同）、`--generate` 读同一种检查点 |
+| [7](chapter:ch07) | DataParallel 的梯度求和 | 多个进程时的 `ct_ddp_allreduce_grads` 是同一件事跨进程做 |
+| [8](chapter:ch08) | DDP 与 `tools/launch` | `tools/launch --nproc-per-node 2 ./ch14`：两个进程各算一半窗口，梯度取平均，和一个进程算整个 batch 相同 |
+| [9](chapter:ch09) | autocast 与 GradScaler | `--amp bf16` / `--amp fp16`：前向在低精度里算，fp16 用 GradScaler，裁剪之前 `unscale_` |
+| [10](chapter:ch10) | CUDA Graphs | `--graphs`：前向加反向录一次、之后每步重放 |
+| [11](chapter:ch11) | 性能分析器 | `--profile FILE`：`key_averages` 表和 Chrome trace |
+| [12](chapter:ch12) | 流与事件 | `--graphs` 的预热和捕获在副流上，主流用 `wait_stream` 等它 |
+| [13](chapter:ch13) | 运行时编译的融合核函数 | 本章没有用：GELU、LayerNorm、softmax 已经是手写的融合核函数；练习可以把 MLP 的偏置加 GELU 换成一个 JIT 核函数 |
 
 `--amp` 靠每个 Transformer 层都能在 autocast 下运行：Linear 和注意力的两个矩阵乘法在 bfloat16 或 float16 里算，LayerNorm、注意力的 softmax 和交叉熵按 PyTorch 的规则在 float32 里算；参数和梯度一直是 float32。
 :::
@@ -1617,19 +1617,19 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 
 | ch. | what that chapter built | in this chapter |
 |---|---|---|
-| 1 | device query, `--device` | the first line, `device: ...`; without a GPU it runs on the CPU all the same |
-| 2 | moving tensors between devices | each step's windows go to the device with `ct_from_host`; in generation each character's logits come back to the host |
-| 3 | the caching allocator, memory statistics | the memory section's `ct_max_memory_allocated`: bytes per token |
-| 4 | matrix products (OpenBLAS, cuBLAS) | nearly all the time: c_attn, c_proj, c_fc, lm_head and attention's batched GEMMs |
-| 5 | a loss's gradient, backward by hand | `ct_cross_entropy` gives dL/dlogits; `gpt_backward` writes out the whole network's backward |
-| 6 | the training loop, checkpoints, Ctrl-C and `--resume` | `--save`, `--resume` (bit-identical), `--generate` reading the same kind of checkpoint |
-| 7 | DataParallel's gradient sum | with several processes `ct_ddp_allreduce_grads` is the same thing across processes |
-| 8 | DDP and `tools/launch` | `tools/launch --nproc-per-node 2 ./ch14`: two processes take half the windows each, average their gradients, and match one process taking the whole batch |
-| 9 | autocast and GradScaler | `--amp bf16` / `--amp fp16`: the forward in low precision, GradScaler for fp16, `unscale_` before clipping |
-| 10 | CUDA graphs | `--graphs`: forward and backward captured once, replayed each step |
-| 11 | the profiler | `--profile FILE`: the `key_averages` table and a Chrome trace |
-| 12 | streams and events | `--graphs` warms up and captures on a side stream, which the main stream waits for with `wait_stream` |
-| 13 | runtime-compiled fused kernels | not used: GELU, LayerNorm and the softmax are hand-written fused kernels already; an exercise could replace the MLP's bias-plus-GELU with one JIT kernel |
+| [1](chapter:ch01) | device query, `--device` | the first line, `device: ...`; without a GPU it runs on the CPU all the same |
+| [2](chapter:ch02) | moving tensors between devices | each step's windows go to the device with `ct_from_host`; in generation each character's logits come back to the host |
+| [3](chapter:ch03) | the caching allocator, memory statistics | the memory section's `ct_max_memory_allocated`: bytes per token |
+| [4](chapter:ch04) | matrix products (OpenBLAS, cuBLAS) | nearly all the time: c_attn, c_proj, c_fc, lm_head and attention's batched GEMMs |
+| [5](chapter:ch05) | a loss's gradient, backward by hand | `ct_cross_entropy` gives dL/dlogits; `gpt_backward` writes out the whole network's backward |
+| [6](chapter:ch06) | the training loop, checkpoints, Ctrl-C and `--resume` | `--save`, `--resume` (bit-identical), `--generate` reading the same kind of checkpoint |
+| [7](chapter:ch07) | DataParallel's gradient sum | with several processes `ct_ddp_allreduce_grads` is the same thing across processes |
+| [8](chapter:ch08) | DDP and `tools/launch` | `tools/launch --nproc-per-node 2 ./ch14`: two processes take half the windows each, average their gradients, and match one process taking the whole batch |
+| [9](chapter:ch09) | autocast and GradScaler | `--amp bf16` / `--amp fp16`: the forward in low precision, GradScaler for fp16, `unscale_` before clipping |
+| [10](chapter:ch10) | CUDA graphs | `--graphs`: forward and backward captured once, replayed each step |
+| [11](chapter:ch11) | the profiler | `--profile FILE`: the `key_averages` table and a Chrome trace |
+| [12](chapter:ch12) | streams and events | `--graphs` warms up and captures on a side stream, which the main stream waits for with `wait_stream` |
+| [13](chapter:ch13) | runtime-compiled fused kernels | not used: GELU, LayerNorm and the softmax are hand-written fused kernels already; an exercise could replace the MLP's bias-plus-GELU with one JIT kernel |
 
 `--amp` relies on every transformer layer running under autocast: the Linears and attention's two matrix products compute in bfloat16 or float16, LayerNorm, attention's softmax and the cross-entropy in float32, by PyTorch's rules; parameters and gradients stay float32.
 :::
