@@ -195,7 +195,8 @@ static int layernorm_backward(ct_dtype dt, int64_t n, int64_t c, const void *x, 
 }
 
 // ---- GELU -----------------------------------------------------------------------------------
-// In double, rounded once to the dtype. K = sqrt(2/pi), A = 0.044715.
+// float64, and approximate="none" in every dtype: in double, rounded once to
+// the dtype. K = sqrt(2/pi), A = 0.044715.
 static const double GELU_K = 0.7978845608028654, GELU_A = 0.044715;
 static const double INV_SQRT2 = 0.7071067811865476, INV_SQRT_2PI = 0.3989422804014327;
 
@@ -223,9 +224,37 @@ static inline double gelu_slope(bool tanh_approx, double x) {
   }
 FLOAT_CASES(GELU)
 
+// approximate="tanh" in f32, f16 and bf16: in float with the formula the
+// CUDA functor uses (transformer_kernels.h), a loop per direction that GCC
+// vectorizes; out = gelu(x), or dy * gelu'(x) rounded in float, then to the
+// dtype.
+#define GELU_TANH_F(SUF, DT)                                                                   \
+  static void gelu_tanh_##SUF(int64_t n, const ST_##SUF *x, const ST_##SUF *dy,               \
+                              ST_##SUF *out) {                                                \
+    if (!dy) {                                                                                \
+      _Pragma("omp parallel for simd if (n >= CT_CPU_PAR_MIN / 8) schedule(static)")          \
+      for (int64_t i = 0; i < n; ++i) out[i] = ST_OUT_##SUF(cti_gelu_tanh_valuef(LD_##SUF(x[i]))); \
+    } else {                                                                                  \
+      _Pragma("omp parallel for simd if (n >= CT_CPU_PAR_MIN / 8) schedule(static)")          \
+      for (int64_t i = 0; i < n; ++i)                                                         \
+        out[i] = ST_OUT_##SUF(LD_##SUF(dy[i]) * cti_gelu_tanh_slopef(LD_##SUF(x[i])));        \
+    }                                                                                         \
+  }
+GELU_TANH_F(f32, CT_F32)
+GELU_TANH_F(f16, CT_F16)
+GELU_TANH_F(bf16, CT_BF16)
+
 static int gelu(ct_dtype dt, bool tanh_approx, int64_t n, const void *x, const void *dy, void *out,
                 ct_stream *s) {
   (void)s;
+  if (tanh_approx && dt != CT_F64) {
+    switch (dt) {
+#define CASE(SUF, DT) case DT: gelu_tanh_##SUF(n, x, dy, out); return CT_OK;
+      CASE(f32, CT_F32) CASE(f16, CT_F16) CASE(bf16, CT_BF16)
+#undef CASE
+    default: break;
+    }
+  }
   switch (dt) {
 #define CASE(SUF, DT) case DT: gelu_##SUF(tanh_approx, n, x, dy, out); return CT_OK;
     FLOAT_CASES(CASE)

@@ -29,6 +29,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "async_error.h"
 #include "kernel_util.cuh"
 #include "transformer_kernels.h"
@@ -199,16 +201,27 @@ int cti_embedding_run(const X &x, ct_dtype dt, bool backward, int64_t n, int64_t
 }
 
 // ---- GELU --------------------------------------------------------------------------------------------
+// approximate="tanh" in float (f32, f16, bf16) is transformer_kernels.h's
+// cti_gelu_tanh_valuef/slopef, the very code the CPU loop runs, so the two
+// devices give the same bits; double and approximate="none" use the
+// formulas below (the CPU computes those in double).
 template <class A> __host__ __device__ inline A cti_gelu_value(bool tanh_approx, A x) {
   const A k = A(0.7978845608028654), a = A(0.044715);
-  if (tanh_approx) return A(0.5) * x * (A(1) + cti_tf_tanh(k * (x + a * x * x * x)));
+  if (tanh_approx) {
+    if constexpr (std::is_same<A, float>::value) return cti_gelu_tanh_valuef(x);
+    else return A(0.5) * x * (A(1) + cti_tf_tanh(k * (x + a * x * x * x)));
+  }
   return A(0.5) * x * (A(1) + cti_tf_erf(x * A(0.7071067811865476)));
 }
 template <class A> __host__ __device__ inline A cti_gelu_slope(bool tanh_approx, A x) {
   const A k = A(0.7978845608028654), a = A(0.044715);
   if (tanh_approx) {
-    const A t = cti_tf_tanh(k * (x + a * x * x * x));
-    return A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * k * (A(1) + A(3) * a * x * x);
+    if constexpr (std::is_same<A, float>::value) {
+      return cti_gelu_tanh_slopef(x);
+    } else {
+      const A t = cti_tf_tanh(k * (x + a * x * x * x));
+      return A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * k * (A(1) + A(3) * a * x * x);
+    }
   }
   return A(0.5) * (A(1) + cti_tf_erf(x * A(0.7071067811865476))) +
          x * cti_tf_exp(A(-0.5) * x * x) * A(0.3989422804014327);

@@ -17,13 +17,20 @@
 //  - ct_module_tie: one parameter in parameters() and num_elements, two
 //    state_dict names holding one tensor that ct_module_to keeps shared,
 //    mismatches refused, ct_module_replicate refused;
-//  - GELU and Embedding in float16/bfloat16 against float64 references.
+//  - GELU and Embedding in float16/bfloat16 against float64 references;
+//  - GELU(approximate="tanh")'s float math (transformer_kernels.h, the code
+//    both devices run): its exp within 1.5 ulp of libm's double exp over the
+//    floats, the value and slope within 3 ulp * (1 + |z|) of float64 over
+//    x in [-10, 10] (z = -2u is exp's argument; its own rounding, ~2 ulp of
+//    z, is amplified by |z|: the conditioning of any float evaluation), the
+//    extremes (+-0, +-inf, NaN, huge, subnormal) as stated there.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
+#include "transformer_kernels.h"
 #include "tu_ref.h"
 
 // The error a call left, or the one a CUDA kernel reports at the next wait.
@@ -329,13 +336,72 @@ static void test_low_precision(void **state) {
   }
 }
 
+// The spacing of floats at |r| (subnormal spacing below FLT_MIN).
+static double float_ulp(double r) {
+  int e;
+  if (fabs(r) < 0x1p-126) return 0x1p-149;
+  frexp(fabs(r), &e);
+  return ldexp(1.0, e - 24);
+}
+
+static void test_gelu_float_math(void **state) {
+  (void)state;
+  double worst = 0;
+  for (uint32_t b = 0; b < 0xffffffffu - 4099; b += 4099) { // every 4099th float
+    float y;
+    memcpy(&y, &b, sizeof y);
+    if (y != y || fabsf(y) > 120) continue;
+    const double want = exp((double)y);
+    const float got = cti_gelu_expf(y);
+    const double err = want > 0x1.fffffep127 ? (isinf(got) ? 0 : 1e9) : fabs(got - want) / float_ulp(want);
+    if (err > worst) worst = err;
+  }
+  print_message("cti_gelu_expf: max error %.3f ulp\n", worst);
+  if (worst > 1.5) fail_msg("cti_gelu_expf: %.3f ulp from exp, more than 1.5", worst);
+
+  const double k = 0.7978845608028654, a = 0.044715;
+  double wv = 0, ws = 0;
+  for (int64_t i = -2000000; i <= 2000000; ++i) {
+    const float x = (float)((double)i * 5e-6);
+    // float64 reference, the same function written without cancellation:
+    // s = 1 / (1 + exp(z)) = (1 + tanh(u)) / 2
+    const double xd = x, z = -2 * k * (xd + a * xd * xd * xd), s = 1 / (1 + exp(z));
+    const double v = xd * s, t1 = s, t2 = xd * s * (1 - s) * 2 * k * (1 + 3 * a * xd * xd);
+    const double ev = fabs(cti_gelu_tanh_valuef(x) - v) / float_ulp(v) / (1 + fabs(z));
+    // the slope s + t2 cancels near x = -0.75: measured in ulps of its larger term
+    const double es = fabs(cti_gelu_tanh_slopef(x) - (t1 + t2)) / float_ulp(fmax(fabs(t1), fabs(t2))) / (1 + fabs(z));
+    if (ev > wv) wv = ev;
+    if (es > ws) ws = es;
+  }
+  print_message("GELU tanh in float: value %.3f, slope %.3f ulp * (1 + |z|)\n", wv, ws);
+  if (wv > 3 || ws > 3) fail_msg("GELU tanh in float: value %.3f, slope %.3f ulp * (1 + |z|), more than 3", wv, ws);
+
+  // extremes: exp's limits; gelu(x) ~ x and 0 on the two sides, slope 1 and 0
+  const float inf = INFINITY, nan = NAN;
+  assert_true(cti_gelu_expf(inf) == inf && cti_gelu_expf(-inf) == 0 && cti_gelu_expf(nan) != cti_gelu_expf(nan));
+  assert_true(cti_gelu_expf(0.0f) == 1 && cti_gelu_expf(-0.0f) == 1 && cti_gelu_expf(100) == inf && cti_gelu_expf(-110) == 0);
+  assert_true(cti_gelu_expf(-100) > 0 && cti_gelu_expf(-100) == (float)exp(-100.0)); // subnormal, rounded once
+  const float big[] = {1e30f, 3.4e38f, inf};
+  for (int i = 0; i < 3; ++i) {
+    assert_true(cti_gelu_tanh_valuef(big[i]) == big[i] && cti_gelu_tanh_slopef(big[i]) == 1);
+    assert_true(cti_gelu_tanh_slopef(-big[i]) == 0);
+  }
+  assert_true(cti_gelu_tanh_valuef(-1e30f) == 0 && signbit(cti_gelu_tanh_valuef(-1e30f)));
+  assert_true(isnan(cti_gelu_tanh_valuef(-inf))); // -inf * 0, as torch
+  assert_true(isnan(cti_gelu_tanh_valuef(nan)) && isnan(cti_gelu_tanh_slopef(nan)));
+  assert_true(cti_gelu_tanh_valuef(0.0f) == 0 && !signbit(cti_gelu_tanh_valuef(0.0f)));
+  assert_true(cti_gelu_tanh_valuef(-0.0f) == 0 && signbit(cti_gelu_tanh_valuef(-0.0f)));
+  assert_true(cti_gelu_tanh_slopef(0.0f) == 0.5f && cti_gelu_tanh_slopef(-0.0f) == 0.5f);
+  assert_true(cti_gelu_tanh_valuef(1e-40f) == 0.5e-40f); // subnormal: x / 2
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedding_errors), cmocka_unit_test(test_embedding_deterministic),
       cmocka_unit_test(test_cross_entropy),    cmocka_unit_test(test_layernorm),
       cmocka_unit_test(test_containers),       cmocka_unit_test(test_tie),
-      cmocka_unit_test(test_low_precision),
+      cmocka_unit_test(test_low_precision),    cmocka_unit_test(test_gelu_float_math),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
