@@ -31,8 +31,6 @@ Standard library only.
 import glob
 import html
 import html.parser
-import importlib.machinery
-import importlib.util
 import json
 import math
 import os
@@ -42,33 +40,12 @@ import subprocess
 import sys
 import tempfile
 
-SKIP = 77
-LANGS = ("zh", "en")
+import check_reader  # noqa: E402  (this folder: the book checks' shared check/skip/load_module)
+from check_reader import LANGS, check, failures, skip  # noqa: E402
+from check_reader import load_module as load  # noqa: E402
+
 NOT_GPU = {"zh": "尚未在 GPU 上测量", "en": "not yet measured on a GPU"}
 TITLE = {"zh": "附录　性能", "en": "Appendix: Performance"}
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def skip(why):
-    print(f"skipped: {why}")
-    sys.exit(SKIP)
-
-
-def load(name, path):
-    if path.endswith(".py"):
-        spec = importlib.util.spec_from_file_location(name, path)
-    else:
-        loader = importlib.machinery.SourceFileLoader(name, path)
-        spec = importlib.util.spec_from_loader(name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def catalog(root):
@@ -424,7 +401,7 @@ def cmd_pdf(root, out):
 def cmd_search(root, out):
     if not os.path.exists(os.path.join(out, "book.json")):
         skip(f"no book in {out} (book.build did not build it)")
-    reader_checks = load("check_reader", os.path.join(root, "tests", "book", "check_reader.py"))
+    reader_checks = check_reader
     chrome = reader_checks.chromium_binary()
     if not chrome:
         skip("no chromium (Debian: chromium)")
