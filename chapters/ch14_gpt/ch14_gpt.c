@@ -1595,7 +1595,7 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 ## 前面各章在这里变成了什么
 
 | 章 | 那一章造的东西 | 在本章 |
-|---|---|---|
+|--|-----------|-----------------|
 | [1](chapter:ch01) | 设备查询、`--device` | 第一行 `device: ...`；没有 GPU 时在 CPU 上照样跑 |
 | [2](chapter:ch02) | 张量在设备间搬运 | 每步的窗口 `ct_from_host` 到设备；生成时每个字符的 logits 拷回主机 |
 | [3](chapter:ch03) | 缓存分配器、显存统计 | "内存"一节的 `ct_max_memory_allocated`：每个 token 多少字节 |
@@ -1616,7 +1616,7 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 ## What the earlier chapters became here
 
 | ch. | what that chapter built | in this chapter |
-|---|---|---|
+|--|-----------|-----------------|
 | [1](chapter:ch01) | device query, `--device` | the first line, `device: ...`; without a GPU it runs on the CPU all the same |
 | [2](chapter:ch02) | moving tensors between devices | each step's windows go to the device with `ct_from_host`; in generation each character's logits come back to the host |
 | [3](chapter:ch03) | the caching allocator, memory statistics | the memory section's `ct_max_memory_allocated`: bytes per token |
