@@ -439,15 +439,15 @@ static int train(const settings *s, ct_module *model, ct_data_parallel *dp, ct_d
   o.momentum = s->momentum;
   ct_optimizer *opt = ct_optim_sgd(params, np, o); // optimizer over model.parameters(): the module's
   if (!opt) return -1;
-  int64_t batches = ct_dataloader_len(train_dl); // one epoch: the steps of a run
-  int rc = batches < s->steps ? (int)ct_fail(CT_ERR_VALUE, "the training set gives %lld batches of %ld, fewer than --steps "
-                                        "%ld: lower --steps or --batch-size", (long long)batches, s->batch_size, s->steps)
-                              : ct_dataloader_start_epoch(train_dl);
+  int rc = ct_dataloader_start_epoch(train_dl);
   double t0 = now_seconds();
   ct_tensor *x = NULL, *y = NULL;
   for (long step = 0; rc == CT_OK && step < s->steps; ++step) {
-    if ((rc = ct_dataloader_next(train_dl, &x, &y)) != 1) {
-      if (rc == 0) rc = ct_fail(CT_ERR_VALUE, "the training set ran out after %ld steps", step);
+    rc = ct_dataloader_next(train_dl, &x, &y);
+    if (rc == 0 && (rc = ct_dataloader_start_epoch(train_dl)) == CT_OK) // the epoch ended: a new one,
+      rc = ct_dataloader_next(train_dl, &x, &y);                        // as `for epoch ...` would
+    if (rc != 1) {
+      if (rc == 0) rc = ct_fail(CT_ERR_VALUE, "the training set gives no batch");
       break;
     }
     ct_tensor *loss = train_step(model, dp, opt, x, y);
@@ -682,12 +682,12 @@ static int show_main_device(const ct_device *devs, int n, ct_metrics *m) {
 ::: zh
 ## main：把各部分连起来
 
-`main` 先选设备列表，然后按本章的顺序依次演示：设备列表、当前设备、种子的例子、切分规则、两次训练的对照、state_dict 的前缀、主设备的检查。书里的输出来自一次 100 步的运行（`--steps 100`）；默认是 300 步。
+`main` 先选设备列表，然后按本章的顺序依次演示：设备列表、当前设备、种子的例子、切分规则、两次训练的对照、state_dict 的前缀、主设备的检查。书里的输出来自一次 100 步的运行（`--steps 100`）；默认是 300 步，比一轮（60000 张图、每批 256，共 235 批）多：数据读完时训练循环开始新的一轮，就像 PyTorch 里外层的 `for epoch in ...` 那样，所以第 236 步是第二轮的第一批。
 :::
 ::: en
 ## main: putting the parts together
 
-`main` chooses the device list, then shows the chapter's parts in order: the device list, the current device, the seed's example, the split rule, the two training runs side by side, the state_dict prefix and the main device's check. The book's output comes from a 100-step run (`--steps 100`); the default is 300 steps.
+`main` chooses the device list, then shows the chapter's parts in order: the device list, the current device, the seed's example, the split rule, the two training runs side by side, the state_dict prefix and the main device's check. The book's output comes from a 100-step run (`--steps 100`); the default is 300 steps, more than one epoch (60,000 images in batches of 256 make 235 batches): when the loader runs out, the training loop starts a new epoch, as PyTorch's outer `for epoch in ...` loop would, so step 236 is the second epoch's first batch.
 :::
 */
 /*md bookrun --steps 100*/

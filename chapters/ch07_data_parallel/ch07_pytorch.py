@@ -196,12 +196,11 @@ def train(torch, nn, a, model, forward, x_train, y_train, dev):
     loss_fn = nn.CrossEntropyLoss()
     losses = []
     t0 = time.perf_counter()
+    per_epoch = -(-len(x_train) // a.batch_size)      # drop_last=False: the last batch is short
     for step in range(a.steps):
-        lo = step * a.batch_size
+        lo = (step % per_epoch) * a.batch_size          # past one epoch, the next starts
         x = x_train[lo:lo + a.batch_size].to(dev)     # file order, as the C loader reads it
         y = y_train[lo:lo + a.batch_size].to(dev)
-        if len(x) < a.batch_size:
-            die(f"the training set ran out after {step} steps")
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(forward(x), y)                 # forward through the wrapper (or the model)
         loss.backward()                               # every replica's grads summed into the module's
