@@ -642,7 +642,7 @@ static int show_state_dict(const settings *s, const ct_device *devs, int n, ct_m
 RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of them on device: cpu
 ```
 
-ct 在创建包装器和每次前向时做同样的检查，报同样的话。下面在有 GPU 时真的触发一次；只有 CPU 时，所有副本都在 CPU 上，这个错误不可能出现。
+PyTorch 在构造 `DataParallel` 时不查，每次前向开头才查，所以错误在第一次前向时出现。ct 在每次前向时做同样的检查，报同样的话，并且在创建包装器时就先查一次，错误来得更早。下面在有 GPU 时真的触发一次；只有 CPU 时，所有副本都在 CPU 上，这个错误不可能出现。
 
 这也回答了“多块 GPU 就看成一块大显存的 GPU”那句话：只对一半。batch 确实被切开了，每块卡只放自己那一块的激活值，所以总 batch 可以放大到 n 倍；但**模型在每块卡上都有一份完整的拷贝**，模型本身放不下一块卡，DataParallel 帮不上忙。而且 `device_ids[0]` 比别的卡多干活、多占显存：收集所有输出、算损失、汇总梯度、更新参数都在它上面，所以它往往先满。每一步还要把参数从它广播出去，所有副本都由一个 Python 进程里的线程驱动（在 PyTorch 里还受 GIL 限制）。这两个瓶颈正是第 8 章 DistributedDataParallel 要去掉的。
 :::
@@ -655,7 +655,7 @@ A seed asks in red: `model.to(device)` uses just `cuda:0`; is that a mistake? It
 RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of them on device: cpu
 ```
 
-ct makes the same check when the wrapper is created and at every forward, in the same words. Below it is triggered for real when there is a GPU; on a CPU-only machine every replica is on the CPU and the error cannot happen.
+PyTorch does not check when the `DataParallel` is constructed, only at the start of every forward, so the error comes at the first forward. ct makes the same check at every forward, in the same words, and once more, earlier, when the wrapper is created. Below it is triggered for real when there is a GPU; on a CPU-only machine every replica is on the CPU and the error cannot happen.
 
 This also answers "many GPUs are one big GPU": it is half true. The batch is split, each GPU holds only its chunk's activations, so the total batch can grow n times; but **every GPU holds a whole copy of the model**, so a model that does not fit on one GPU is not helped by DataParallel. And `device_ids[0]` works and stores more than the others: gathering every output, the loss, summing the gradients and the update all happen there, so it tends to fill up first. Every step also broadcasts the parameters from it, and all replicas are driven by threads of one process (in PyTorch, under the GIL). Those two bottlenecks are what chapter 8's DistributedDataParallel removes.
 :::

@@ -88,7 +88,7 @@ static double reduce_scalar(ct_process_group *pg, double v, ct_dist_reduce_op op
 
 后端的选择：`mpi` 处理 CPU 张量（GPU 张量先经锁页内存中转）；`nccl` 要求每个 rank 独占一块 GPU，它的 unique id 由 rank 0 生成，经 MPI 广播给所有人。**一块 GPU 不能放两个 NCCL rank**：NCCL 把同一设备上的两个 rank 视为错误（`ncclInvalidUsage`，“Duplicate GPU detected”），因为它的环和树是按设备建的。所以 `--backend nccl` 时 rank 数不能超过 GPU 数，本章会在初始化时报出这一点。
 
-线程也要分：`tools/launch` 和 `torchrun` 一样，在没有设置 `OMP_NUM_THREADS` 时给每个 rank 分到“核数 ÷ 每台机器的 rank 数”个 OpenMP 线程。否则每个 rank 都开一整台机器那么多的线程，核被超额占用，MPI 忙等的 rank 又抢走别人计算用的核，每一步会慢上许多倍。
+线程也要分。`torchrun` 在每台机器启动多个进程、而 `OMP_NUM_THREADS` 没有设置时，把它设为 1，并打印一条警告请你自己再调。`tools/launch` 在同样的情况下给每个 rank 分一份 OpenMP 线程：“核数 ÷ 每台机器的 rank 数”（至少 1），`OPENBLAS_NUM_THREADS` 和 `MKL_NUM_THREADS` 没设时也取这个值。两者都是为了避免每个 rank 都开一整台机器那么多的线程：核被超额占用，MPI 忙等的 rank 又抢走别人计算用的核，每一步会慢上许多倍。不同在于份额：1 个线程对 GPU 训练足够（计算在 GPU 上），而本书的 rank 常常在 CPU 上计算，只给 1 个线程会让一台多核机器上的少数几个 rank 空着大部分核，所以 `tools/launch` 把核平均分给各 rank。想和 `torchrun` 一样，就在启动前写 `OMP_NUM_THREADS=1`。
 
 下面由 rank 0 打印每个 rank 的身份：各 rank 先把自己的 (rank, local rank, 进程号) 放进一个张量，`all_gather` 到每个 rank，rank 0 打印。只有 rank 0 打印（其他 rank 的标准输出被重定向到 `/dev/null`），这是分布式程序的通行做法，否则 N 个进程的输出会混在一起。
 :::
@@ -99,7 +99,7 @@ static double reduce_scalar(ct_process_group *pg, double v, ct_dist_reduce_op op
 
 The backends: `mpi` takes CPU tensors (a GPU tensor goes through pinned host memory); `nccl` wants one GPU per rank, and its unique id, made by rank 0, reaches everyone through an MPI broadcast. **One GPU cannot host two NCCL ranks**: NCCL treats two ranks on one device as an error (`ncclInvalidUsage`, "Duplicate GPU detected"), because it builds its rings and trees per device. So with `--backend nccl` there can be no more ranks than GPUs, and the chapter says so at initialization.
 
-Threads must be shared out too: like `torchrun`, `tools/launch` gives each rank, when `OMP_NUM_THREADS` is not set, the cores divided by the ranks per machine as its OpenMP threads. Otherwise every rank starts as many threads as the whole machine has, the cores are oversubscribed, and ranks busy-waiting in MPI steal the cores the others compute on: each step becomes many times slower.
+Threads must be shared out too. When `torchrun` starts several processes per machine and `OMP_NUM_THREADS` is not set, it sets it to 1 and prints a warning asking you to tune it. In the same case `tools/launch` gives each rank one OpenMP share of the cores: the cores divided by the ranks per machine (at least 1), also used for `OPENBLAS_NUM_THREADS` and `MKL_NUM_THREADS` when those are unset. Both avoid every rank starting as many threads as the whole machine has: the cores would be oversubscribed, and ranks busy-waiting in MPI would steal the cores the others compute on, making each step many times slower. They differ in the share: one thread is enough for GPU training (the work is on the GPU), but this book's ranks often compute on the CPU, and one thread each would leave most of a many-core machine idle under a few ranks, so `tools/launch` divides the cores among them. To get `torchrun`'s behaviour, set `OMP_NUM_THREADS=1` before launching.
 
 Below, rank 0 prints every rank's identity: each rank puts its (rank, local rank, process id) in a tensor, `all_gather` brings all of them to every rank, and rank 0 prints them. Only rank 0 prints (the other ranks' standard output goes to `/dev/null`), the usual rule of distributed programs; otherwise N processes' lines interleave.
 :::
@@ -469,9 +469,12 @@ static int train(const settings *st, ct_process_group *pg, trained *t, ct_metric
   so.momentum = st->momentum;
   if (!(t->opt = ct_optim_sgd(params, np, so))) return -1;
   int acc = (int)st->accumulate;
+  char cap[64];
+  if (st->bucket_mb > 0) snprintf(cap, sizeof cap, "cap %g MB", st->bucket_mb);
+  else snprintf(cap, sizeof cap, "default cap: 1 MiB first, then 25 MiB");
+  int nbk = ct_ddp_bucket_count(t->ddp);
   printf("%d ranks x batch %ld x %d accumulated = global batch %ld; %" PRId64 " training images, %" PRId64
-         " per rank; %d buckets (cap %g MB)\n", w, (long)B, acc, (long)B * w * acc, len, n,
-         ct_ddp_bucket_count(t->ddp), st->bucket_mb);
+         " per rank; %d bucket%s (%s)\n", w, (long)B, acc, (long)B * w * acc, len, n, nbk, nbk == 1 ? "" : "s", cap);
   t->s.n = n;
   int64_t steps = n / (B * acc); // whole steps only (a DataLoader with drop_last=True)
   double losses[64], accs[64];
@@ -504,20 +507,24 @@ static int train(const settings *st, ct_process_group *pg, trained *t, ct_metric
 ::: zh
 ## 桶和重叠：为什么 DDP 在反向时就开始通信
 
-如果等反向全部算完再对所有梯度做 all-reduce，通信时间就完整地加在每一步上。DDP 的做法是：参数按**注册的逆序**（也就是反向算出它们梯度的顺序）分进若干个**桶**，每个桶约 `bucket_cap_mb`（默认 25 MB；第一个桶只有 1 MB，让第一次通信尽早开始，这是 PyTorch 的规则）。反向每算完一层，那一层的参数就标为“就绪”；一个桶里的参数全部就绪，立即把它们拷进桶的连续缓冲区，启动一次**异步** all-reduce，反向接着算前面的层。反向结束时，多数桶的通信已经在路上或已完成，只需等剩下的。
+如果等反向全部算完再对所有梯度做 all-reduce，通信时间就完整地加在每一步上。DDP 的做法是：参数按**注册的逆序**（也就是反向算出它们梯度的顺序）分进若干个**桶**，一个桶的字节数一达到上限就封口。上限是 PyTorch 2.x 的规则：不给 `bucket_cap_mb` 时，第一个桶的上限是 1 MiB（让第一次通信尽早开始），之后每个桶 25 MiB；显式给了 `bucket_cap_mb`，它就是每个桶的上限，第一个桶也不例外（PyTorch 1.13 不论给没给，第一个桶都是 1 MiB）。`ct_ddp_defaults()` 的 `bucket_cap_mb = 0` 表示“没给”，相当于 PyTorch 的 `None`。反向每算完一层，那一层的参数就标为“就绪”；一个桶里的参数全部就绪，立即把它们拷进桶的连续缓冲区，启动一次**异步** all-reduce，反向接着算前面的层。反向结束时，多数桶的通信已经在路上或已完成，只需等剩下的。
+
+PyTorch 还有一步 ct 没有做：没开 `find_unused_parameters` 时，第一次迭代把所有梯度放在**一个**桶里归约，之后（`Reducer::rebuild_buckets`）按第一次反向里梯度**实际就绪的顺序**重新分桶，因为注册顺序不一定是使用顺序。ct 在 `ct_ddp_create` 里一次分好桶，按注册的逆序；ct 的模块（`Sequential` 这样的链）反向时大体就是按这个顺序就绪的，所以分出的桶和 PyTorch 重建后的基本一样（同一层的权重和偏置谁先就绪，在 PyTorch 里不一定），只是 ct 的第一次迭代也已经分桶、和反向重叠。
 
 在 CPU 上，异步的是 `MPI_Iallreduce`。Open MPI 默认没有后台进度线程，非阻塞集合通信只在进程调用 MPI 函数时才前进，所以 ct 的“梯度就绪”钩子每次被调用时都对已启动的桶做一次 `MPI_Test`，推着通信往前走。在 GPU 上，NCCL 在自己的流上运行，计算流和通信流之间用事件排序，真正并行。
 
-下面用同一个模型各跑若干步：重叠打开和关闭（关闭时所有桶都等反向结束才启动），报告每步时间，以及反向算完之后还要等待通信的时间（各 rank 的最大值）。本章的 MLP 只有约 0.9 MB 的梯度，全部落在第一个桶里，所以默认的桶大小下没什么可重叠的；`--bucket-mb` 改变的只是第一个桶之后的桶。要看到重叠的效果，得有更大的模型或 GPU 上真正并行的通信。
+下面用同一个模型各跑若干步：重叠打开和关闭（关闭时所有桶都等反向结束才启动），报告每步时间，以及反向算完之后还要等待通信的时间（各 rank 的最大值）。本章的 MLP 只有约 0.9 MB 的梯度，默认的桶大小下全部落在第一个（1 MiB 的）桶里，没什么可重叠的；`--bucket-mb` 给了上限，第一个桶也按它封口，桶就多了。要看到重叠的效果，得有更大的模型或 GPU 上真正并行的通信。
 :::
 ::: en
 ## Buckets and overlap: why DDP communicates during backward
 
-If every gradient were all-reduced after backward has finished, the whole communication time would add to every step. DDP instead puts the parameters, in **reverse registration order** (the order backward produces their gradients), into **buckets** of about `bucket_cap_mb` (25 MB by default; the first bucket holds only 1 MB so that the first transfer starts early, PyTorch's rule). Each time backward finishes a layer, that layer's parameters are marked "ready"; when every parameter of a bucket is ready, their gradients are copied into the bucket's contiguous buffer and an **asynchronous** all-reduce starts, while backward goes on with the layers before. When backward ends, most buckets are on their way or done, and only the rest must be waited for.
+If every gradient were all-reduced after backward has finished, the whole communication time would add to every step. DDP instead puts the parameters, in **reverse registration order** (the order backward produces their gradients), into **buckets**; a bucket closes as soon as its bytes reach its limit. The limits are PyTorch 2.x's rule: with `bucket_cap_mb` not given, the first bucket's limit is 1 MiB (so that the first transfer starts early) and every later one's 25 MiB; an explicit `bucket_cap_mb` is every bucket's limit, the first one's included (PyTorch 1.13 kept the 1 MiB first bucket either way). In `ct_ddp_defaults()`, `bucket_cap_mb = 0` means "not given", PyTorch's `None`. Each time backward finishes a layer, that layer's parameters are marked "ready"; when every parameter of a bucket is ready, their gradients are copied into the bucket's contiguous buffer and an **asynchronous** all-reduce starts, while backward goes on with the layers before. When backward ends, most buckets are on their way or done, and only the rest must be waited for.
+
+PyTorch takes one more step that ct does not: without `find_unused_parameters`, its first iteration reduces every gradient in **one** bucket, and after it (`Reducer::rebuild_buckets`) the buckets are rebuilt in the order the gradients **actually became ready** in that backward, since registration order need not be the order of use. ct builds the buckets once, in `ct_ddp_create`, in reverse registration order; ct's modules (chains like `Sequential`) make their gradients ready in essentially that order, so the buckets come out much as PyTorch's rebuilt ones (whether a layer's weight or bias is ready first is not fixed in PyTorch), except that ct's first iteration is already bucketed and overlapped with backward.
 
 On the CPU the asynchronous call is `MPI_Iallreduce`. Open MPI has no background progress thread by default: a non-blocking collective advances only while the process is inside an MPI call, so ct's gradient-ready hook calls `MPI_Test` on the started buckets each time it runs, pushing them along. On a GPU, NCCL runs on its own stream, ordered against the compute stream by events, truly in parallel.
 
-Below, the same model runs some steps with overlap on and off (off: every bucket starts only when backward has ended), reporting the time per step and the time spent after backward waiting for communication (the maximum over the ranks). This chapter's MLP has about 0.9 MB of gradients, which all fall into the first bucket, so at the default bucket size there is little to overlap; `--bucket-mb` changes only the buckets after the first. Seeing overlap pay takes a bigger model, or a GPU where communication truly runs alongside.
+Below, the same model runs some steps with overlap on and off (off: every bucket starts only when backward has ended), reporting the time per step and the time spent after backward waiting for communication (the maximum over the ranks). This chapter's MLP has about 0.9 MB of gradients, which at the default bucket size all fall into the first (1 MiB) bucket, so there is little to overlap; `--bucket-mb` sets a limit that closes the first bucket too, and there are more buckets. Seeing overlap pay takes a bigger model, or a GPU where communication truly runs alongside.
 :::
 */
 static double timed_steps(ct_process_group *pg, trained *t, const settings *st, double *wait_ms) {
@@ -672,7 +679,7 @@ static int show_checkpoint(ct_process_group *pg, trained *t, const settings *st,
 
 种子的第一段 DDP 代码用 `torch.multiprocessing.spawn` 启动进程，在 `setup` 里只写了 `dist.init_process_group("nccl", rank=rank, world_size=world_size)`。默认的 `init_method` 是 `env://`，它要读 `MASTER_ADDR` 和 `MASTER_PORT`，而 `mp.spawn` 不设置它们，于是初始化报错 `environment variable MASTER_ADDR expected, but not set`；要在 `setup` 里先写 `os.environ["MASTER_ADDR"] = "localhost"` 和一个端口，或者改用 `torchrun`。同一段代码里 `dataset`、`criterion`、`target` 都没有定义，而 `for batch in dataloader` 把 (图片, 标签) 这一对当成了模型输入；优化器建在 `ddp_model.parameters()` 上倒是对的。第二段（torchrun 版）用了 `os` 却没有 import，`epochs`、`train_one_epoch`、`dataloader`、`optimizer` 都没有定义，也没有 `DistributedSampler` 和 `set_epoch`，所以每个 rank 会训练**同样**的数据。
 
-还有一个种子没提的陷阱：**fork 和 CUDA 不能混用**。`mp.spawn` 和 `torchrun` 用的是全新的进程（spawn），而 Linux 上 `multiprocessing` 的默认方式是 `fork`：复制父进程的内存。如果父进程已经初始化了 CUDA（哪怕只是调用过 `torch.cuda.is_available()` 之外的任何 CUDA 函数），子进程继承的是一份指向父进程 GPU 上下文的状态，驱动不支持在子进程里使用它，报 `Cannot re-initialize CUDA in forked subprocess`。ct 的进程由 `mpirun` 启动，每个都是全新的程序，不存在这个问题；第 6 章的 DataLoader 用线程而不是进程，也因此可以和 CUDA 共存。
+还有一个种子没提的陷阱：**fork 和 CUDA 不能混用**。`mp.spawn` 和 `torchrun` 用的是全新的进程（spawn），而在 Python 3.13 及以前，Linux 上 `multiprocessing` 的默认方式是 `fork`：复制父进程的内存（Python 3.14 起默认改成 `forkserver`：子进程由一个早早启动、没碰过 CUDA 的服务进程 fork 出来；显式选了 `fork` 或用较老的 Python 时，这个陷阱还在）。如果父进程已经初始化了 CUDA（哪怕只是调用过 `torch.cuda.is_available()` 之外的任何 CUDA 函数），子进程继承的是一份指向父进程 GPU 上下文的状态，驱动不支持在子进程里使用它，报 `Cannot re-initialize CUDA in forked subprocess`。ct 的进程由 `mpirun` 启动，每个都是全新的程序，不存在这个问题；第 6 章的 DataLoader 用线程而不是进程，也因此可以和 CUDA 共存。
 
 跨机器运行：`tools/launch --hosts node1,node2`（或 `--hostfile`）让 `mpirun` 通过 ssh 在每台机器上启动 `--nproc-per-node` 个 rank，`MASTER_ADDR` 是第一台机器。各机器要有同样的路径和程序、免密码 ssh，Open MPI 的 TCP 传输用哪块网卡可以用 `--mca btl_tcp_if_include eth0` 指定；NCCL 则看 `NCCL_SOCKET_IFNAME`（用哪块网卡建立连接）、`NCCL_IB_HCA`（InfiniBand 设备）和 `NCCL_DEBUG=INFO`（打印它选了什么）。测试 `dist.netns` 在能用 `ip netns` 的机器上（以 root 运行时）建两个网络命名空间，用一对 veth 连起来，当作两台机器，真的经过 Open MPI 的 TCP 传输跑两个 rank。
 :::
@@ -681,7 +688,7 @@ static int show_checkpoint(ct_process_group *pg, trained *t, const settings *st,
 
 The seed's first DDP program starts its processes with `torch.multiprocessing.spawn` and its `setup` only calls `dist.init_process_group("nccl", rank=rank, world_size=world_size)`. The default `init_method` is `env://`, which reads `MASTER_ADDR` and `MASTER_PORT`, and `mp.spawn` sets neither, so initialization fails with `environment variable MASTER_ADDR expected, but not set`; `setup` needs `os.environ["MASTER_ADDR"] = "localhost"` and a port first, or the program should be started with `torchrun`. In the same program `dataset`, `criterion` and `target` are never defined, and `for batch in dataloader` feeds the (image, label) pair to the model as its input; building the optimizer on `ddp_model.parameters()` is right. The second program (the torchrun one) uses `os` without importing it, never defines `epochs`, `train_one_epoch`, `dataloader` or `optimizer`, and has no `DistributedSampler` and no `set_epoch`, so every rank would train on the **same** data.
 
-One more trap the seed does not mention: **fork and CUDA do not mix**. `mp.spawn` and `torchrun` start fresh processes (spawn), but `multiprocessing`'s default on Linux is `fork`, which copies the parent's memory. If the parent has initialized CUDA (any CUDA call beyond `torch.cuda.is_available()`), the child inherits state that points at the parent's GPU context, which the driver does not allow a child to use: `Cannot re-initialize CUDA in forked subprocess`. ct's processes are started by `mpirun`, each a fresh program, so the problem cannot arise; chapter 6's DataLoader uses threads rather than processes, which is also why it coexists with CUDA.
+One more trap the seed does not mention: **fork and CUDA do not mix**. `mp.spawn` and `torchrun` start fresh processes (spawn), but up to Python 3.13 `multiprocessing`'s default on Linux is `fork`, which copies the parent's memory (from Python 3.14 the default is `forkserver`: children are forked from a server process started early, which has not touched CUDA; with `fork` chosen explicitly, or an older Python, the trap remains). If the parent has initialized CUDA (any CUDA call beyond `torch.cuda.is_available()`), the child inherits state that points at the parent's GPU context, which the driver does not allow a child to use: `Cannot re-initialize CUDA in forked subprocess`. ct's processes are started by `mpirun`, each a fresh program, so the problem cannot arise; chapter 6's DataLoader uses threads rather than processes, which is also why it coexists with CUDA.
 
 Across machines: `tools/launch --hosts node1,node2` (or `--hostfile`) has `mpirun` start `--nproc-per-node` ranks on each machine over ssh, with `MASTER_ADDR` the first machine. The machines need the same paths and programs and password-less ssh; which network interface Open MPI's TCP transport uses is set with `--mca btl_tcp_if_include eth0`; for NCCL, `NCCL_SOCKET_IFNAME` (the interface to connect over), `NCCL_IB_HCA` (InfiniBand devices) and `NCCL_DEBUG=INFO` (print what it chose). The test `dist.netns`, where `ip netns` is available (run as root), makes two network namespaces joined by a veth pair, treats them as two machines, and runs two ranks through Open MPI's TCP transport for real.
 :::
@@ -701,7 +708,7 @@ Without the launcher's variables, `main` first hands itself to `tools/launch` (`
 int main(int argc, char **argv) {
   ct_cli cli = {.program = "ch08", .summary = "Chapter 8: DistributedDataParallel over Open MPI and NCCL."};
   settings s = {.backend = "auto", .nproc = 2, .epochs = 2, .batch_size = 64, .accumulate = 1, .lr = 0.05,
-                .momentum = 0.9, .bucket_mb = 25};
+                .momentum = 0.9, .bucket_mb = 0};
   ct_cli_opt opts[] = {
       {"nproc", CT_OPT_INT, &s.nproc, "ranks to start when run without tools/launch"},
       {"backend", CT_OPT_STRING, &s.backend, "auto (nccl on CUDA, else mpi), mpi or nccl"},
@@ -710,7 +717,7 @@ int main(int argc, char **argv) {
       {"accumulate", CT_OPT_INT, &s.accumulate, "micro-batches per step (no_sync on all but the last)"},
       {"lr", CT_OPT_DOUBLE, &s.lr, "SGD learning rate"},
       {"momentum", CT_OPT_DOUBLE, &s.momentum, "SGD momentum"},
-      {"bucket-mb", CT_OPT_DOUBLE, &s.bucket_mb, "DDP bucket_cap_mb"},
+      {"bucket-mb", CT_OPT_DOUBLE, &s.bucket_mb, "DDP bucket_cap_mb (0: not given, 1 MiB first bucket then 25)"},
       {"train-size", CT_OPT_INT, &s.train_size, "use the first N training images (0: all; --quick: 2560)"},
       {"data", CT_OPT_STRING, &s.data, "Fashion-MNIST folder (default: $CT_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)"},
       {"save", CT_OPT_OUTPUT, &s.save, "where rank 0 saves the model (default: ch08_model.safetensors)"},
@@ -718,9 +725,9 @@ int main(int argc, char **argv) {
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   /*md hide*/
   if (s.epochs < 1 || s.batch_size < 1 || s.accumulate < 1 || s.train_size < 0 || !(s.lr > 0) ||
-      !(s.momentum >= 0) || !(s.bucket_mb > 0) || s.nproc < 1 || s.nproc > 64) {
-    fprintf(stderr, "ch08: --epochs, --batch-size, --accumulate must be >= 1, --train-size >= 0, --lr and "
-                    "--bucket-mb > 0, --momentum >= 0, --nproc in [1, 64]\nusage: ch08 [--help] ...\n");
+      !(s.momentum >= 0) || !(s.bucket_mb >= 0) || s.nproc < 1 || s.nproc > 64) {
+    fprintf(stderr, "ch08: --epochs, --batch-size, --accumulate must be >= 1, --train-size >= 0, --lr > 0, "
+                    "--bucket-mb >= 0, --momentum >= 0, --nproc in [1, 64]\nusage: ch08 [--help] ...\n");
     return 2;
   }
   if (cli.quick) {
@@ -762,7 +769,7 @@ int main(int argc, char **argv) {
 1. 用 `--nproc 1`、`2`、`4` 各跑一次，比较每轮的图片/秒。4 个 rank 在 2 个核上为什么不会更快？`all-reduce bandwidth` 一节的 busbw 随 rank 数怎样变化？
 2. 把 `train` 里的 `sampler.epoch = e` 删掉（忘了 `set_epoch`）。损失曲线会变吗？每轮每个 rank 看到的样本有什么不同？
 3. 用 `--accumulate 4 --batch-size 16` 和 `--batch-size 64` 各训练一次。两者每步用的样本数相同，损失应该接近，为什么不完全相同？
-4. 用 `--bucket-mb 0.05` 运行，`training` 一节报告的桶数是多少？为什么第一个桶仍然装下了几乎所有参数？
+4. 不加参数和用 `--bucket-mb 0.05` 各运行一次，`training` 一节报告的桶数各是多少？从各参数的字节数（按注册的逆序：最后一层的偏置、权重，……）算出每个桶在哪里封口。PyTorch 1.13 在 `--bucket-mb 0.05` 下会分出几个桶，为什么？
 5. 让 rank 1 在训练途中退出（比如在 `train_step` 里加 `if (ct_dist_get_rank(...) == 1 && k == 5) exit(3);`），看看 `tools/launch` 多久结束、报了什么。不用启动器时 `mpirun` 会怎样？
 :::
 ::: en
@@ -771,7 +778,7 @@ int main(int argc, char **argv) {
 1. Run with `--nproc 1`, `2` and `4` and compare each epoch's images per second. Why are 4 ranks on 2 cores not faster? How does the busbw of the `all-reduce bandwidth` section change with the number of ranks?
 2. Delete `sampler.epoch = e` from `train` (forgetting `set_epoch`). Does the loss curve change? What does each rank see differently in each epoch?
 3. Train once with `--accumulate 4 --batch-size 16` and once with `--batch-size 64`. Both use the same samples per step, so the losses should be close: why are they not identical?
-4. Run with `--bucket-mb 0.05`: how many buckets does the `training` section report? Why does the first bucket still hold nearly every parameter?
+4. Run once without options and once with `--bucket-mb 0.05`: how many buckets does the `training` section report each time? Work out from the parameters' byte sizes (in reverse registration order: the last layer's bias, its weight, ...) where each bucket closes. How many buckets would PyTorch 1.13 have made with `--bucket-mb 0.05`, and why?
 5. Make rank 1 exit in the middle of training (for example `if (rank == 1 && k == 5) exit(3);` in the step loop) and see how soon `tools/launch` ends and what it reports.
 :::
 */

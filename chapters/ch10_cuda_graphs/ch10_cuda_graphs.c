@@ -13,7 +13,9 @@ static_input.copy_(real_input)
 g.replay()   # 先执行录下的 randn，把刚拷进去的数据盖掉
 ```
 
-`randn` 成了图里的第一个核函数，每次重放都先执行它，`copy_` 进去的数据随即被覆盖，模型训练的永远是随机数。本章用 C 把正确的做法一步步做出来，再把这个错误真的跑一遍。
+`randn` 成了图里的第一个核函数，每次重放都先执行它，`copy_` 进去的数据随即被覆盖，模型训练的永远是随机数。
+
+不过在 PyTorch 里，这个错误根本没有机会露面：种子的优化器是 `torch.optim.Adam(model.parameters())`，没有 `capturable=True`，捕获里调用 `optimizer.step()` 时，优化器先检查当前流是否在捕获，发现 `capturable` 为 False 就抛出 `RuntimeError`（“Attempting CUDA graph capture of step() for an instance of Adam but param_groups' capturable is False.”），整个 `with torch.cuda.graph(g)` 到此失败，根本走不到重放。改正要两处：建优化器时写 `torch.optim.Adam(model.parameters(), capturable=True)`（它的步数和偏差修正于是留在 GPU 上，而不是主机上的 Python 数），并把 `static_input` 放到捕获之前创建。本章用 C 把正确的做法一步步做出来，再把这两个错误真的跑一遍：`static_input` 的错误在“种子里的错误”一节，不可捕获的 Adam 在“捕获期间不允许做的事”一节。
 
 为什么要录图？每个算子在 GPU 上干活之前，主机要先做一串事：调度器检查参数、广播、推导 dtype、从缓存分配器取内存，然后把核函数提交给驱动（每次 launch 在主机上要几微秒）。模型小的时候，GPU 执行一个核函数比主机准备它还快，GPU 大部分时间在等主机，这叫**受启动开销限制**（launch-bound）。CUDA Graph 把一步里的全部核函数连同参数录下来，之后用一次 `cudaGraphLaunch` 整张提交：调度器的工作只在捕获时做一次，驱动也不再逐个处理几百次 launch。
 
@@ -39,7 +41,9 @@ static_input.copy_(real_input)
 g.replay()   # runs the recorded randn first, over the data just copied in
 ```
 
-The `randn` becomes the graph's first kernel. Every replay runs it first and overwrites what `copy_` put there, so the model always trains on random numbers. This chapter builds the right pattern in C, step by step, and then runs the bug for real.
+The `randn` becomes the graph's first kernel. Every replay runs it first and overwrites what `copy_` put there, so the model always trains on random numbers.
+
+In PyTorch, though, that bug never gets a chance to show: the seed's optimizer is `torch.optim.Adam(model.parameters())`, without `capturable=True`. When `optimizer.step()` runs inside the capture, the optimizer first checks whether the current stream is capturing and, its `capturable` being False, raises a `RuntimeError` ("Attempting CUDA graph capture of step() for an instance of Adam but param_groups' capturable is False."); the whole `with torch.cuda.graph(g)` fails there, long before any replay. The fix takes two changes: build the optimizer as `torch.optim.Adam(model.parameters(), capturable=True)` (its step count and bias corrections then live on the GPU instead of in host-side Python numbers), and create `static_input` before the capture. This chapter builds the right pattern in C, step by step, and then runs both bugs for real: `static_input` in "The seed's bug", the non-capturable Adam in "What capture forbids".
 
 Why record a graph at all? Before an op does any work on the GPU, the host does a series of things: the dispatcher checks the arguments, broadcasts, works out the dtype, takes memory from the caching allocator, and hands the kernel to the driver (a launch costs the host a few microseconds). With a small model the GPU runs a kernel faster than the host can prepare the next one, and spends most of its time waiting: the step is **launch-bound**. A CUDA graph records every kernel of the step with its arguments; afterwards one `cudaGraphLaunch` submits the whole graph. The dispatcher's work is done once, at capture, and the driver no longer handles hundreds of launches one by one.
 
@@ -321,7 +325,7 @@ static int show_warm_up(graphed *gr, const data *d, const settings *s, ct_metric
 ::: zh
 ## 捕获
 
-`ct_cuda_graph_capture_begin(g, side, NULL)` 对应 `with torch.cuda.graph(g, stream=side):` 的开头：它让 `side` 成为当前流，在 GPU 上调用 `cudaStreamBeginCapture`（thread-local 模式：只有本线程的不安全调用被禁止），在 CPU 上让本线程进入录制状态。之后照常调用 `train_step`，最后 `ct_cuda_graph_capture_end` 结束捕获，把图实例化（`cudaGraphInstantiate`），并恢复原来的当前流。
+`ct_cuda_graph_capture_begin(g, side, NULL)` 对应 `with torch.cuda.graph(g, stream=side, capture_error_mode="thread_local"):` 的开头：它让 `side` 成为当前流，在 GPU 上调用 `cudaStreamBeginCapture`（thread-local 模式：只有本线程的不安全调用被禁止），在 CPU 上让本线程进入录制状态。PyTorch 的默认值有两点不同：不给 `stream` 时，`torch.cuda.graph` 在它自己的一条旁路流上捕获（第一次用时创建，之后各次捕获共用），所以种子在外面再包一层 `with torch.cuda.stream(s)` 并不影响捕获用哪条流；`capture_error_mode` 默认是 `"global"`，捕获期间**任何**线程的不安全调用（比如另一个线程里的 `cudaMalloc`）都会让捕获失败。ct 只有一种模式，即 thread-local，而且总是在调用者给的流上捕获。之后照常调用 `train_step`，最后 `ct_cuda_graph_capture_end` 结束捕获，把图实例化（`cudaGraphInstantiate`），并恢复原来的当前流。
 
 捕获期间**什么都不执行**。GPU 上，核函数只被记进图里；CPU 上的录制遵守同样的约定。下面的输出检查了这一点：捕获前后参数完全没变。捕获的这一步做出的张量，比如 `static_loss`，其内存来自这张图的私有内存池，而它的值要到第一次重放之后才有。
 
@@ -330,7 +334,7 @@ static int show_warm_up(graphed *gr, const data *d, const settings *s, ct_metric
 ::: en
 ## Capture
 
-`ct_cuda_graph_capture_begin(g, side, NULL)` is the start of `with torch.cuda.graph(g, stream=side):`. It makes `side` the current stream, calls `cudaStreamBeginCapture` on a GPU (thread-local mode: only this thread's unsafe calls are forbidden) and puts this thread into recording on the CPU. Then `train_step` is called as usual, and `ct_cuda_graph_capture_end` ends the capture, instantiates the graph (`cudaGraphInstantiate`) and restores the previous current stream.
+`ct_cuda_graph_capture_begin(g, side, NULL)` is the start of `with torch.cuda.graph(g, stream=side, capture_error_mode="thread_local"):`. It makes `side` the current stream, calls `cudaStreamBeginCapture` on a GPU (thread-local mode: only this thread's unsafe calls are forbidden) and puts this thread into recording on the CPU. PyTorch's defaults differ in two ways: without `stream`, `torch.cuda.graph` captures on a side stream of its own (made at first use, then shared by later captures), so the seed's outer `with torch.cuda.stream(s)` does not change the stream it captures on; and `capture_error_mode` defaults to `"global"`, under which an unsafe call from **any** thread during the capture (a `cudaMalloc` in another thread, say) fails it. ct has one mode, thread-local, and always captures on the stream the caller gives. Then `train_step` is called as usual, and `ct_cuda_graph_capture_end` ends the capture, instantiates the graph (`cudaGraphInstantiate`) and restores the previous current stream.
 
 During capture **nothing runs**. On a GPU the kernels are only entered into the graph, and the CPU recorder keeps the same contract. The output below checks it: the parameters are exactly what they were before capture. Tensors the captured step makes, such as `static_loss`, get their memory from the graph's private pool, and their values exist only after the first replay.
 

@@ -16,7 +16,7 @@ prof.export_chrome_trace("trace.json")
 
 这几行背后是一整套机器：每个算子进出时记下时间戳（CPU 上的区间），GPU 上的 kernel 真正执行的时间（设备时间，和 CPU 上“发出”它的时间是两回事），每次分配和释放的字节数，每个区间的嵌套关系，最后汇总成一张表，再写成 Chrome/Perfetto 能打开的时间线文件。本章把这套机器放进运行时（`common/prof/`，公开头文件 `profiler.h`），然后用它分析第 6 章的 Fashion-MNIST 卷积网络（带 BatchNorm）的一个训练步：哪个算子最热、内存在哪里分配、时间线长什么样、开着分析器要多花多少时间。
 
-种子的写法有三处需要补充。第一，它分析的是**第一次**调用：第一次前向要初始化 cuBLAS、让缓存分配器向驱动要内存，测到的大多是预热；`torch.profiler.schedule` 的 wait/warmup/active 就是为了跳过这些，本章照做。第二，在只有 CPU 的机器上，`sort_by="cuda_time_total"` 排的是一列全零。第三，GPU 上 CPU 区间的长度只是**发出** kernel 的时间，kernel 什么时候跑完要看设备时间那一列。
+种子的写法有三处需要补充。第一，它分析的是**第一次**调用：第一次前向要初始化 cuBLAS、让缓存分配器向驱动要内存，测到的大多是预热；`torch.profiler.schedule` 的 `skip_first` 和 `wait` 就是为了跳过这些（那几步根本不分析），本章照做；之后的 `warmup` 是另一回事：分析器已经开始跟踪，但结果丢掉，去掉的是分析器自己刚启动时的额外开销造成的偏差。第二，在只有 CPU 的机器上，`sort_by="cuda_time_total"` 排的是一列全零。第三，GPU 上 CPU 区间的长度只是**发出** kernel 的时间，kernel 什么时候跑完要看设备时间那一列。
 
 ```sh
 cd build && ninja ch11_profiling
@@ -41,7 +41,7 @@ prof.export_chrome_trace("trace.json")
 
 Behind them is a whole machine: a timestamp as each op enters and leaves (its range on the CPU), the time a GPU kernel really ran (device time, not the same thing as the time the CPU took to issue it), the bytes of every allocation and free, how the ranges nest, and at the end a table of sums and a timeline file that Chrome and Perfetto open. This chapter builds that machine into the runtime (`common/prof/`, public header `profiler.h`) and turns it on one training step of chapter 6's Fashion-MNIST convolutional network (with BatchNorm): which op is hottest, where memory is allocated, what the timeline looks like, and what the profiler itself costs.
 
-The seed's code needs three additions. First, it profiles the **first** call: the first forward initializes cuBLAS and makes the caching allocator ask the driver for memory, so most of what it measures is warm-up; `torch.profiler.schedule`'s wait/warmup/active exist to skip that, and this chapter uses them. Second, on a CPU-only machine `sort_by="cuda_time_total"` sorts by a column of zeros. Third, on a GPU a CPU range only lasts as long as issuing the kernel; when the kernel finished is in the device-time columns.
+The seed's code needs three additions. First, it profiles the **first** call: the first forward initializes cuBLAS and makes the caching allocator ask the driver for memory, so most of what it measures is warm-up; `torch.profiler.schedule`'s `skip_first` and `wait` exist to skip that (those steps are not profiled at all), and this chapter uses them; the `warmup` steps after them are another matter: the profiler is already tracing but throws the result away, to drop the skew its own start-up overhead puts into the first traced steps. Second, on a CPU-only machine `sort_by="cuda_time_total"` sorts by a column of zeros. Third, on a GPU a CPU range only lasts as long as issuing the kernel; when the kernel finished is in the device-time columns.
 
 ```sh
 cd build && ninja ch11_profiling
@@ -177,14 +177,14 @@ Each thread writes to its own buffer (DataParallel's replica threads and the Dat
 ::: zh
 ## 按计划分析几步：key_averages 表
 
-`schedule` 和种子教程之外常见的用法一样：等 1 步（wait），预热 1 步（warmup，记录但丢掉），记录 3 步（active）。每调用一次 `ct_profiler_step` 就进入下一步，分析器给每一步开一个 `ProfilerStep#N` 区间。PyTorch 的孪生程序用同一个计划。
+`schedule` 和种子教程之外常见的用法一样：等 1 步（wait：不分析，让模型自己的预热过去），预热 1 步（warmup：分析器跟踪但丢掉结果，去掉它自己启动时的偏差），记录 3 步（active）。每调用一次 `ct_profiler_step` 就进入下一步，分析器给每一步开一个 `ProfilerStep#N` 区间。PyTorch 的孪生程序用同一个计划。
 
 `ct_profiler_key_averages` 把同名的区间加在一起，就是 `prof.key_averages()`；`ct_profiler_table` 按 PyTorch 的列打印：自身 CPU 时间（不含子区间）和它占总数的百分比、CPU 总时间（含子区间）、平均时间，GPU 上还有对应的 CUDA 列，`profile_memory` 时有内存列，最后是调用次数。排序用 PyTorch 的 `sort_by` 名字，任何一列都可以。“Self CPU time total” 是所有行自身时间的和，也就是最外层区间时间的和：每一微秒只算在一行上。
 :::
 ::: en
 ## A few steps on a schedule: the key_averages table
 
-The `schedule` is the usual one: wait 1 step, warm up 1 (recorded and thrown away), record 3 (active). Each call of `ct_profiler_step` starts the next step, and the profiler opens a `ProfilerStep#N` range for each step. The PyTorch twin uses the same schedule.
+The `schedule` is the usual one: wait 1 step (not profiled: the model's own warm-up goes by), warm up 1 (the profiler traces and throws the result away, dropping its own start-up skew), record 3 (active). Each call of `ct_profiler_step` starts the next step, and the profiler opens a `ProfilerStep#N` range for each step. The PyTorch twin uses the same schedule.
 
 `ct_profiler_key_averages` adds up the ranges of each name, as `prof.key_averages()` does, and `ct_profiler_table` prints PyTorch's columns: self CPU time (without the children) and its share of the total, total CPU time (with the children), the average, on a GPU the matching CUDA columns, with `profile_memory` the memory columns, and the number of calls. Sorting takes PyTorch's `sort_by` names, for any column. "Self CPU time total" is the sum of the rows' self times, which is the time of the outermost ranges: each microsecond is counted in one row only.
 :::

@@ -233,7 +233,7 @@ Which C/CUDA function each call in an expression becomes is one table in the gen
 ::: zh
 ## 缓存：内存、磁盘、被改坏的条目
 
-编译很慢（本次运行中，编译 `gate` 用了 {{metric compile_ms %.0f}} 毫秒，而从内存里取出已加载的核函数再调用一次只要 {{metric second_call_us %.0f}} 微秒），所以编译结果要缓存，像 jiterator 按数据类型缓存、Inductor 把编译好的代码存进磁盘缓存那样。`ct_jit` 有两层缓存：
+编译很慢（本次运行中，编译 `gate` 用了 {{metric compile_ms %.0f}} 毫秒，而从内存里取出已加载的核函数再调用一次只要 {{metric second_call_us %.0f}} 微秒），所以编译结果要缓存。jiterator 在内存里按数据类型缓存，还把编译好的核函数存进磁盘缓存（默认在 `~/.cache/torch/kernels`，`PYTORCH_KERNEL_CACHE_PATH` 改位置，`USE_PYTORCH_KERNEL_CACHE=0` 关掉），下一个进程不必再编译；Inductor 也把编译好的代码存进磁盘缓存。`ct_jit` 有两层缓存：
 
 - **内存**：本进程已经加载的核函数，按键和设备查表。一个 `ct_jit_fn` 还记着上一次用的核函数，同样的数据类型和设备再来时连表都不用查。
 - **磁盘**：缓存目录里一个键一个文件。键是一段文本的 SHA-256，这段文本写明了后端、编译器的版本、编译选项、目标（CPU 架构，或 GPU 的 `compute_XY`）和生成的源码——源码里又写明了表达式（规范写法：空格和多余的括号不算数）、每个输入的数据类型。所以换一种数据类型、换一个编译器、换一块不同架构的 GPU，都是另一个键。
@@ -245,7 +245,7 @@ Which C/CUDA function each call in an expression becomes is one table in the gen
 ::: en
 ## The cache: memory, disk, and a damaged entry
 
-Compiling is slow (in this run compiling `gate` took {{metric compile_ms %.0f}} ms, where a call to the kernel already loaded in memory took {{metric second_call_us %.0f}} µs), so compiled kernels are cached, as jiterator caches one per dtype and Inductor keeps compiled code in a disk cache. `ct_jit` has two levels:
+Compiling is slow (in this run compiling `gate` took {{metric compile_ms %.0f}} ms, where a call to the kernel already loaded in memory took {{metric second_call_us %.0f}} µs), so compiled kernels are cached. jiterator keeps one per dtype in memory and also stores compiled kernels in a disk cache (by default `~/.cache/torch/kernels`; `PYTORCH_KERNEL_CACHE_PATH` moves it, `USE_PYTORCH_KERNEL_CACHE=0` turns it off), so the next process need not compile again; Inductor keeps compiled code in a disk cache too. `ct_jit` has two levels:
 
 - **memory**: the kernels this process has loaded, in a table by key and device. A `ct_jit_fn` also remembers its last kernel, so a call with the same dtypes on the same device does not even look in the table.
 - **disk**: one file per key in the cache directory. The key is the SHA-256 of a text naming the backend, the compiler's version, its flags, the target (the CPU's architecture, or the GPU's `compute_XY`) and the generated source, which itself spells the expression (in canonical form: spacing and redundant parentheses do not count) and every input's dtype. So another dtype, another compiler or a GPU of another architecture is another key.

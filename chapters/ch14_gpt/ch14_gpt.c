@@ -590,12 +590,12 @@ static int gpt_init_weights(gpt *g) {
 ::: zh
 两个矩阵乘法是批量的（`ct_bmm`，B·n_head 个 (T, hs) 矩阵一起算，kᵀ 不用真的转置，GEMM 按转置读它）；softmax 是 Transformer 内核族里的一个核函数，它在同一遍里做缩放、掩码、减最大值和求指数。前向把 q、k、v 和 P 留给反向。P 有 B·n_head·T² 个数，T 加倍它就变成四倍：这是注意力在长上下文里最贵的地方（见下面的"内存"一节）。
 
-**MLP** 是逐位置的两层网络：`c_fc` 把 C 维放大到 4C，GELU（tanh 近似，GPT-2 用的那个：x/2·(1 + tanh(√(2/π)(x + 0.044715x³)))）做非线性，`c_proj` 再压回 C。注意力负责"从哪里取信息"，MLP 负责"对取来的信息做什么"；参数的三分之二在 MLP 里。
+**MLP** 是逐位置的两层网络：`c_fc` 把 C 维放大到 4C，GELU（tanh 近似：x/2·(1 + tanh(√(2/π)(x + 0.044715x³)))，也就是 GPT-2 原来的代码和 llm.c 用的形式，PyTorch 里是 `nn.GELU(approximate="tanh")`）做非线性。nanoGPT 的 MLP 用的是精确的 GELU（`nn.GELU()`，x·Φ(x)，用 erf 算）；两者之差不到千分之一，但逐位比较时要用同一种，本章和它的孪生程序都用 tanh 形式。`c_proj` 再压回 C。注意力负责"从哪里取信息"，MLP 负责"对取来的信息做什么"；参数的三分之二在 MLP 里。
 :::
 ::: en
 Both matrix products are batched (`ct_bmm`, B·n_head matrices of (T, hs) at once; kᵀ is not really transposed, the GEMM reads it as transposed); the softmax is one kernel of the transformer family, which scales, masks, subtracts the maximum and exponentiates in one pass. The forward keeps q, k, v and P for the backward. P holds B·n_head·T² numbers, four times as many when T doubles: that is where attention is most expensive on long contexts (see the memory section below).
 
-**The MLP** is a two-layer network applied at each position alone: `c_fc` widens C to 4C, GELU (the tanh approximation GPT-2 uses: x/2·(1 + tanh(√(2/π)(x + 0.044715x³)))) is the nonlinearity, `c_proj` brings it back to C. Attention decides where information comes from; the MLP decides what to do with it. Two thirds of the parameters are in the MLPs.
+**The MLP** is a two-layer network applied at each position alone: `c_fc` widens C to 4C, GELU (the tanh approximation, x/2·(1 + tanh(√(2/π)(x + 0.044715x³))): the form of GPT-2's original code and of llm.c, `nn.GELU(approximate="tanh")` in PyTorch) is the nonlinearity; nanoGPT's MLP uses the exact GELU (`nn.GELU()`, x·Φ(x) computed with erf). The two differ by less than a thousandth, but a bit-for-bit comparison needs the same one on both sides, and this chapter and its twin use the tanh form; `c_proj` brings it back to C. Attention decides where information comes from; the MLP decides what to do with it. Two thirds of the parameters are in the MLPs.
 :::
 */
 
@@ -1367,12 +1367,12 @@ static void show_throughput(const trainer *t, const history *h, ct_metrics *m) {
 ::: zh
 ## 时间花在哪里：`--profile`
 
-`--profile FILE` 用第 11 章的分析器记录训练的第 3 到第 6 步（预热 1 步，记录 3 步），打印 `key_averages` 表（按自身时间排序），并把时间线写成 Chrome trace（在 Perfetto 或 `chrome://tracing` 里打开）。在 {{recorded @run}} 里，最热的一行是 {{recorded profile_top_op}}，占记录下的 CPU 时间的 {{recorded profile_top_share %.2f}}：c_attn、c_proj、c_fc、mlp.c_proj 和 lm_head 的前向与反向，以及注意力里的两个批量矩阵乘法。GELU 是逐元素的运算：在 CPU 上运行时用 float 计算这里用的 tanh 形式（float64 仍用双精度），其中的 exp 是运行时自己写的、编译器能向量化的版本，每个元素不调用数学库；CUDA 核函数执行的是同一段代码、同样顺序的运算，所以两个设备给出逐位相同的结果。词表很大时（中文语料两千多个字），`lm_head` 和交叉熵占的比例明显上升。
+`--profile FILE` 用第 11 章的分析器记录训练的第 3 到第 6 步（前两步是模型自己的预热，不分析；分析器先“预热”1 步，跟踪但丢掉结果，去掉它自己启动时的偏差，再记录 3 步），打印 `key_averages` 表（按自身时间排序），并把时间线写成 Chrome trace（在 Perfetto 或 `chrome://tracing` 里打开）。在 {{recorded @run}} 里，最热的一行是 {{recorded profile_top_op}}，占记录下的 CPU 时间的 {{recorded profile_top_share %.2f}}：c_attn、c_proj、c_fc、mlp.c_proj 和 lm_head 的前向与反向，以及注意力里的两个批量矩阵乘法。GELU 是逐元素的运算：在 CPU 上运行时用 float 计算这里用的 tanh 形式（float64 仍用双精度），其中的 exp 是运行时自己写的、编译器能向量化的版本，每个元素不调用数学库；CUDA 核函数执行的是同一段代码、同样顺序的运算，所以两个设备给出逐位相同的结果。词表很大时（中文语料两千多个字），`lm_head` 和交叉熵占的比例明显上升。
 :::
 ::: en
 ## Where the time goes: `--profile`
 
-`--profile FILE` records training steps 3 to 6 with chapter 11's profiler (one warm-up step, three recorded), prints the `key_averages` table (sorted by self time) and writes the timeline as a Chrome trace (open it in Perfetto or `chrome://tracing`). In {{recorded @run}} the hottest row is {{recorded profile_top_op}}, with {{recorded profile_top_share %.2f}} of the recorded CPU time: c_attn, c_proj, c_fc, mlp.c_proj and lm_head, forward and backward, and attention's two batched products. GELU is element-wise: on the CPU the runtime computes the tanh form used here in float (float64 stays in double precision) with an exp of its own that the compiler vectorizes, no math-library call per element; the CUDA kernel runs the same code, the same operations in the same order, so the two devices give the same bits. With a large vocabulary (the Chinese corpus has over two thousand characters) `lm_head` and the cross-entropy take a visibly larger share.
+`--profile FILE` records training steps 3 to 6 with chapter 11's profiler (the first two steps, the model's own warm-up, are not profiled; the profiler then "warms up" for one step, tracing and discarding the result to drop its own start-up skew, and records three), prints the `key_averages` table (sorted by self time) and writes the timeline as a Chrome trace (open it in Perfetto or `chrome://tracing`). In {{recorded @run}} the hottest row is {{recorded profile_top_op}}, with {{recorded profile_top_share %.2f}} of the recorded CPU time: c_attn, c_proj, c_fc, mlp.c_proj and lm_head, forward and backward, and attention's two batched products. GELU is element-wise: on the CPU the runtime computes the tanh form used here in float (float64 stays in double precision) with an exp of its own that the compiler vectorizes, no math-library call per element; the CUDA kernel runs the same code, the same operations in the same order, so the two devices give the same bits. With a large vocabulary (the Chinese corpus has over two thousand characters) `lm_head` and the cross-entropy take a visibly larger share.
 :::
 */
 static int show_profile(const trainer *t, ct_profiler *p, const char *path, ct_metrics *m) {
@@ -1411,14 +1411,14 @@ static int show_profile(const trainer *t, ct_profiler *p, const char *path, ct_m
 ::: zh
 ## 检查点与 `--generate`
 
-`--save FILE` 在训练结束（或 Ctrl-C）时用 `ct_save_train_checkpoint` 写一个 safetensors 文件：`model.` 开头的是 state_dict（`model.lm_head.weight` 和 `model.transformer.wte.weight` 都在，数据存了两份，和 `torch.save(model.state_dict())` 一样），`optimizer.` 开头的是 AdamW 的状态，元数据里有步数、生成器状态，以及本章加的三项：模型的形状（`ch14.model`）、字符表（`ch14.vocab`，就是那些字符本身，UTF-8）和决定训练轨迹的参数（`ch14.config`，续训时必须一致）。
+`--save FILE` 在训练结束（或 Ctrl-C）时用 `ct_save_train_checkpoint` 写一个 safetensors 文件：`model.` 开头的是 state_dict（`model.lm_head.weight` 和 `model.transformer.wte.weight` 都在，数据存了两份。`torch.save(model.state_dict())` 不是这样：共享同一块存储的张量它只写一次；拒绝共享张量的是 safetensors 的 `save_file`，它会报错并建议改用 `save_model`（去掉重复的名字）。ct 写两份，这样文件里每个名字都是一个独立、完整的张量，任何 safetensors 读取器都能直接载入），`optimizer.` 开头的是 AdamW 的状态，元数据里有步数、生成器状态，以及本章加的三项：模型的形状（`ch14.model`）、字符表（`ch14.vocab`，就是那些字符本身，UTF-8）和决定训练轨迹的参数（`ch14.config`，续训时必须一致）。
 
 `--generate FILE` 只读这个文件：从元数据建出同样形状的模型，载入权重（`ct_module_load` 认得训练检查点里 `model.` 开头的那部分），用元数据里的字符表把 `--prompt` 编成 token，生成 `--sample-len` 个字符。它不需要语料，也不需要当初的参数。
 :::
 ::: en
 ## Checkpoints and `--generate`
 
-`--save FILE` writes, at the end of training (or on Ctrl-C), one safetensors file with `ct_save_train_checkpoint`: the state_dict under `model.` (both `model.lm_head.weight` and `model.transformer.wte.weight`, the data stored twice, as `torch.save(model.state_dict())` does), AdamW's state under `optimizer.`, and in the metadata the step, the generators' states and three entries of this chapter's: the model's shape (`ch14.model`), the vocabulary (`ch14.vocab`, the characters themselves, in UTF-8) and the settings that decide the training's course (`ch14.config`, which a resumed run must match).
+`--save FILE` writes, at the end of training (or on Ctrl-C), one safetensors file with `ct_save_train_checkpoint`: the state_dict under `model.` (both `model.lm_head.weight` and `model.transformer.wte.weight`, the data stored twice. `torch.save(model.state_dict())` does otherwise: it writes tensors that share one storage once; it is safetensors' `save_file` that refuses shared tensors, with an error pointing to `save_model`, which drops the duplicate names. ct stores the data twice so that every name in the file is a whole tensor of its own that any safetensors reader can load), AdamW's state under `optimizer.`, and in the metadata the step, the generators' states and three entries of this chapter's: the model's shape (`ch14.model`), the vocabulary (`ch14.vocab`, the characters themselves, in UTF-8) and the settings that decide the training's course (`ch14.config`, which a resumed run must match).
 
 `--generate FILE` reads only that file: it builds a model of the shape in the metadata, loads the weights (`ct_module_load` knows the `model.` part of a training checkpoint), encodes `--prompt` with the vocabulary from the metadata and writes `--sample-len` characters. It needs neither the corpus nor the original flags.
 :::
@@ -1610,7 +1610,7 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 | [12](chapter:ch12) | 流与事件 | `--graphs` 的预热和捕获在副流上，主流用 `wait_stream` 等它 |
 | [13](chapter:ch13) | 运行时编译的融合核函数 | 本章没有用：GELU、LayerNorm、softmax 已经是手写的融合核函数；练习可以把 MLP 的偏置加 GELU 换成一个 JIT 核函数 |
 
-`--amp` 靠每个 Transformer 层都能在 autocast 下运行：Linear 和注意力的两个矩阵乘法在 bfloat16 或 float16 里算，LayerNorm、注意力的 softmax 和交叉熵按 PyTorch 的规则在 float32 里算；参数和梯度一直是 float32。
+`--amp` 靠每个 Transformer 层都能在 autocast 下运行：Linear 和注意力的两个矩阵乘法在 bfloat16 或 float16 里算，LayerNorm、注意力的 softmax 和交叉熵在 float32 里算；参数和梯度一直是 float32。这是 PyTorch 在 **CUDA** 上的规则（AutocastCUDA 的列表）。PyTorch 2.x 在 CPU 上的列表（AutocastCPU）不同：交叉熵仍在 float32 里算，注意力（`scaled_dot_product_attention`）同样在低精度里算，但 softmax 和 layer_norm 不在 float32 列表上，bfloat16 输入就在 bfloat16 里算（LayerNorm 的参数仍是 float32）。ct 在 CPU 上也用 CUDA 的列表，所以 `--amp bf16 --device cpu` 的 LayerNorm 和 softmax 输出是 float32，而 PyTorch 的 CPU autocast 给的是 bfloat16（README 架构一节记下的偏离；[第 9 章](chapter:ch09)讲两张列表）。
 :::
 ::: en
 ## What the earlier chapters became here
@@ -1631,7 +1631,7 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 | [12](chapter:ch12) | streams and events | `--graphs` warms up and captures on a side stream, which the main stream waits for with `wait_stream` |
 | [13](chapter:ch13) | runtime-compiled fused kernels | not used: GELU, LayerNorm and the softmax are hand-written fused kernels already; an exercise could replace the MLP's bias-plus-GELU with one JIT kernel |
 
-`--amp` relies on every transformer layer running under autocast: the Linears and attention's two matrix products compute in bfloat16 or float16, LayerNorm, attention's softmax and the cross-entropy in float32, by PyTorch's rules; parameters and gradients stay float32.
+`--amp` relies on every transformer layer running under autocast: the Linears and attention's two matrix products compute in bfloat16 or float16, LayerNorm, attention's softmax and the cross-entropy in float32; parameters and gradients stay float32. Those are PyTorch's rules on **CUDA** (AutocastCUDA's lists). PyTorch 2.x's CPU lists (AutocastCPU) differ: the cross-entropy is still computed in float32 and attention (`scaled_dot_product_attention`) in the lower precision, but softmax and layer_norm are on no float32 list, so a bfloat16 input is computed in bfloat16 (LayerNorm's parameters staying float32). ct uses the CUDA lists on the CPU too, so with `--amp bf16 --device cpu` LayerNorm and softmax answer float32 where PyTorch's CPU autocast answers bfloat16 (a departure README's architecture section records; [chapter 9](chapter:ch09) explains both lists).
 :::
 */
 

@@ -23,10 +23,15 @@
 // float64 and integer tensors are never cast, and nothing is cast on a
 // device type whose autocast is off.
 //
-// PyTorch 1.13's CPU autocast has other lists: softmax is not on its
-// float32 list (it answers bfloat16), nor is layer_norm (a bfloat16
-// activation into a float32 LayerNorm fails there with "expected scalar type
-// BFloat16 but found Float"); ct keeps the CUDA lists on both devices.
+// PyTorch's CPU autocast has other lists (AutocastCPU in
+// aten/src/ATen/autocast_mode.cpp): in 2.x its float32 list has the losses
+// (cross_entropy_loss, nll_loss, mse_loss, ...) but not softmax,
+// log_softmax, sum or layer_norm, which follow a bfloat16 input; its
+// lower-precision list matches CUDA's for linear, conv, the products and
+// scaled_dot_product_attention. (1.13 also had no float32 layer_norm, and a
+// bfloat16 activation into a float32 LayerNorm failed there with "expected
+// scalar type BFloat16 but found Float".) ct keeps the CUDA lists on both
+// devices, a departure README's architecture section records.
 //
 // Invariant: a module reads the table once per forward, remembers the
 // dtypes it chose, and its backward follows them, inside or outside the

@@ -4,10 +4,16 @@
 // gradients averaged with all-reduce while backward still runs.
 //
 // Buckets. The parameters are grouped, in reverse registration order (the
-// order backward produces their gradients), into buckets of about
-// bucket_cap_mb: a bucket takes parameters until its bytes reach the limit,
-// which is 1 MiB for the first bucket (PyTorch's rule), so that the first
-// all-reduce starts early. Each bucket owns one flat buffer.
+// order backward produces their gradients), into buckets: a bucket takes
+// parameters until its bytes reach its limit. PyTorch 2.x's rule: with
+// bucket_cap_mb not given (0 here, None there) the first bucket's limit is
+// 1 MiB, so that the first all-reduce starts early, and 25 MiB after; an
+// explicit bucket_cap_mb is every bucket's limit, the first one's too
+// (1.13 kept the 1 MiB first bucket whatever the cap). Each bucket owns one
+// flat buffer. PyTorch without find_unused_parameters reduces the first
+// iteration in one bucket and then rebuilds the buckets in the order the
+// gradients became ready; ct builds them once, at construction, in reverse
+// registration order (the order its modules' backward makes them ready).
 //
 // A synced backward (enters with the module's grads as the optimizer left
 // them; leaves with every parameter's grad = the mean over ranks):
@@ -38,6 +44,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dist.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +54,8 @@
 #include "nn_impl.h"
 #include "ops.h"
 
-#define FIRST_BUCKET_BYTES (1 << 20)
+#define FIRST_BUCKET_BYTES (1 << 20) // dist._DEFAULT_FIRST_BUCKET_BYTES
+#define DEFAULT_BUCKET_MB 25.0
 
 typedef struct bucket {
   int *idx;         // parameter indices, in the order they fill the flat buffer
@@ -80,7 +88,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-ct_ddp_options ct_ddp_defaults(void) { return (ct_ddp_options){.bucket_cap_mb = 25, .broadcast_buffers = true}; }
+ct_ddp_options ct_ddp_defaults(void) { return (ct_ddp_options){.bucket_cap_mb = 0, .broadcast_buffers = true}; }
 
 // ---- buckets --------------------------------------------------------------------------------------
 static int build_buckets(ct_ddp *d) {
@@ -88,9 +96,12 @@ static int build_buckets(ct_ddp *d) {
   d->bucket_of = calloc((size_t)(d->np > 0 ? d->np : 1), sizeof *d->bucket_of);
   d->is_ready = calloc((size_t)(d->np > 0 ? d->np : 1), sizeof *d->is_ready);
   if (!d->b || !d->bucket_of || !d->is_ready) return ct_fail(CT_ERR_OOM, "DistributedDataParallel: out of host memory");
-  // PyTorch's rule: parameters join the open bucket until its bytes reach the
-  // limit (1 MiB for the first bucket, bucket_cap_mb after), then it closes.
-  double cap = d->o.bucket_cap_mb * 1024.0 * 1024.0;
+  // PyTorch 2.x's rule: parameters join the open bucket until its bytes reach
+  // the limit, then it closes. The limits: 1 MiB, then 25 MiB when
+  // bucket_cap_mb is not given; bucket_cap_mb for every bucket when it is.
+  bool given = d->o.bucket_cap_mb > 0;
+  double cap = (given ? d->o.bucket_cap_mb : DEFAULT_BUCKET_MB) * 1024.0 * 1024.0;
+  double first = given ? cap : (double)FIRST_BUCKET_BYTES;
   size_t bytes = 0;
   bool open = false;
   for (int i = d->np - 1; i >= 0; --i) { // reverse registration order
@@ -108,7 +119,7 @@ static int build_buckets(ct_ddp *d) {
     cur->numel += ct_numel(v);
     d->bucket_of[i] = d->nb - 1;
     bytes += ct_nbytes(v);
-    if ((double)bytes >= (d->nb == 1 ? (double)FIRST_BUCKET_BYTES : cap)) open = false;
+    if ((double)bytes >= (d->nb == 1 ? first : cap)) open = false;
   }
   for (int k = 0; k < d->nb; ++k)
     if (!(d->b[k].flat = ct_empty(CT_SHAPE(d->b[k].numel), d->b[k].dtype, ct_dist_device(d->pg))))
@@ -235,8 +246,8 @@ ct_ddp *ct_ddp_create(ct_module *module, ct_process_group *pg, ct_ddp_options o)
     ct_fail(CT_ERR_VALUE, "DistributedDataParallel: NULL module or process group");
     return NULL;
   }
-  if (!(o.bucket_cap_mb > 0)) {
-    ct_fail(CT_ERR_VALUE, "DistributedDataParallel: bucket_cap_mb must be > 0, got %g", o.bucket_cap_mb);
+  if (!(o.bucket_cap_mb >= 0) || !isfinite(o.bucket_cap_mb)) { // 0: not given (None)
+    ct_fail(CT_ERR_VALUE, "DistributedDataParallel: bucket_cap_mb must be > 0 (or 0 for the default, None), got %g", o.bucket_cap_mb);
     return NULL;
   }
   ct_device want = ct_dist_device(pg), got = ct_module_device(module);

@@ -5,8 +5,9 @@
 // Autocast (torch.amp.autocast(device_type, dtype)) is a per-thread state,
 // one per device type, entered and left like a `with` block. While it is on
 // for a device type, the modules working on tensors of that type follow
-// PyTorch's autocast lists (the CUDA lists, on both device types; one row
-// per op in the table of common/amp/autocast.c):
+// PyTorch's autocast lists (the CUDA lists, on both device types, where
+// PyTorch 2.x's CPU lists leave softmax and layer_norm in the input's dtype:
+// autocast_policy.h; one row per op in the table of common/amp/autocast.c):
 //   - lower precision: Linear, Conv2d and attention's matrix products
 //     (q k^T and P v) cast their float32 input, weight and bias to the
 //     autocast dtype (float16 or bfloat16) and multiply there, with float32

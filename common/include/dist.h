@@ -85,7 +85,9 @@ int ct_work_wait(ct_work *w);          // waits, then frees the handle
 
 // ---- DistributedDataParallel --------------------------------------------------------------------------
 typedef struct ct_ddp_options {
-  double bucket_cap_mb;    // 25 (PyTorch's default)
+  double bucket_cap_mb;    // 0: not given (PyTorch's None): a 1 MiB first bucket,
+                           // then 25 MiB; > 0: every bucket's limit, the first's too
+                           // (PyTorch 2.x; 1.13 kept the 1 MiB first bucket)
   bool broadcast_buffers;  // true: rank 0's buffers at each forward
 } ct_ddp_options;
 ct_ddp_options ct_ddp_defaults(void);
@@ -93,8 +95,10 @@ ct_ddp_options ct_ddp_defaults(void);
 typedef struct ct_ddp ct_ddp;
 // Wraps `module` (on ct_dist_device(pg); not owned): broadcasts rank 0's
 // parameters and buffers (a tied tensor once), groups the parameters into
-// buckets of about bucket_cap_mb, in reverse registration order (the order
-// backward makes their gradients ready). Nothing is replicated, so a root
+// buckets (limits as bucket_cap_mb says), in reverse registration order (the
+// order backward makes their gradients ready), once: PyTorch 2.x reduces the
+// first iteration in one bucket and rebuilds them in the order gradients
+// became ready, which for ct's modules is this order. Nothing is replicated, so a root
 // with tied parameters (ct_module_tie) is fine.
 ct_ddp *ct_ddp_create(ct_module *module, ct_process_group *pg, ct_ddp_options options);
 void ct_ddp_free(ct_ddp *ddp);
@@ -107,7 +111,7 @@ int ct_ddp_backward_params(ct_ddp *ddp, const ct_tensor *grad_output);
 // GPT run module by module, its root a ModuleDict, ties allowed): after the
 // program's own backward has accumulated every parameter's grad, averages
 // each .grad over the ranks, with ct_ddp_backward_params's buckets (reverse
-// registration order, bucket_cap_mb); a tied parameter is one parameter, in
+// registration order, the same limits); a tied parameter is one parameter, in
 // one slot. All buckets start after the backward (no overlap: nothing tells
 // ct when a hand-written backward has finished a bucket). Every rank must
 // call it once per step; inside no_sync it does nothing. A parameter without

@@ -139,6 +139,45 @@ static double max_param_diff(ct_module *a, ct_module *b, double *scale) {
   return diff;
 }
 
+// PyTorch 2.x's bucket rule, worked out here from the parameters' byte sizes
+// (an independent statement of torch/nn/parallel/distributed.py's
+// bucket_size_limits and the reducer's first_bucket_bytes_cap): walk the
+// parameters in reverse registration order; a bucket closes once its bytes
+// reach its limit; the limits are 1 MiB then 25 MiB when bucket_cap_mb is
+// not given (0), and cap_mb MiB for every bucket, the first included, when it
+// is. Checks ddp's buckets hold exactly those parameters in that order, and,
+// when want != NULL, that the rule gives the hand-worked bucket sizes want[].
+static void check_layout(ct_ddp *ddp, ct_module *m, double cap_mb, const int *want, int nwant, const char *what) {
+  int np = 0;
+  ct_param **p = ct_module_parameters(m, &np);
+  int size[64], nb = 0, members = 0;
+  double bytes = 0;
+  for (int i = np - 1; i >= 0 && nb < 64; --i) {
+    double limit = cap_mb > 0 ? cap_mb * 1048576.0 : (nb == 0 ? 1048576.0 : 25 * 1048576.0);
+    bytes += (double)ct_nbytes(p[i]->value);
+    ++members;
+    if (bytes >= limit || i == 0) {
+      size[nb++] = members;
+      members = 0, bytes = 0;
+    }
+  }
+  if (want) {
+    bool same = nb == nwant;
+    for (int b = 0; same && b < nb; ++b) same = size[b] == want[b];
+    CHECK(same, "%s: the rule gives %d buckets, the hand-worked layout %d", what, nb, nwant);
+  }
+  CHECK(ct_ddp_bucket_count(ddp) == nb, "%s: %d buckets, PyTorch 2.x's rule gives %d", what, ct_ddp_bucket_count(ddp),
+        nb);
+  int next = np - 1;
+  for (int b = 0; b < ct_ddp_bucket_count(ddp) && b < nb; ++b) {
+    int n = 0;
+    const int *idx = ct_ddp_bucket(ddp, b, &n);
+    CHECK(n == size[b], "%s: bucket %d holds %d parameters, the rule %d", what, b, n, size[b]);
+    for (int j = 0; j < n && j < size[b]; ++j, --next)
+      CHECK(idx[j] == next, "%s: bucket %d slot %d holds %d, the rule %d", what, b, j, idx[j], next);
+  }
+}
+
 static void test_ddp_equivalence(ct_process_group *pg, bool overlap) {
   int r = ct_dist_get_rank(pg), w = ct_dist_get_world_size(pg);
   ct_device d = ct_dist_device(pg);
@@ -154,18 +193,21 @@ static void test_ddp_equivalence(ct_process_group *pg, bool overlap) {
   ct_ddp_set_overlap(ddp, overlap);
   double scale = 0;
   CHECK(max_param_diff(m, ref, &scale) == 0, "parameters after the broadcast differ from rank 0's");
-  // Buckets: every parameter once, in reverse registration order. With a 0.2 MB cap: the
-  // first bucket closes at 1 MiB (after W2: 1,056,784 bytes), the second at b1 + W1.
-  int np = 0, seen = 0, expect_next = 2 * LAYERS - 1;
-  ct_module_parameters(m, &np);
-  for (int b = 0; b < ct_ddp_bucket_count(ddp); ++b) {
-    int n = 0;
-    const int *idx = ct_ddp_bucket(ddp, b, &n);
-    for (int j = 0; j < n; ++j, ++seen) CHECK(idx[j] == expect_next--, "bucket %d slot %d holds %d", b, j, idx[j]);
+  // Buckets: every parameter once, in reverse registration order. Worked by hand
+  // (b5 16 B, W5 4096 B, then 1024 B + 262144 B per 256x256 layer): an explicit
+  // 0.2 MB cap (209,715 B) caps the first bucket too (PyTorch 2.x), so it closes
+  // after b5 W5 b4 W4 (267,280 B) and each later bucket after one b, W pair.
+  // PyTorch 1.13's 1 MiB first bucket would have given {10, 2}, as the default does.
+  check_layout(ddp, m, 0.2, (const int[]){4, 2, 2, 2, 2}, 5, "cap 0.2");
+  if (overlap) { // bucket_cap_mb not given: 1 MiB first (closes after 1,056,784 B), then 25 MiB.
+    ct_module *m2 = deep_mlp(d); // its own module: a DDP owns its module's gradient hook
+    ct_ddp *dd = m2 ? ct_ddp_create(m2, pg, ct_ddp_defaults()) : NULL;
+    CHECK(dd != NULL, "ct_ddp_create with the default cap");
+    if (dd) check_layout(dd, m2, 0, (const int[]){10, 2}, 2, "default cap");
+    ct_ddp_free(dd);
+    ct_module_free(m2);
   }
-  CHECK(seen == np && ct_ddp_bucket_count(ddp) == 2, "%d buckets over %d of %d parameters", ct_ddp_bucket_count(ddp),
-        seen, np);
-  int np2 = 0;
+  int np = 0, np2 = 0;
   ct_sgd_options so = ct_sgd_defaults(0.05);
   so.momentum = 0.9;
   ct_param **pm = ct_module_parameters(m, &np), **pr = ct_module_parameters(ref, &np2);
@@ -295,22 +337,16 @@ static void test_ddp_gpt(ct_process_group *pg) {
   tu_gpt_init(&ref, GPT_V, GPT_T, GPT_C, GPT_NH);
   CHECK(ct_module_to(g.root, d) == CT_OK && ct_module_to(ref.root, d) == CT_OK, "GPT to %s", "device");
   ct_ddp_options o = ct_ddp_defaults();
-  o.bucket_cap_mb = 0.25; // past the first 1 MiB bucket, 256 KiB buckets
+  o.bucket_cap_mb = 0.25; // 256 KiB buckets, the first one too
   ct_ddp *ddp = ct_ddp_create(g.root, pg, o);
   CHECK(ddp != NULL, "ct_ddp_create on a ModuleDict with a tied weight");
   if (!ddp) return;
   double scale = 0, diff = gpt_diff(g.root, ref.root, false, &scale);
   CHECK(diff == 0, "GPT parameters after the broadcast differ from rank 0's by %g", diff);
-  int np = 0, seen = 0, expect_next = 0;
+  int np = 0;
   ct_module_parameters(g.root, &np);
-  expect_next = np - 1;
-  for (int b = 0; b < ct_ddp_bucket_count(ddp); ++b) {
-    int n = 0;
-    const int *idx = ct_ddp_bucket(ddp, b, &n);
-    for (int j = 0; j < n; ++j, ++seen) CHECK(idx[j] == expect_next--, "GPT bucket %d slot %d holds %d", b, j, idx[j]);
-  }
-  CHECK(seen == np && ct_ddp_bucket_count(ddp) >= 3, "GPT: %d buckets over %d of %d parameters",
-        ct_ddp_bucket_count(ddp), seen, np);
+  check_layout(ddp, g.root, 0.25, NULL, 0, "GPT, cap 0.25");
+  CHECK(ct_ddp_bucket_count(ddp) >= 3, "GPT: %d buckets", ct_ddp_bucket_count(ddp));
   // The reference: the mean over all ranks' batches of float64 gradients.
   CHECK(ct_module_to_dtype(ref.root, CT_F64) == CT_OK, "reference to float64");
   for (int k = 0; k < w; ++k) gpt_step(&ref, k, d);
