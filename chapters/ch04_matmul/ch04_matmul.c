@@ -759,6 +759,7 @@ static void run_cpu_ladder(run *rn, const cpu_info *ci, ladder *L) {
   const double budget = rn->cli->quick ? 150 : 1000; // ms per version and size
   for (int s = 0; s < L->nsizes; s++) {
     const int n = L->sizes[s], M = n, N = n, K = n;
+    ct_cli_exit_if_interrupted(rn->cli); // Ctrl-C: stop between sizes
     ct_tensor *a = ct_randn(CT_SHAPE(M, K), CT_F32, cpu); // a is (M, K)
     ct_tensor *b = ct_randn(CT_SHAPE(K, N), CT_F32, cpu); // b is (K, N)
     float *c = malloc(sizeof(float) * (size_t)M * N);     // c is (M, N)
@@ -1043,6 +1044,7 @@ static void run_gpu_ladder(run *rn, const gpu_info *gi, ladder *L) {
   void *stream = ct_stream_handle(ct_current_stream(dev));
   for (int s = 0; s < L->nsizes; s++) {
     const int n = L->sizes[s], M = n, N = n, K = n;
+    ct_cli_exit_if_interrupted(rn->cli); // Ctrl-C: stop between sizes
     const size_t mn = (size_t)M * N;
     ct_tensor *a = ct_randn(CT_SHAPE(M, K), CT_F32, dev); // a is (M, K), on the GPU
     ct_tensor *b = ct_randn(CT_SHAPE(K, N), CT_F32, dev); // b is (K, N)

@@ -431,8 +431,8 @@ static int accuracy(ct_module *model, ct_dataloader *test, double *acc) {
   return rc < 0 ? -1 : CT_OK;
 }
 
-static int train(const settings *s, ct_module *model, ct_data_parallel *dp, ct_dataloader *train_dl,
-                 const ct_device *devs, int n_dev, run *r) {
+static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_data_parallel *dp,
+                 ct_dataloader *train_dl, const ct_device *devs, int n_dev, run *r) {
   int np = 0;
   ct_param **params = ct_module_parameters(model, &np);
   ct_sgd_options o = ct_sgd_defaults(s->lr);
@@ -440,6 +440,7 @@ static int train(const settings *s, ct_module *model, ct_data_parallel *dp, ct_d
   ct_optimizer *opt = ct_optim_sgd(params, np, o); // optimizer over model.parameters(): the module's
   if (!opt) return -1;
   int rc = ct_dataloader_start_epoch(train_dl);
+  ct_progress *bar = ct_progress_start_label(NULL, dp ? "DataParallel" : "one device", s->steps); // a terminal's
   double t0 = now_seconds();
   ct_tensor *x = NULL, *y = NULL;
   for (long step = 0; rc == CT_OK && step < s->steps; ++step) {
@@ -450,10 +451,17 @@ static int train(const settings *s, ct_module *model, ct_data_parallel *dp, ct_d
       if (rc == 0) rc = ct_fail(CT_ERR_VALUE, "the training set gives no batch");
       break;
     }
+    int64_t rows = ct_size(x, 0);
     ct_tensor *loss = train_step(model, dp, opt, x, y);
     rc = loss && ct_item(loss, &r->loss[step]) == CT_OK ? CT_OK : -1;
     ct_free(loss), ct_free(x), ct_free(y);
+    ct_progress_step(bar, rc == CT_OK ? r->loss[step] : NAN, rows);
+    if (ct_cli_interrupted()) { // Ctrl-C: nothing to save, stop after this whole step
+      ct_progress_clear(bar);
+      ct_cli_exit_if_interrupted(cli);
+    }
   }
+  ct_progress_clear(bar);
   sync_all(devs, n_dev);
   r->seconds = now_seconds() - t0;
   ct_optimizer_free(opt);
@@ -521,7 +529,7 @@ static int compare_training(const settings *s, const ct_cli *cli, const ct_devic
     ct_fail(CT_ERR_OOM, "ch07: out of host memory");
     goto out;
   }
-  if (train(s, single, NULL, dl, devs, 1, &a) != CT_OK || train(s, wrapped, dp, dl, devs, n, &b) != CT_OK ||
+  if (train(s, cli, single, NULL, dl, devs, 1, &a) != CT_OK || train(s, cli, wrapped, dp, dl, devs, n, &b) != CT_OK ||
       accuracy(single, test, &a.accuracy) != CT_OK || accuracy(wrapped, test, &b.accuracy) != CT_OK)
     goto out;
   printf("%6s  %12s  %12s\n", "step", "one device", "DataParallel");

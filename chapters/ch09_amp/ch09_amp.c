@@ -730,6 +730,7 @@ static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
     int counted = 0;
     for (long k = 0; k < s->steps; ++k) {
       ct_tensor *x, *y, *xin = NULL;
+      ct_cli_exit_if_interrupted(NULL); // Ctrl-C: stop after a whole step
       batch_of(&t, k, s->batch, &x, &y);
       if (run == 2) xin = ct_to_dtype(x, CT_F16); // the seed feeds a float16 input
       const bool count = run == 2 && k < LOST_STEPS; // counting copies every weight: the first steps only
@@ -814,6 +815,7 @@ static int timed_run(const settings *s, ct_module *(*build)(const settings *), c
   size_t base = 0;
   int rc = CT_OK;
   for (long k = 0; k < s->steps && rc == CT_OK; ++k) {
+    ct_cli_exit_if_interrupted(NULL); // Ctrl-C: stop after a whole step
     if (k == warm) {
       sync_device(dev);
       base = ct_memory_allocated(dev);

@@ -454,6 +454,7 @@ static int show_replay(graphed *gr, ct_module *eager, const data *d, const setti
   printf("%6s  %12s  %12s\n", "step", "eager", "replay");
   for (long i = 0; rc == CT_OK && i < s->steps; ++i) {
     long k = s->warmup + i;
+    ct_cli_exit_if_interrupted(NULL); // Ctrl-C: stop after a whole step
     ct_tensor *l = train_step(eager, opt, d->x[k % NBATCH], d->y[k % NBATCH]);
     rc = l ? ct_item(l, &le[i]) : -1;
     ct_free(l);

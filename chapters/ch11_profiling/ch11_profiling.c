@@ -475,6 +475,7 @@ static int time_steps(ct_module *model, ct_optimizer *opt, batches *data, ct_dev
   double t0 = now_seconds();
   for (long i = 0; i < steps; ++i) {
     ct_tensor *x = NULL, *y = NULL;
+    ct_cli_exit_if_interrupted(NULL); // Ctrl-C: stop after a whole step
     int rc = next_batch(data, &x, &y);
     if (rc == CT_OK) rc = train_step(model, opt, x, y);
     ct_free(x);

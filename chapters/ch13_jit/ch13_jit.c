@@ -564,6 +564,7 @@ static double time_ms(const ct_cli *cli, const call *c, double budget) {
   double v[MAX_REPS], spent = 0;
   int reps = 0;
   while (reps < MAX_REPS && (reps < 3 || spent < budget)) {
+    ct_cli_exit_if_interrupted(cli); // Ctrl-C: stop between timed runs
     float ms;
     MUST_OK(ct_event_record(e0, NULL));
     MUST_OK(run_call(c));

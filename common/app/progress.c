@@ -35,6 +35,7 @@ struct ct_progress {
   bool has_loss;
   double t0, last_draw;
   int last_len; // length of the last line drawn, to blank what is left of it
+  char label[48]; // shown instead of "epoch i/n" when set (ct_progress_start_label)
 };
 
 static double now_seconds(void) {
@@ -67,6 +68,21 @@ ct_progress *ct_progress_start(FILE *out, int epoch, int epochs, int64_t steps, 
   return p;
 }
 
+ct_progress *ct_progress_start_label(FILE *out, const char *label, int64_t steps) {
+  ct_progress *p = ct_progress_start(out, 1, 1, steps, false);
+  if (p && label) snprintf(p->label, sizeof p->label, "%s", label);
+  return p;
+}
+
+void ct_progress_clear(ct_progress *p) {
+  if (!p) return;
+  if (p->tty && p->last_len > 0) {
+    fprintf(p->out, "\r%*s\r", p->last_len, "");
+    fflush(p->out);
+  }
+  free(p);
+}
+
 static double rate(const ct_progress *p, double elapsed) {
   return elapsed > 0 ? (double)p->samples / elapsed : 0.0;
 }
@@ -81,7 +97,8 @@ static void put_line(ct_progress *p, const char *line) {
 static void draw(ct_progress *p, double t) {
   char line[256], eta[24], bar[BAR_WIDTH + 3];
   double elapsed = t - p->t0;
-  int k = snprintf(line, sizeof line, "epoch %d/%d ", p->epoch, p->epochs);
+  int k = p->label[0] ? snprintf(line, sizeof line, "%s ", p->label)
+                      : snprintf(line, sizeof line, "epoch %d/%d ", p->epoch, p->epochs);
   if (p->steps > 0) {
     int64_t done = p->step < p->steps ? p->step : p->steps;
     int fill = (int)(done * BAR_WIDTH / p->steps);

@@ -84,8 +84,16 @@ void ct_cli_launch(const char *program, int argc, char **argv, int nproc);
 // content. Programs that never call ct_cli_catch_interrupt keep the default
 // (Ctrl-C ends them). For tests, $CT_TEST_SIGINT_AFTER=N[,M] makes the N-th
 // call of ct_cli_interrupted() (and the M-th) raise a real SIGINT first.
+// ct_cli_begin calls it for every chapter, so the first Ctrl-C always stops
+// at a clean point: where a loop polls ct_cli_interrupted(), or at the start
+// of the next section (ct_cli_section says "<program>: interrupted: stopped
+// before section "x"; nothing more was run" and exits 130).
 void ct_cli_catch_interrupt(void);
 bool ct_cli_interrupted(void);
+// For loops with nothing to save: after Ctrl-C, says "<program>: interrupted:
+// stopped after this step; nothing more was run" and exits 130; else returns.
+// cli may be NULL (a helper deep in a chapter): the program ct_cli_begin named.
+void ct_cli_exit_if_interrupted(const ct_cli *cli);
 // ---- a loss that is not a number -------------------------------------------
 // A training loop's guard, for the loss it reads anyway (a step's loss, or
 // the sum of the steps' losses since the last read): when `loss` is NaN or
@@ -95,7 +103,8 @@ bool ct_cli_interrupted(void);
 // < last_step) and exits 1. Returns when the loss is finite.
 void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64_t last_step, double lr);
 
-// Prints a section header "== name ==" that the book uses to place output.
+// Prints a section header "== name ==" that the book uses to place output;
+// after a Ctrl-C it stops the run instead (exit 130, see above).
 void ct_cli_section(const char *name);
 
 // ---- metrics: a flat JSON object written atomically --------------------------

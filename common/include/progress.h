@@ -29,6 +29,11 @@ void ct_progress_step(ct_progress *p, double loss, int64_t samples);
 // Ends the epoch: prints the epoch's line (with `extra`, e.g. "test acc
 // 0.8812", may be NULL) and frees p. Returns the epoch's samples/s.
 double ct_progress_finish(ct_progress *p, const char *extra);
+// A bar for a loop that is not an epoch ("one device [####--]  120/300 ..."):
+// drawn on a terminal only; ct_progress_clear erases it and frees p, leaving
+// the output exactly as it would be without a terminal.
+ct_progress *ct_progress_start_label(FILE *out, const char *label, int64_t steps);
+void ct_progress_clear(ct_progress *p);
 
 #ifdef __cplusplus
 }
