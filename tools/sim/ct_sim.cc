@@ -68,7 +68,6 @@ bool g_failed = false;
 cudaError_t g_last_error = cudaSuccess;
 std::map<std::string, long> g_launches;
 long g_errors = 0;
-int g_bar_result = 0;
 const void *g_sched_stack_bottom = nullptr;
 size_t g_sched_stack_size = 0;
 

@@ -36,6 +36,46 @@
 
 #define CT_SIM 1
 
+// ---- vector types and dims ------------------------------------------------------------
+// The emulator's own vector types, laid out as CUDA's. With
+// CT_SIM_TOOLKIT_VECTOR_TYPES the toolkit's host-usable vector_types.h and
+// vector_functions.h are taken instead (stage 2: cuda_fp16.h/cuda_bf16.h,
+// which the runtime's kernels include, bring them in, and with them
+// driver_types.h, whose cudaError_t must then replace the enum below).
+#if defined(CT_SIM_TOOLKIT_VECTOR_TYPES)
+#include <vector_functions.h>
+#include <vector_types.h>
+#else
+struct uint3 { unsigned x, y, z; };
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+  constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+struct __attribute__((aligned(8))) float2 { float x, y; };
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+struct __attribute__((aligned(8))) int2 { int x, y; };
+struct __attribute__((aligned(16))) int4 { int x, y, z, w; };
+struct __attribute__((aligned(16))) double2 { double x, y; };
+static inline float2 make_float2(float x, float y) { return {x, y}; }
+static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+static inline int2 make_int2(int x, int y) { return {x, y}; }
+static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+static inline double2 make_double2(double x, double y) { return {x, y}; }
+#endif
+
+// After the toolkit's headers (their host_defines.h defines these for a
+// host compiler too, mostly as nothing), the emulator's meanings.
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __noinline__
+#undef __launch_bounds__
+#undef __align__
+#undef __shared__
+#undef __constant__
 #define __global__
 #define __device__
 #define __host__
@@ -45,24 +85,6 @@
 #define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static thread_local
 #define __constant__ static
-
-// ---- vector types and dims ------------------------------------------------------------
-struct uint3 { unsigned x, y, z; };
-struct dim3 {
-  unsigned x, y, z;
-  constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
-  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
-};
-struct __align__(8) float2 { float x, y; };
-struct __align__(16) float4 { float x, y, z, w; };
-struct __align__(8) int2 { int x, y; };
-struct __align__(16) int4 { int x, y, z, w; };
-struct __align__(16) double2 { double x, y; };
-static inline float2 make_float2(float x, float y) { return {x, y}; }
-static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-static inline int2 make_int2(int x, int y) { return {x, y}; }
-static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
-static inline double2 make_double2(double x, double y) { return {x, y}; }
 
 // ---- the runtime API subset (ct_sim.cc) -------------------------------------------------
 typedef enum cudaError {
@@ -159,37 +181,40 @@ typedef void (*Trampoline)(void *ctx);
 void launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
             Trampoline run, void *ctx);
 
-template <class... P> struct Bound {
-  void (*fn)(P...);
+// CT_LAUNCH(kernel) wraps the kernel's name in a generic lambda, `call`, so
+// that a template kernel whose remaining template arguments are deduced
+// from the launch's arguments (ct_reduce_rows_kernel<R>(src, ...)) is
+// deduced here exactly as nvcc deduces it at kernel<<<...>>>(args).
+template <class Call> struct Bound {
+  Call call;
   const char *name;
   dim3 grid, block;
   size_t smem;
   cudaStream_t stream;
   template <class... A> void operator()(A &&...a) const {
-    static_assert(sizeof...(A) == sizeof...(P), "CT_LAUNCH: wrong number of kernel arguments");
-    // The kernel's parameters, converted once as a call would; every CUDA
-    // thread then gets its own copy, as every GPU thread reads its own.
+    // The launch's arguments, copied once; every CUDA thread then calls the
+    // kernel with its own copy, as every GPU thread reads its own parameters.
     struct Ctx {
-      void (*fn)(P...);
-      std::tuple<std::decay_t<P>...> args;
-    } ctx{fn, std::tuple<std::decay_t<P>...>(std::forward<A>(a)...)};
+      Call call;
+      std::tuple<std::decay_t<A>...> args;
+    } ctx{call, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
     launch(name, grid, block, smem, stream,
            [](void *c) {
              Ctx *x = (Ctx *)c;
-             std::tuple<std::decay_t<P>...> mine = x->args;
-             std::apply(x->fn, mine);
+             std::tuple<std::decay_t<A>...> mine = x->args;
+             std::apply(x->call, mine);
            },
            &ctx);
   }
 };
-template <class... P> struct Kernel {
-  void (*fn)(P...);
+template <class Call> struct Kernel {
+  Call call;
   const char *name;
-  Bound<P...> operator()(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0) const {
-    return Bound<P...>{fn, name, grid, block, smem, stream};
+  Bound<Call> operator()(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0) const {
+    return Bound<Call>{call, name, grid, block, smem, stream};
   }
 };
-template <class... P> Kernel<P...> kernel(void (*fn)(P...), const char *name) { return {fn, name}; }
+template <class Call> Kernel<Call> kernel(Call call, const char *name) { return {call, name}; }
 
 template <class T> static inline uint64_t to_bits(T v) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "warp value too large");
@@ -204,7 +229,8 @@ template <class T> static inline T from_bits(uint64_t b) {
 }
 } // namespace ct_sim
 
-#define CT_LAUNCH(...) ::ct_sim::kernel(__VA_ARGS__, #__VA_ARGS__)
+#define CT_LAUNCH(...)                                                                             \
+  ::ct_sim::kernel([](auto &...ct_sim_args_) { __VA_ARGS__(ct_sim_args_...); }, #__VA_ARGS__)
 
 #define threadIdx (static_cast<const uint3 &>(::ct_sim::g_thread_idx))
 #define blockIdx (static_cast<const uint3 &>(::ct_sim::g_block_idx))
