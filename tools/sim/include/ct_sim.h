@@ -43,6 +43,7 @@
 // which the runtime's kernels include, bring them in, and with them
 // driver_types.h, whose cudaError_t must then replace the enum below).
 #if defined(CT_SIM_TOOLKIT_VECTOR_TYPES)
+#include <driver_types.h>
 #include <vector_functions.h>
 #include <vector_types.h>
 #else
@@ -87,6 +88,7 @@ static inline double2 make_double2(double x, double y) { return {x, y}; }
 #define __constant__ static
 
 // ---- the runtime API subset (ct_sim.cc) -------------------------------------------------
+#if !defined(CT_SIM_TOOLKIT_VECTOR_TYPES) // else driver_types.h has them
 typedef enum cudaError {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
@@ -108,6 +110,8 @@ typedef enum cudaMemcpyKind {
 } cudaMemcpyKind;
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
+
+#endif
 
 extern "C" {
 cudaError_t cudaGetLastError(void);
