@@ -122,6 +122,8 @@ int main(void) {
   CT_LAUNCH(tree_sum)(dim3(1, 70000), 32, 0, nullptr)(x, sums);
   EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration, "gridDim.y of 70000");
   EXPECT(cudaGetLastError() == cudaSuccess, "the last error is cleared once read");
+  CT_LAUNCH(tree_sum)(1, 256, 1024, nullptr)(x, sums); // refused, never faked
+  EXPECT(cudaGetLastError() == cudaErrorNotSupported, "dynamic shared memory is refused");
 
   const long e0 = ct_sim::error_count();
   CT_LAUNCH(stuck)(1, 32, 0, nullptr)(out);
