@@ -37,10 +37,10 @@ static __global__ void fma_burn_kernel(float *x, int64_t n, int iters) {
 
 /*md
 ::: zh
-启动函数 `ch02_fma_burn` 是 C 代码调用的入口：它先检查参数，再用 `<<<网格, 线程块, 共享内存, 流>>>` 在给定的流上启动 kernel，最后用 `CT_CUDA_CHECK(cudaGetLastError())` 检查启动是否成功。它不等待 kernel 结束：启动是异步的，正文的计时靠流上的事件。
+启动函数 `ch02_fma_burn` 是 C 代码调用的入口：它先检查参数，再用 `CT_LAUNCH(kernel)(网格, 线程块, 共享内存, 流)(参数)` 在给定的流上启动 kernel（nvcc 看到的是 `kernel<<<网格, 线程块, 共享内存, 流>>>(参数)`，tools/sim 的模拟器则在 CPU 上运行同一个 kernel），最后用 `CT_CUDA_CHECK(cudaGetLastError())` 检查启动是否成功。它不等待 kernel 结束：启动是异步的，正文的计时靠流上的事件。
 :::
 ::: en
-The launcher `ch02_fma_burn` is the entry the C code calls: it checks its arguments, launches the kernel on the given stream with `<<<grid, block, shared memory, stream>>>`, and checks the launch with `CT_CUDA_CHECK(cudaGetLastError())`. It does not wait for the kernel: launches are asynchronous, and the chapter times them with events on the streams.
+The launcher `ch02_fma_burn` is the entry the C code calls: it checks its arguments, launches the kernel on the given stream with `CT_LAUNCH(kernel)(grid, block, shared memory, stream)(arguments)` (nvcc sees `kernel<<<grid, block, shared memory, stream>>>(arguments)`; the emulator in tools/sim runs the same kernel on the CPU), and checks the launch with `CT_CUDA_CHECK(cudaGetLastError())`. It does not wait for the kernel: launches are asynchronous, and the chapter times them with events on the streams.
 :::
 */
 // Launches fma_burn on `stream` (a cudaStream_t; NULL is the legacy default
@@ -53,7 +53,7 @@ extern "C" int ch02_fma_burn(float *x, int64_t n, int iters, void *stream) {
   const int threads = 256;
   int64_t blocks = (n + threads - 1) / threads;
   if (blocks > 65535) blocks = 65535; // the grid-stride loop covers the rest
-  fma_burn_kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)stream>>>(x, n, iters);
+  CT_LAUNCH(fma_burn_kernel)((unsigned)blocks, threads, 0, (cudaStream_t)stream)(x, n, iters);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }

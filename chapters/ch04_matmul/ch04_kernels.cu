@@ -86,7 +86,7 @@ extern "C" int ch04_gpu_naive(const float *a, const float *b, float *c, int M, i
   if (int rc = check_args("ch04_gpu_naive", a, b, c, M, N, K)) return rc;
   const dim3 block(32, 32);
   const dim3 grid((M + 31) / 32, (N + 31) / 32);
-  mm_naive<<<grid, block, 0, (cudaStream_t)stream>>>(M, N, K, a, b, c);
+  CT_LAUNCH(mm_naive)(grid, block, 0, (cudaStream_t)stream)(M, N, K, a, b, c);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }
@@ -119,7 +119,7 @@ extern "C" int ch04_gpu_coalesced(const float *a, const float *b, float *c, int 
   if (int rc = check_args("ch04_gpu_coalesced", a, b, c, M, N, K)) return rc;
   const dim3 block(32, 32);
   const dim3 grid((N + 31) / 32, (M + 31) / 32);
-  mm_coalesced<<<grid, block, 0, (cudaStream_t)stream>>>(M, N, K, a, b, c);
+  CT_LAUNCH(mm_coalesced)(grid, block, 0, (cudaStream_t)stream)(M, N, K, a, b, c);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }
@@ -166,7 +166,7 @@ extern "C" int ch04_gpu_smem_tiled(const float *a, const float *b, float *c, int
   if (int rc = check_args("ch04_gpu_smem_tiled", a, b, c, M, N, K)) return rc;
   const dim3 block(ST, ST);
   const dim3 grid((N + ST - 1) / ST, (M + ST - 1) / ST);
-  mm_smem_tiled<<<grid, block, 0, (cudaStream_t)stream>>>(M, N, K, a, b, c);
+  CT_LAUNCH(mm_smem_tiled)(grid, block, 0, (cudaStream_t)stream)(M, N, K, a, b, c);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }
@@ -299,7 +299,7 @@ extern "C" int ch04_gpu_reg_tiled(const float *a, const float *b, float *c, int 
   if (((size_t)a | (size_t)b | (size_t)c) % 16)
     return ct_fail(CT_ERR_VALUE, "ch04_gpu_reg_tiled: matrices must be 16-byte aligned");
   const dim3 grid(N / RT_BN, M / RT_BM);
-  mm_reg_tiled<<<grid, RT_THREADS, 0, (cudaStream_t)stream>>>(M, N, K, a, b, c);
+  CT_LAUNCH(mm_reg_tiled)(grid, RT_THREADS, 0, (cudaStream_t)stream)(M, N, K, a, b, c);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }

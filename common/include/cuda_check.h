@@ -31,6 +31,17 @@ ct_status ct_cublas_fail(int status, const char *call, const char *file, int lin
       return ct_cuda_fail((int)ct_err_, #call, __FILE__, __LINE__);          \
   } while (0)
 
+// CT_LAUNCH(kernel)(grid, block, smem, stream)(args...) is the one launch form
+// in the sources. nvcc sees kernel<<<grid, block, smem, stream>>>(args...);
+// the SIMT emulator's build (preset `sim`, tools/sim/ct_sim.h defines it
+// before this point) runs the same kernel on the CPU. The kernel comes first
+// and alone so that a template's commas need no extra parentheses:
+//   CT_LAUNCH(ct_reduce_rows_kernel<R>)(dim3(gx, 1), CT_ROWS_THREADS, 0, stream)(...);
+#ifndef CT_LAUNCH
+#define CT_LAUNCH(...) __VA_ARGS__ CT_LAUNCH_CONFIG_
+#define CT_LAUNCH_CONFIG_(grid, block, smem, stream) <<<grid, block, smem, stream>>>
+#endif
+
 #define CT_CUBLAS_CHECK(call)                                                \
   do {                                                                       \
     int ct_st_ = (int)(call);                                                \

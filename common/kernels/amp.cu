@@ -22,7 +22,7 @@ static int ct_cuda_update_scale(float *scale, int32_t *tracker, const float *fou
                                 int64_t *skipped, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  update_scale_kernel<<<1, 1, 0, scope.stream()>>>(scale, tracker, found_inf, growth_factor,
+  CT_LAUNCH(update_scale_kernel)(1, 1, 0, scope.stream())(scale, tracker, found_inf, growth_factor,
                                                    backoff_factor, growth_interval, skipped);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
@@ -31,7 +31,7 @@ static int ct_cuda_update_scale(float *scale, int32_t *tracker, const float *fou
 static int ct_cuda_inv_scale(const float *scale, float *inv, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  inv_scale_kernel<<<1, 1, 0, scope.stream()>>>(scale, inv);
+  CT_LAUNCH(inv_scale_kernel)(1, 1, 0, scope.stream())(scale, inv);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }

@@ -161,7 +161,7 @@ static int ct_cuda_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const 
   if (int rc = scope.enter(s)) return rc;
   return cti_dispatch_float(dt, "BatchNorm2d", [&](auto tag) -> int {
     using T = decltype(tag);
-    bn_stats_kernel<T><<<(unsigned)c, dim3(kBnX, kBnY), 0, scope.stream()>>>(
+    CT_LAUNCH(bn_stats_kernel<T>)((unsigned)c, dim3(kBnX, kBnY), 0, scope.stream())(
         static_cast<const T *>(x), n, c, p, eps, static_cast<T *>(mean), static_cast<T *>(invstd),
         static_cast<T *>(running_mean), static_cast<T *>(running_var), momentum);
     CT_CUDA_CHECK(cudaGetLastError());
@@ -201,7 +201,7 @@ static int ct_cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, con
   if (int rc = scope.enter(s)) return rc;
   return cti_dispatch_float(dt, "BatchNorm2d", [&](auto tag) -> int {
     using T = decltype(tag);
-    bn_backward_kernel<T><<<(unsigned)c, dim3(kBnX, kBnY), 0, scope.stream()>>>(
+    CT_LAUNCH(bn_backward_kernel<T>)((unsigned)c, dim3(kBnX, kBnY), 0, scope.stream())(
         static_cast<const T *>(x), static_cast<const T *>(dy), static_cast<const T *>(mean),
         static_cast<const T *>(invstd), static_cast<const T *>(gamma), static_cast<T *>(dx),
         static_cast<T *>(dgamma), static_cast<T *>(dbeta), n, c, p);

@@ -76,7 +76,7 @@ static __global__ void cti_elementwise_kernel(cti_iter it, F f) {
 template <int N, class F>
 static int cti_launch_elementwise(const cti_iter *it, const F &f, cudaStream_t stream) {
   if (it->numel <= 0) return CT_OK;
-  cti_elementwise_kernel<N, F><<<cti_blocks_for(it->numel, CT_THREADS), CT_THREADS, 0, stream>>>(*it, f);
+  CT_LAUNCH(cti_elementwise_kernel<N, F>)(cti_blocks_for(it->numel, CT_THREADS), CT_THREADS, 0, stream)(*it, f);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }

@@ -222,7 +222,7 @@ struct cti_device_exec {
   cudaStream_t stream;
   template <class I, class F> int run(I n, const F &f) const {
     if (n <= 0) return CT_OK;
-    cti_grid_kernel<I, F><<<cti_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(n, f);
+    CT_LAUNCH(cti_grid_kernel<I, F>)(cti_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream)(n, f);
     CT_CUDA_CHECK(cudaGetLastError());
     return CT_OK;
   }

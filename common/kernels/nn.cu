@@ -110,7 +110,7 @@ static int ct_cross_entropy_launch(int64_t n, int64_t c, const void *logits, con
                                    void *loss, void *grad, double inv_n, cti_async_record *rec,
                                    cudaStream_t stream) {
   const unsigned blocks = cti_blocks_for(cti_ceil_div(n, CT_CE_ROWS_PER_BLOCK), 1);
-  ct_cross_entropy_kernel<D><<<blocks, CT_CE_THREADS, 0, stream>>>(
+  CT_LAUNCH(ct_cross_entropy_kernel<D>)(blocks, CT_CE_THREADS, 0, stream)(
       static_cast<const ct_T<D> *>(logits), target, static_cast<ct_T<D> *>(loss),
       static_cast<ct_T<D> *>(grad), n, c, (ct_C<D>)inv_n, rec);
   CT_CUDA_CHECK(cudaGetLastError());

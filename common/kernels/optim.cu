@@ -98,13 +98,13 @@ static int ct_cuda_sum_squares(ct_dtype dt, int64_t n, const void *x, double *ou
   int64_t want = cti_ceil_div(n > 0 ? n : 1, SUMSQ_THREADS);
   int blocks = (int)(want < SUMSQ_MAX_BLOCKS ? want : SUMSQ_MAX_BLOCKS);
   if (dt == CT_F32)
-    sumsq_partial_kernel<float><<<blocks, SUMSQ_THREADS, 0, scope.stream()>>>(
+    CT_LAUNCH(sumsq_partial_kernel<float>)(blocks, SUMSQ_THREADS, 0, scope.stream())(
         n, static_cast<const float *>(x), workspace);
   else
-    sumsq_partial_kernel<double><<<blocks, SUMSQ_THREADS, 0, scope.stream()>>>(
+    CT_LAUNCH(sumsq_partial_kernel<double>)(blocks, SUMSQ_THREADS, 0, scope.stream())(
         n, static_cast<const double *>(x), workspace);
   CT_CUDA_CHECK(cudaGetLastError());
-  sumsq_finish_kernel<<<1, SUMSQ_THREADS, 0, scope.stream()>>>(blocks, workspace, out);
+  CT_LAUNCH(sumsq_finish_kernel)(1, SUMSQ_THREADS, 0, scope.stream())(blocks, workspace, out);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }
@@ -126,7 +126,7 @@ static int ct_cuda_clip_coef(int64_t n, const double *sumsq, double max_norm, do
   CtCudaScope scope;
   int rc = scope.enter(s);
   if (rc != CT_OK) return rc;
-  clip_coef_kernel<<<1, 1, 0, scope.stream()>>>(n, sumsq, max_norm, out);
+  CT_LAUNCH(clip_coef_kernel)(1, 1, 0, scope.stream())(n, sumsq, max_norm, out);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }
@@ -147,7 +147,7 @@ static int ct_cuda_amp_prologue(const float *found_inf, double *state, bool adam
                                 double beta1, double beta2, ct_stream *s) {
   CtCudaScope scope;
   if (int rc = scope.enter(s)) return rc;
-  amp_prologue_kernel<<<1, 1, 0, scope.stream()>>>(found_inf, state, adam, lr, beta1, beta2);
+  CT_LAUNCH(amp_prologue_kernel)(1, 1, 0, scope.stream())(found_inf, state, adam, lr, beta1, beta2);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }

@@ -191,17 +191,17 @@ static int ct_reduce_run(const CtCudaScope &scope, ct_stream *s, const void *in,
     const int64_t gx = outer < CT_MAX_GRID_X ? outer : CT_MAX_GRID_X;
     cti_reduce_plan(outer, r, inner, &chunks, &chunk_len);
     if (chunks == 1) {
-      ct_reduce_rows_kernel<R><<<dim3((unsigned)gx, 1), CT_ROWS_THREADS, 0, stream>>>(
+      CT_LAUNCH(ct_reduce_rows_kernel<R>)(dim3((unsigned)gx, 1), CT_ROWS_THREADS, 0, stream)(
           src, outer, r, chunk_len, nullptr, res);
       CT_CUDA_CHECK(cudaGetLastError());
       return CT_OK;
     }
     if (int rc = ws.alloc(scope, s, (size_t)(outer * chunks) * sizeof(State))) return rc;
     State *partial = static_cast<State *>(ws.ptr()); // (outer, chunks)
-    ct_reduce_rows_kernel<R><<<dim3((unsigned)gx, (unsigned)chunks), CT_ROWS_THREADS, 0, stream>>>(
+    CT_LAUNCH(ct_reduce_rows_kernel<R>)(dim3((unsigned)gx, (unsigned)chunks), CT_ROWS_THREADS, 0, stream)(
         src, outer, r, chunk_len, partial, res);
     CT_CUDA_CHECK(cudaGetLastError());
-    ct_reduce_rows_kernel<R><<<dim3((unsigned)gx, 1), CT_ROWS_THREADS, 0, stream>>>(
+    CT_LAUNCH(ct_reduce_rows_kernel<R>)(dim3((unsigned)gx, 1), CT_ROWS_THREADS, 0, stream)(
         PartialSrc<R>{partial}, outer, chunks, chunks, nullptr, res);
     CT_CUDA_CHECK(cudaGetLastError());
     return CT_OK;
@@ -211,17 +211,17 @@ static int ct_reduce_run(const CtCudaScope &scope, ct_stream *s, const void *in,
   const dim3 block(CT_COLS_X, CT_COLS_Y);
   cti_reduce_plan(outer, r, inner, &chunks, &chunk_len);
   if (chunks == 1) {
-    ct_reduce_cols_kernel<R><<<dim3((unsigned)gx, 1), block, 0, stream>>>(
+    CT_LAUNCH(ct_reduce_cols_kernel<R>)(dim3((unsigned)gx, 1), block, 0, stream)(
         src, outer, r, inner, chunk_len, nullptr, res);
     CT_CUDA_CHECK(cudaGetLastError());
     return CT_OK;
   }
   if (int rc = ws.alloc(scope, s, (size_t)(outer * chunks * inner) * sizeof(State))) return rc;
   State *partial = static_cast<State *>(ws.ptr()); // (outer, chunks, inner)
-  ct_reduce_cols_kernel<R><<<dim3((unsigned)gx, (unsigned)chunks), block, 0, stream>>>(
+  CT_LAUNCH(ct_reduce_cols_kernel<R>)(dim3((unsigned)gx, (unsigned)chunks), block, 0, stream)(
       src, outer, r, inner, chunk_len, partial, res);
   CT_CUDA_CHECK(cudaGetLastError());
-  ct_reduce_cols_kernel<R><<<dim3((unsigned)gx, 1), block, 0, stream>>>(
+  CT_LAUNCH(ct_reduce_cols_kernel<R>)(dim3((unsigned)gx, 1), block, 0, stream)(
       PartialSrc<R>{partial}, outer, chunks, inner, chunks, nullptr, res);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
@@ -298,7 +298,7 @@ struct NonfiniteLaunch {
   cudaStream_t stream;
   template <ct_dtype D> int operator()() const {
     if constexpr (cti_dt<D>::floating) {
-      ct_nonfinite_kernel<D><<<cti_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream>>>(
+      CT_LAUNCH(ct_nonfinite_kernel<D>)(cti_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream)(
           static_cast<const ct_T<D> *>(in), n, flag);
       CT_CUDA_CHECK(cudaGetLastError());
     }

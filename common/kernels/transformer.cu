@@ -118,7 +118,7 @@ static int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t v, const void *
   if (!rec) return ct_last_status();
   int rc = cti_dispatch_float(dt, "ct_cross_entropy", [&](auto tag) -> int {
     using T = decltype(tag);
-    ct_count_targets_kernel<T><<<1, CT_TF_COUNT_THREADS, 0, scope.stream()>>>(target, n, ignore_index,
+    CT_LAUNCH(ct_count_targets_kernel<T>)(1, CT_TF_COUNT_THREADS, 0, scope.stream())(target, n, ignore_index,
                                                                              static_cast<T *>(scale));
     CT_CUDA_CHECK(cudaGetLastError());
     return CT_OK;

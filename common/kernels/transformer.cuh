@@ -103,8 +103,8 @@ template <class F> static __global__ void cti_warp_rows_kernel(int64_t rows, int
 template <class F> int cti_rows_run(const cti_device_exec &x, int64_t rows, int64_t cols, const F &f) {
   if (rows <= 0) return CT_OK;
   const int per_block = CT_TF_ROW_THREADS / 32;
-  cti_warp_rows_kernel<F><<<cti_blocks_for(cti_ceil_div(rows, per_block), 1), CT_TF_ROW_THREADS, 0,
-                            x.stream>>>(rows, cols, f);
+  CT_LAUNCH(cti_warp_rows_kernel<F>)(cti_blocks_for(cti_ceil_div(rows, per_block), 1), CT_TF_ROW_THREADS, 0,
+                            x.stream)(rows, cols, f);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }
