@@ -2,14 +2,19 @@
 # SPDX-License-Identifier: MIT
 """tools/gpu-check's logic, checked without a GPU.
 
-Each check runs the real script; what a GPU machine would provide
+Most checks run the real script; what a GPU machine would provide
 (compute-sanitizer, nvcc, a call's results) is replaced by stand-ins whose
 behaviour is the one observed on the lent machines: gVisor's
 compute-sanitizer answers "Device not supported", a working one reports the
 planted write as "Invalid __global__ write" and exits with --error-exitcode.
+The plan's arithmetic and the cutting of stages at their deadlines are
+checked on the script loaded as a module, with plans and stages made up here.
 
 usage: test_gpu_check.py REPO_ROOT
 """
+import copy
+import importlib.machinery
+import importlib.util
 import json
 import os
 import stat
@@ -17,6 +22,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 
 ROOT = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.getcwd()
 TOOL = os.path.join(ROOT, "tools", "gpu-check")
@@ -41,7 +47,16 @@ def run(args, env=None, cwd=None):
     e = dict(os.environ)
     e.pop("OUT", None)
     e.update(env or {})
-    return subprocess.run(["bash", TOOL] + args, capture_output=True, text=True, env=e, cwd=cwd, timeout=60)
+    return subprocess.run([sys.executable, TOOL] + args, capture_output=True, text=True, env=e, cwd=cwd, timeout=120)
+
+
+def load_tool():
+    """tools/gpu-check as a module (it has no .py suffix)."""
+    loader = importlib.machinery.SourceFileLoader("gpu_check", TOOL)
+    spec = importlib.util.spec_from_loader("gpu_check", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
 
 
 def write(path, text):
@@ -113,12 +128,124 @@ def bench_checks(tmp):
     check(got[0] == "FAILED" and "killed at the deadline" in got[1], "bench killed by the timeout: FAILED", repr(got))
 
 
-def tsv_checks():
-    """tsv_split keeps empty fields (IFS=$'\\t' read would shift them)."""
-    prog = ('eval "$(sed -n \'/^tsv_split() {/,/^}/p\' "$1")"; '
-            "tsv_split $'a\\t\\t\\tb\\t'; printf '%s|' \"${#F[@]}\" \"${F[@]}\"")
-    r = subprocess.run(["bash", "-c", prog, "x", TOOL], capture_output=True, text=True)
-    check(r.stdout == "5|a|||b||", "tsv_split: a, '', '', b, '' stay five fields", repr(r.stdout))
+def plan_checks():
+    """The plan fits the lease, and the checker refuses plans that do not."""
+    g = load_tool()
+    real = g.plan_checks({"total": 50 << 20})
+    bad = [w for w, ok, _ in real if not ok]
+    check(not bad, "the plan in tools/gpu-check fits (15 min, call 1 <= 540 s, each <= 600 s, carry)", repr(bad))
+    total = g.ASSUME["start_s"][1] + sum(c["timeout_s"] + g.ASSUME["transfer_s"] for c in g.CALLS) + g.LEASE["warm_s"]
+    check(g.lease_total_s() == total <= 900, f"device time counted independently: {total} s <= 900", str(g.lease_total_s()))
+    for c in g.CALLS:
+        check(c["stages"][-1]["deadline_s"] + g.REPORT_S <= c["timeout_s"] <= 600,
+              f"call {c['call']}: its report fits inside timeout_s")
+
+    def refused(what, why, mutate, carry=None):
+        saved = copy.deepcopy(g.CALLS)
+        mutate(g.CALLS)
+        res = g.plan_checks(carry)
+        g.CALLS[:] = saved
+        failing = [w for w, ok, _ in res if not ok]
+        check(any(why in w for w in failing), f"plan refused: {what} ({why})", repr(failing))
+    # A first call of 560 s with a shorter second call: only the first call's limit is broken.
+    refused("a first call of 560 s", "call 1: timeout_s 560 <= 540",
+            lambda C: (C[0].update(timeout_s=560), C[1].update(timeout_s=90), C[1]["stages"][-1].update(deadline_s=70)))
+    refused("a second call of 300 s", "device time", lambda C: C[1].update(timeout_s=300))
+    refused("a call over 600 s", "<= 600 (one command)", lambda C: C[1].update(timeout_s=610))
+    refused("a stage's deadline past its call's timeout", "call 2: last deadline",
+            lambda C: C[1]["stages"][-1].update(deadline_s=108))
+    refused("deadlines out of order", "call 1: stage deadlines in order", lambda C: C[0]["stages"][2].update(deadline_s=100))
+    refused("three calls", "at most two calls",
+            lambda C: C.append({"call": 3, "timeout_s": 10, "stages": [{"stage": "setup", "deadline_s": 1}]}))
+    refused("the sanitizer left out", "every stage planned once", lambda C: C[1]["stages"].pop())
+    refused("a carry of 65 MiB", "carry", lambda C: None, {"total": 65 << 20})
+    r = run(["--plan"])
+    check(r.returncode == 0 and "call 1: timeout_s 540" in r.stdout and "--call 2" in r.stdout
+          and '[".carry/debs", ".carry/data"]' in r.stdout and "DOES NOT FIT" not in r.stdout,
+          "--plan prints both calls with carry and timeout_s, and fits", r.stdout[-1500:] + r.stderr[-500:])
+
+
+def cutting_checks(tmp):
+    """Stages are cut at their deadlines, their results still written; what
+    did not fit is reported as not run; a stage that raises fails alone."""
+    g = load_tool()
+    g.MIN_STAGE_S = 0.5
+    ctx = g.Ctx(os.path.join(tmp, "build-cut"))
+    ctx.logdir = ctx.work
+    ctx.outdir = ""
+    ctx.reset()
+    pidfile = os.path.join(tmp, "sleeper.pid")
+    seen = {}
+
+    def slow(ctx, s, deadline):
+        # A command whose child outlives the shell: the whole group must go.
+        t = ctx.now()
+        rc, _ = ctx.run(["sh", "-c", f"sleep 30 & echo $! >{pidfile}; wait"], deadline, "slow.log")
+        seen["slow"] = (rc, ctx.now() - t)
+        ctx.phase("slow", "partial" if rc == 124 else "ok", ctx.now() - t, f"exit {rc}", s["deadline_s"])
+
+    def quick(ctx, s, deadline):
+        seen["quick"] = True
+        ctx.phase("quick", "ok", 0, "", s["deadline_s"])
+
+    def broken(ctx, s, deadline):
+        raise RuntimeError("a bug in a stage")
+    funcs = {"slow": slow, "late": quick, "quick": quick, "broken": broken}
+    stages = [{"stage": "slow", "deadline_s": 1.5}, {"stage": "late", "deadline_s": 1.7},
+              {"stage": "broken", "deadline_s": 5}, {"stage": "quick", "deadline_s": 6}]
+    g.run_stages(ctx, stages, funcs)
+    rc, secs = seen.get("slow", (None, 99))
+    check(rc == 124 and 1.2 < secs < 3.5, "a stage's command is cut at the stage's deadline", repr(seen))
+    pid = int(open(pidfile).read()) if os.path.exists(pidfile) else 0
+    time.sleep(0.2)
+    alive = False
+    if pid:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                alive = f.read().split()[2] != "Z"
+        except OSError:
+            alive = False
+    check(pid and not alive, "the cut command's whole process group is gone", f"pid {pid} alive {alive}")
+    rows = [l.rstrip("\n").split("\t") for l in open(os.path.join(ctx.work, "phases.tsv"))]
+    byname = {r[0]: r for r in rows}
+    check(byname.get("slow", [""] * 2)[1] == "partial", "the cut stage still wrote its result", repr(rows))
+    check(byname.get("late", [""] * 2)[1] == "not run", "a stage whose deadline passed is reported as not run", repr(rows))
+    check(byname.get("broken", [""] * 4)[1] == "FAILED" and "a bug in a stage" in byname["broken"][3],
+          "a stage that raises is FAILED with its error", repr(rows))
+    check(seen.get("quick") is True and byname.get("quick", [""] * 2)[1] == "ok",
+          "the stages after a failed one still run", repr(rows))
+    ctx.fact("gpu_count", "1")
+    ctx.fact("gpu_name", "NVIDIA H100 80GB HBM3")
+    text, ok = g.make_report([ctx.work])
+    check(not ok and "| late | not run |" in text and "incomplete: slow partial, late not run" in text,
+          "the report fails the broken stage and names the cut and unrun ones", text[:1500])
+    # Without the broken stage: what was cut or not run fails nothing.
+    with open(os.path.join(ctx.work, "phases.tsv"), "w") as f:
+        f.writelines("\t".join(r) + "\n" for r in rows if r[0] != "broken")
+    text, ok = g.make_report([ctx.work])
+    check(ok and "**PASS**; incomplete: slow partial, late not run" in text,
+          "a stage cut or not run fails nothing; the result line names it", text[:1500])
+
+
+def commit_checks():
+    """CT_COMMIT: a hash, and where .git exists, this checkout's HEAD."""
+    g = load_tool()
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    saved = os.environ.get("CT_COMMIT")
+    try:
+        os.environ["CT_COMMIT"] = "not-a-hash"
+        check(g.commit_of()[1] != "", "CT_COMMIT that is no hash is refused")
+        if head:
+            os.environ["CT_COMMIT"] = head[:12]
+            check(g.commit_of() == (head[:12], ""), "CT_COMMIT naming HEAD is taken", repr(g.commit_of()))
+            other = ("0" if head[0] != "0" else "1") * 12
+            os.environ["CT_COMMIT"] = other
+            check("not this checkout's HEAD" in g.commit_of()[1], "CT_COMMIT naming another commit is refused")
+    finally:
+        if saved is None:
+            os.environ.pop("CT_COMMIT", None)
+        else:
+            os.environ["CT_COMMIT"] = saved
 
 
 def state(tmp, n, facts, phases, files):
@@ -174,7 +301,7 @@ def merge_checks(tmp):
     check("| ch04.racecheck | racecheck | not supported here |" in text and
           "| ch04.memcheck | memcheck | not supported here |" in text,
           "merge: ch04's memcheck and racecheck rows, not supported here")
-    check("| 1 | build | ok | 95 |  |" in text, "merge: an empty detail stays empty, the time in its column")
+    check("| 1 | build | ok | 95 |  |  |" in text, "merge: an empty detail stays empty, the time in its column")
     check("Registers are spilled" in text and "| Register spills (ptxas) | 1 warning(s)" in text,
           "merge: ptxas spill warnings reported")
     check(os.path.exists(os.path.join(dest, "ch01-cuda.txt")) and os.path.exists(os.path.join(dest, "bench-cuda-h100.md"))
@@ -194,12 +321,66 @@ def merge_checks(tmp):
           "merge: a failed gpu test fails the merged report", r.stdout + r.stderr)
 
 
+def merge_two_calls(tmp):
+    """--merge of the plan's two calls, in the formats this version writes:
+    two JUnit files (parallel and serial tests), transcripts with a result
+    column, runs the deadline left out; the book's files come back."""
+    ok_phase = ["device", "ok", "3", "NVIDIA H100", "30"]
+    par = ('<testsuite><testcase name="gpu.ops" time="1.5" status="run"/>'
+           '<testcase name="gpu.ch05_twin_cuda" time="4.0" status="run"/></testsuite>')
+    ser = '<testsuite><testcase name="gpu.ch04" time="30.0" status="run"/></testsuite>'
+    bench_json = json.dumps({"status": 3, "rows": [{"ratio": 0.8}], "skipped": ["ch13 c run 1"]})
+    c1 = state(tmp, 11, {"stages": "setup,build,test,record,bench", "call": "1", "cuda_compiled": "16"},
+               [ok_phase, ["configure", "ok", "9", "", ""], ["build", "ok", "120", "every target, -j 16", "210"],
+                ["gpu-tests", "partial", "120", "2 passed, 0 failed, 0 skipped, 1 not run of 4", "330"],
+                ["transcripts", "partial", "100", "2 recorded, 0 failed, 1 cut, 1 not run", "430"],
+                ["bench", "partial", "85", "the deadline cut it short: 1 rows with a ratio; not run: ch13 c run 1", "520"]],
+               {"ctest-junit-parallel.xml": par, "ctest-junit-serial.xml": ser,
+                "gpu-tests.txt": "gpu.ops\ngpu.ch05_twin_cuda\ngpu.ch04\ngpu.ch12\n",
+                "transcripts.tsv": ("ch01\t0\t9\tch01-nvidia-h100-2026-11-27.txt\tok\n"
+                                    "ch02\t0\t20\tch02-nvidia-h100-2026-11-27.txt\tok\n"
+                                    "ch03\t124\t90\t\tcut at its deadline\n"
+                                    "ch08\t-\t0\t\tnot run (deadline)\n"),
+                "recorded/ch01-nvidia-h100-2026-11-27.txt": "# chapter: ch01\n# exit: 0\n\nok\n",
+                "recorded/ch01-nvidia-h100-2026-11-27.json": "{}",
+                "recorded/ch02-nvidia-h100-2026-11-27.txt": "# chapter: ch02\n# exit: 0\n\nok\n",
+                "recorded/bench.json": bench_json,
+                "recorded/bench-cuda-nvidia-h100-2026-11-27.md": "# bench\n",
+                "recorded/bench-cuda-nvidia-h100-2026-11-27.json": bench_json})
+    c2 = state(tmp, 12, {"stages": "setup,build,sanitizer", "call": "2", "sanitizer_probe": "supported"},
+               [ok_phase, ["configure", "ok", "2", "", ""], ["build", "ok", "3", "targets ch04", "30"],
+                ["sanitizer", "ok", "50", "2 of 2 runs clean", "90"]],
+               {"sanitizer.tsv": "ch04.memcheck\tmemcheck\tpass\t0\t0\t\t40\t\n"
+                                 "ch04.racecheck\tracecheck\tpass\t0\t0\t\t48\t\n"})
+    dest = os.path.join(tmp, "merged-two")
+    r = run(["--report-dir", dest, "--merge", c1, c2])
+    reports = [f for f in os.listdir(dest) if f.startswith("gpu-check-")] if os.path.isdir(dest) else []
+    text = open(os.path.join(dest, reports[0])).read() if reports else ""
+    check(r.returncode == 0 and "**PASS**" in text and reports == ["gpu-check-nvidia-h100-80gb-hbm3-2026-11-24.md"],
+          "merge of two calls: a pass, one report named after the GPU and the date", r.stdout + r.stderr + repr(reports))
+    check("| gpu.ch04 | pass |" in text and "| gpu.ch05_twin_cuda | pass |" in text and "| gpu.ch12 | not run |" in text,
+          "merge: both test batches read, the test the deadline left out is not run", text[:3000])
+    check("| ch08 | not run (deadline) |" in text and "| ch03 | cut at its deadline | 124 |" in text
+          and "## Failures" not in text, "merge: cut and unrun recordings are reported, fail nothing", text[-3000:])
+    check("incomplete: gpu-tests partial (call 1), transcripts partial (call 1), bench partial (call 1)" in text,
+          "merge: the result line names what did not fit", text[:2000])
+    check("| ch04.racecheck | racecheck | pass | 0 | 0 |" in text, "merge: ch04's sanitizer rows from call 2")
+    want = ["bench-cuda-nvidia-h100-2026-11-27.json", "bench-cuda-nvidia-h100-2026-11-27.md",
+            "ch01-nvidia-h100-2026-11-27.json", "ch01-nvidia-h100-2026-11-27.txt", "ch02-nvidia-h100-2026-11-27.txt"]
+    got = sorted(f for f in os.listdir(dest) if not f.startswith("gpu-check-")) if os.path.isdir(dest) else []
+    check(got == want, "merge: the book's files (transcripts that exited 0, the bench's .md and .json) copied",
+          repr(got))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         probe_checks(tmp)
         bench_checks(tmp)
-        tsv_checks()
+        plan_checks()
+        cutting_checks(tmp)
+        commit_checks()
         merge_checks(tmp)
+        merge_two_calls(tmp)
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1
