@@ -2,7 +2,8 @@
 # tools/gpu-check's logic where there is no GPU (label unit):
 #   unit.gpu_check       (seconds) the plan's arithmetic and the checker refusing
 #                        plans that do not fit, stages cut at their deadlines
-#                        (made-up stages), CT_COMMIT, the compute-sanitizer probe
+#                        (made-up stages), the record and sanitizer stages with
+#                        stand-in chapters, CT_COMMIT, the compute-sanitizer probe
 #                        against stand-in tools, the bench verdict, and --merge
 #                        of sample calls into one report and book/recorded files
 #   unit.gpu_check_plan  `tools/gpu-check --plan`: the calls fit the 15-minute

@@ -227,6 +227,72 @@ def cutting_checks(tmp):
           "a stage cut or not run fails nothing; the result line names it", text[:1500])
 
 
+def stage_checks(tmp):
+    """The record and sanitizer stages as on the device, with stand-in
+    chapters and a stand-in compute-sanitizer: runs in the plan's order, a run
+    cut at its cap, the rest not run at the stage's deadline; only runs that
+    exited 0 go to the book."""
+    g = load_tool()
+    g.MIN_STAGE_S = 0.5
+    g.RECORD_RUN_CAP_S = 60
+    g.RECORD_MIN_S = 0.5
+    build = os.path.join(tmp, "build-stand-in")
+    os.makedirs(build)
+    # ch01 exits 0, ch02 exits 1, ch03 hangs (cut at the stage's deadline, 4 s
+    # in: it cannot start later than that); the runs after it are not run.
+    script(os.path.join(build, "ch01"), 'echo "device: cuda:0 (stand-in)"; exit 0\n')
+    script(os.path.join(build, "ch02"), 'echo "error: stand-in failure"; exit 1\n')
+    script(os.path.join(build, "ch03"), "sleep 30\n")
+    g.RECORD_RUNS = [("ch01", "ch01", "", []), ("ch02", "ch02", "", []), ("ch03", "ch03", "", []),
+                     ("ch01-again", "ch01", "again", []), ("ch04", "ch04", "", [])]
+    ctx = g.Ctx(build)
+    ctx.logdir, ctx.outdir = ctx.work, ""
+    ctx.reset()
+    ctx.built, ctx.ngpu = True, 1
+    bin_dir = os.path.join(tmp, "bin-stage")
+    os.makedirs(bin_dir)
+    script(os.path.join(bin_dir, "nvidia-smi"), "echo 'Stand-in GPU, 580.0'\n")
+    ctx.env["PATH"] = bin_dir + os.pathsep + ctx.env["PATH"]
+    t = ctx.now()
+    g.stage_record(ctx, {"stage": "record", "deadline_s": t + 4}, t + 4)
+    rows = [l.rstrip("\n").split("\t") for l in open(os.path.join(ctx.work, "transcripts.tsv"))]
+    res = [(r[0], r[4]) for r in rows]
+    check(res[:3] == [("ch01", "ok"), ("ch02", "FAILED"), ("ch03", "cut at its deadline")],
+          "record: in the plan's order, a failed run FAILED, a hung run cut at the deadline", repr(res))
+    check(res[3:] == [("ch01-again", "not run (deadline)"), ("ch04", "FAILED (not built)")],
+          "record: what the deadline left is not run; a chapter not built is named", repr(res))
+    check(3.5 < ctx.now() - t < 5.5, "record: the stage ends at its deadline", f"{ctx.now() - t:.1f} s")
+    phases = [l.split("\t") for l in open(os.path.join(ctx.work, "phases.tsv"))]
+    check(phases and phases[-1][0] == "transcripts" and phases[-1][1] == "FAILED",
+          "record: a failed run fails the stage", repr(phases))
+    book = [os.path.basename(f) for f in g.book_files(ctx.recdir)]
+    check(len([b for b in book if b.startswith("ch01-") and b.endswith(".txt")]) >= 1 and
+          not any(b.startswith("ch02-") for b in book), "record: only runs that exited 0 go to the book", repr(book))
+    # sanitizer: a working stand-in (planted write reported), a clean memcheck
+    # and a racecheck that finds a hazard.
+    script(os.path.join(bin_dir, "nvcc"),
+           'while [ $# -gt 0 ]; do [ "$1" = -o ] && { : >"$2"; exit 0; }; shift; done; exit 1\n')
+    csan = os.path.join(tmp, "csan-stage")
+    script(csan, 'case "$*" in\n'
+                 '  *probe*) echo "========= Invalid __global__ write of size 4 bytes"; exit 86 ;;\n'
+                 '  *racecheck*) echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 86 ;;\n'
+                 '  *) echo "========= ERROR SUMMARY: 0 errors"; exit 0 ;;\nesac\n')
+    os.environ["CT_COMPUTE_SANITIZER"] = csan
+    old_path = os.environ["PATH"]
+    os.environ["PATH"] = ctx.env["PATH"]
+    try:
+        script(os.path.join(build, "ch04"), "exit 0\n")
+        t = ctx.now()
+        g.stage_sanitizer(ctx, {"stage": "sanitizer", "deadline_s": t + 20}, t + 20)
+    finally:
+        os.environ.pop("CT_COMPUTE_SANITIZER", None)
+        os.environ["PATH"] = old_path
+    san = [l.rstrip("\n").split("\t") for l in open(os.path.join(ctx.work, "sanitizer.tsv"))]
+    got = [(r[0], r[2], r[4]) for r in san]
+    check(got == [("ch04.memcheck", "pass", "0"), ("ch04.racecheck", "FAILED", "1")],
+          "sanitizer: ch04 under memcheck (clean) and racecheck (a hazard found: FAILED)", repr(got))
+
+
 def commit_checks():
     """CT_COMMIT: a hash, and where .git exists, this checkout's HEAD."""
     g = load_tool()
@@ -378,6 +444,7 @@ def main():
         bench_checks(tmp)
         plan_checks()
         cutting_checks(tmp)
+        stage_checks(tmp)
         commit_checks()
         merge_checks(tmp)
         merge_two_calls(tmp)
