@@ -293,6 +293,55 @@ def stage_checks(tmp):
           "sanitizer: ch04 under memcheck (clean) and racecheck (a hazard found: FAILED)", repr(got))
 
 
+def test_stage_checks(tmp):
+    """The test stage on a made-up ctest project: the timing tests one at a
+    time after the others, a failure kept, the test that --stop-time killed at
+    the deadline reported as cut (not failed), the one after it as not run."""
+    g = load_tool()
+    g.MIN_STAGE_S = 0.5
+    g.SERIAL_RESERVE_S = 6
+    src = os.path.join(tmp, "ctest-project")
+    write(os.path.join(src, "CMakeLists.txt"), """cmake_minimum_required(VERSION 3.16)
+project(standin NONE)
+enable_testing()
+add_test(NAME gpu.ops COMMAND sh -c "exit 0")
+add_test(NAME gpu.bad COMMAND sh -c "echo boom; exit 1")
+add_test(NAME gpu.ch02 COMMAND sh -c "exit 0")
+add_test(NAME gpu.ch04 COMMAND sh -c "sleep 60")
+add_test(NAME gpu.ch10 COMMAND sh -c "exit 0")
+add_test(NAME unit.other COMMAND sh -c "exit 1")
+set_tests_properties(gpu.ops gpu.bad gpu.ch02 gpu.ch04 gpu.ch10 PROPERTIES LABELS gpu)
+""")
+    build = os.path.join(tmp, "ctest-project-build")
+    r = subprocess.run(["cmake", "-S", src, "-B", build], capture_output=True, text=True)
+    if r.returncode != 0:
+        check(False, "test stage: the made-up ctest project configures", r.stdout + r.stderr)
+        return
+    ctx = g.Ctx(build, jobs=4)
+    ctx.logdir, ctx.outdir = ctx.work, ""
+    ctx.reset()
+    ctx.built, ctx.ngpu = True, 1
+    t = ctx.now()
+    names = g.list_gpu_tests(ctx, t + 30)
+    check(sorted(names) == ["gpu.bad", "gpu.ch02", "gpu.ch04", "gpu.ch10", "gpu.ops"],
+          "test stage: ctest's gpu tests listed", repr(names))
+    g.stage_test(ctx, {"stage": "test", "deadline_s": t + 9}, t + 9)
+    took = ctx.now() - t
+    got = {n: r for n, r, _, _ in g.apply_cut(g.junit_results(
+        sorted(os.path.join(ctx.work, f) for f in os.listdir(ctx.work) if f.startswith("ctest-junit"))),
+        g.read_lines(os.path.join(ctx.work, "ctest-cut.txt")))}
+    check(got == {"gpu.ops": "pass", "gpu.bad": "FAIL", "gpu.ch02": "pass", "gpu.ch04": g.CUT},
+          "test stage: results, the killed timing test cut (not failed), gpu.ch10 never started", repr(got))
+    check(took < 10.5, "test stage: ends at its deadline", f"{took:.1f} s")
+    phases = [l.rstrip("\n").split("\t") for l in open(os.path.join(ctx.work, "phases.tsv"))]
+    check(phases[-1][:2] == ["gpu-tests", "FAILED"] and "1 cut at the deadline, 1 not run of 5" in phases[-1][3],
+          "test stage: a failed test fails it; the cut and unrun are counted", repr(phases))
+    ctx.fact("gpu_count", "1")
+    text, ok = g.make_report([ctx.work])
+    check("| gpu.ch04 | cut (deadline) |" in text and "| gpu.ch10 | not run |" in text and "### gpu.bad" in text,
+          "test stage: the report shows the cut, the unrun and the failure's output", text[-2500:])
+
+
 def commit_checks():
     """CT_COMMIT: a hash, and where .git exists, this checkout's HEAD."""
     g = load_tool()
@@ -445,6 +494,7 @@ def main():
         plan_checks()
         cutting_checks(tmp)
         stage_checks(tmp)
+        test_stage_checks(tmp)
         commit_checks()
         merge_checks(tmp)
         merge_two_calls(tmp)
