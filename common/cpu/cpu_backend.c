@@ -385,7 +385,7 @@ static int bad_dtype(const char *op, ct_dtype dt) {
 }
 
 static int cti_cpu_binary(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
-                      const void *a, const void *b, ct_stream *s) {
+                          const void *a, const void *b, ct_stream *s) {
   (void)s;
   if ((unsigned)op >= (unsigned)CT_NUM_BINARY_OPS)
     return ct_fail(CT_ERR_VALUE, "ct_binary: unknown binary op %d", (int)op);
@@ -396,7 +396,7 @@ static int cti_cpu_binary(ct_binary_op op, ct_dtype dt, const cti_iter *it, void
 }
 
 static int cti_cpu_binary_scalar(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
-                             const void *a, double scalar, ct_stream *s) {
+                                 const void *a, double scalar, ct_stream *s) {
   (void)s;
   if ((unsigned)op >= (unsigned)CT_NUM_BINARY_OPS)
     return ct_fail(CT_ERR_VALUE, "ct_binary_scalar: unknown binary op %d", (int)op);
@@ -418,7 +418,7 @@ static int cti_cpu_binary_scalar(ct_binary_op op, ct_dtype dt, const cti_iter *i
 }
 
 static int cti_cpu_unary(ct_unary_op op, ct_dtype dt, const cti_iter *it, void *out,
-                     const void *a, ct_stream *s) {
+                         const void *a, ct_stream *s) {
   (void)s;
   if ((unsigned)op >= (unsigned)CT_NUM_UNARY_OPS)
     return ct_fail(CT_ERR_VALUE, "ct_unary: unknown unary op %d", (int)op);
@@ -435,7 +435,7 @@ static int cti_cpu_unary(ct_unary_op op, ct_dtype dt, const cti_iter *it, void *
 }
 
 static int cti_cpu_copy(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it, void *out,
-                    const void *in, ct_stream *s) {
+                        const void *in, ct_stream *s) {
   (void)s;
   if (!dt_ok(out_dt)) return bad_dtype("copy_", out_dt);
   if (!dt_ok(in_dt)) return bad_dtype("copy_", in_dt);
@@ -462,7 +462,7 @@ static int cti_cpu_fill(ct_dtype dt, const cti_iter *it, void *out, double v, ct
   }
 
 static int cti_cpu_arange(ct_dtype dt, int64_t n, void *out, double start, double step,
-                      ct_stream *s) {
+                          ct_stream *s) {
   (void)s;
   if (n < 0) return ct_fail(CT_ERR_VALUE, "ct_arange: negative length %lld", (long long)n);
   switch (dt) {

@@ -27,6 +27,7 @@
 
 // ---- what the lists generate ---------------------------------------------------------------------
 
+// region: standin
 // A recorded parameter: its member of the argument struct, how the stand-in
 // packs it, and how the replay call passes it on.
 #define REC_FIELD(p) REC_FIELD_##p
@@ -67,6 +68,7 @@
     CTI_MAP(REC_PACK, CTI_SEP_NONE, __VA_ARGS__)                                                     \
     return cti_graph_issue(s, fam##_##name##_call, &rec_, sizeof rec_);                              \
   }
+// endregion
 // A host variable for a bad index: the caller's while the call runs at once;
 // a recorded call has none, so its replay checks a variable of its own and
 // fails with the eager message (<family>_<entry>_bad, below).

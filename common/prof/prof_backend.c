@@ -100,6 +100,7 @@ static const char *iter_shapes(char *sh, size_t len, const cti_iter *it, int inp
 #define PROF_WRAPPER_BAD PROF_WRAPPER_OP
 #define PROF_WRAPPER_WAIT PROF_WRAPPER_OP
 #define PROF_WRAPPER_QUERY(fam, name, ret, aten, shapes, ...)
+// endregion
 
 CTI_ALL_OPS(PROF_WRAPPER)
 
