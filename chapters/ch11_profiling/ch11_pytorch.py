@@ -101,6 +101,13 @@ class Batches:
         return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
 
 
+def device_column(torch):
+    """"device" where this torch names the CUDA columns self_device_time_total (2.4 on; the
+    old self_cuda_time_total is then a deprecated alias), else "cuda" (1.13). The attributes are
+    set per instance in __init__, so ask an instance, not the class."""
+    return "device" if hasattr(torch.autograd.profiler_util.FunctionEventAvg(), "self_device_time_total") else "cuda"
+
+
 class Twin:
     def __init__(self, torch, args, device):
         self.torch, self.args, self.device = torch, args, device
@@ -111,9 +118,7 @@ class Twin:
         self.loss_fn = nn.CrossEntropyLoss()
         x, y = fmnist.load(torch, args.data, True, MEAN, STD)
         self.data = Batches(torch, x, y, args.batch_size, device, args.seed)
-        # torch 2.4 calls the CUDA columns "device" ones
-        avg = torch.autograd.profiler_util.FunctionEventAvg
-        self.dev = "device" if hasattr(avg, "self_device_time_total") else "cuda"
+        self.dev = device_column(torch)
         acts = [torch.profiler.ProfilerActivity.CPU]
         if self.cuda:
             acts.append(torch.profiler.ProfilerActivity.CUDA)

@@ -173,7 +173,8 @@ def encode(chars, text):
 def main(argv):
     p = argparse.ArgumentParser(prog="ch14_pytorch.py", description=__doc__.splitlines()[0])
     for name, default in (("device", "auto"), ("corpus", "en"), ("preset", "cpu"), ("amp", "off"), ("metrics", None),
-                          ("load-init", None), ("generate", None), ("prompt", None), ("sampler", "torch")):
+                          ("load-init", None), ("generate", None), ("prompt", None), ("sampler", "torch"),
+                          ("profile", None)):
         p.add_argument("--" + name, default=default)
     for name in ("n-layer", "n-head", "n-embd", "block-size", "batch-size", "max-iters",
                  "eval-interval", "eval-iters", "log-interval", "sample-len"):
@@ -261,7 +262,39 @@ def train(a, device, dtype):
     return out
 
 
+def start_profiler(path, device):
+    """--profile FILE: the C program's window, steps 3 to 6 (skip 2, warm up 1, record 3), with
+    torch.profiler; at its end the key_averages table sorted by self time and a Chrome trace in FILE."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+    cuda = device.startswith("cuda")
+    # torch 2.4 renamed the CUDA columns self_device_*; the attribute is set per instance
+    dev_col = "device" if hasattr(torch.autograd.profiler_util.FunctionEventAvg(), "self_device_time_total") else "cuda"
+    sort = f"self_{dev_col}_time_total" if cuda else "self_cpu_time_total"
+
+    def ready(p):
+        section("profile")
+        print(p.key_averages().table(sort_by=sort, row_limit=12))
+        p.export_chrome_trace(path)
+        p.ct_written = True
+        print(f"Chrome trace of steps 3-6 written to {path}")
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    prof = profile(activities=activities, schedule=schedule(wait=2, warmup=1, active=3, repeat=1),
+                   on_trace_ready=ready, profile_memory=True)
+    prof.ct_written = False
+    prof.start()
+    return prof
+
+
 WARM = 10  # steps left out of the steady tokens/s (warm-up; torch.compile compiles in them)
+
+
+def grad_scaler(device, enabled):
+    """GradScaler: torch.amp.GradScaler(device_type) where it exists (PyTorch 2.3 on;
+    torch.cuda.amp.GradScaler is deprecated there), else 1.13's torch.cuda.amp.GradScaler."""
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device.split(":")[0], enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled)
 
 
 def fit(a, device, model, step_model, splits, n_train, verbose):
@@ -273,7 +306,7 @@ def fit(a, device, model, step_model, splits, n_train, verbose):
                             lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
     # twin: end
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
-    scaler = torch.cuda.amp.GradScaler(enabled=amp == torch.float16)
+    scaler = grad_scaler(device, amp == torch.float16)
 
     @torch.no_grad()
     def estimate_loss(split, tag):
@@ -288,6 +321,7 @@ def fit(a, device, model, step_model, splits, n_train, verbose):
         return sum(losses) / len(losses)
 
     step_losses, evals, seconds, tokens, steady_s, steady_tok = [], [], 0.0, 0, 0.0, 0
+    prof = start_profiler(a.profile, device) if verbose and a.profile else None
     for it in range(a.max_iters + 1):
         if it % a.eval_interval == 0 or it == a.max_iters:
             tl, vl = estimate_loss("train", TAG_EVAL_TRAIN), estimate_loss("val", TAG_EVAL_VAL)
@@ -319,6 +353,12 @@ def fit(a, device, model, step_model, splits, n_train, verbose):
         step_losses.append(lv)
         if verbose and (it % a.log_interval == 0 or it == a.max_iters - 1):
             print(f"step {it:5d} | loss {lv:.4f} | lr {get_lr(a, it):.3e} | norm {float(norm):.3f} | {tokens / seconds:7.0f} tok/s")
+        if prof is not None:
+            prof.step()
+    if prof is not None:
+        prof.stop()  # a run shorter than the window: what was recorded is written now
+        if not prof.ct_written:
+            print(f"profile: not written (the run ended before step 3; --profile records steps 3-6)")
     return {"step_losses": step_losses, "eval_steps": [e[0] for e in evals], "train_loss": [e[1] for e in evals],
             "val_loss": [e[2] for e in evals], "tokens_per_s": tokens / seconds, "tokens": tokens, "seconds": seconds,
             "tokens_per_s_steady": steady_tok / steady_s if steady_s > 0 else tokens / seconds}
