@@ -303,6 +303,8 @@ void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, in
 void ct_cli_begin(ct_cli *cli) {
   const char *spec = cli->device_spec ? cli->device_spec : "auto";
   char why[sizeof cli->fallback_reason] = "";
+  char preset[sizeof cli->fallback_reason]; // a chapter's own reason for "cpu" (set after ct_cli_parse)
+  snprintf(preset, sizeof preset, "%s", cli->fallback_reason);
   int st = ct_device_select(spec, &cli->device, why, sizeof why);
   if (st != CT_OK) {
     fflush(stdout);
@@ -325,7 +327,10 @@ void ct_cli_begin(ct_cli *cli) {
     printf("device: cuda:%d (%s)\n", cli->device.index, name);
   } else {
     ct_manual_seed(cli->seed);
-    if (!strcmp(spec, "cpu")) {
+    if (!strcmp(spec, "cpu") && preset[0]) { // the chapter chose the CPU itself and says why
+      snprintf(cli->fallback_reason, sizeof cli->fallback_reason, "%s", preset);
+      printf("device: cpu (%s)\n", cli->fallback_reason);
+    } else if (!strcmp(spec, "cpu")) {
       printf("device: cpu\n");
     } else {
       // "auto" fell back: say why, in CUDA's own words.

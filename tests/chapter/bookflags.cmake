@@ -28,3 +28,15 @@ add_test(NAME book.help
          COMMAND ${ct_bookflags_python} ${CT_BOOKFLAGS_CHECK} help ${PROJECT_SOURCE_DIR}
                  ${CMAKE_BINARY_DIR}/book_help_test ${ct_bookflags_python} ${ct_bookflags_progs})
 set_tests_properties(book.help PROPERTIES LABELS book SKIP_RETURN_CODE 77 TIMEOUT 120 ENVIRONMENT "${CT_TEST_ENV}")
+# gpu.chNN_twin_cuda (label gpu: tools/gpu-check's test stage runs them on a lent GPU): each twin's
+# GPU path, --device cuda with the book's flags and --quick; exit 77 where there is no GPU.
+file(GLOB ct_bookflags_twins ${PROJECT_SOURCE_DIR}/chapters/ch*_*/ch*_pytorch.py)
+foreach(twin IN LISTS ct_bookflags_twins)
+  get_filename_component(nn ${twin} NAME)
+  string(SUBSTRING ${nn} 0 4 nn)
+  add_test(NAME gpu.${nn}_twin_cuda
+           COMMAND ${ct_bookflags_python} ${CT_BOOKFLAGS_CHECK} twin-cuda ${PROJECT_SOURCE_DIR}
+                   ${CMAKE_BINARY_DIR}/twin_cuda_test/${nn} ${ct_bookflags_python} ${nn})
+  set_tests_properties(gpu.${nn}_twin_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300
+                       ENVIRONMENT "${CT_MPI_TEST_ENV}")
+endforeach()

@@ -3,6 +3,7 @@
 
     check_bookflags.py flags ROOT WORK PYTHON chNN=PROGRAM ...
     check_bookflags.py help  ROOT WORK PYTHON chNN=PROGRAM ...
+    check_bookflags.py twin-cuda ROOT WORK PYTHON chNN
 
 flags (chapter.book_flags, label chapter): for every chapter whose source has a
     '/*md bookrun FLAGS*/' line, the C program and its PyTorch twin each run with those flags
@@ -17,6 +18,10 @@ help (book.help, label book): every chapter's --help, and every twin's, lists ea
     chapter's source declares (its ct_cli_opt names; the twin's own argparse flags) and every
     flag of its bookrun line, and every flag that takes a value shows its default
     ("(default: ...)").
+twin-cuda (gpu.chNN_twin_cuda, label gpu; tools/gpu-check's test stage runs them): chapter
+    chNN's twin on the GPU, --device cuda with the book's flags, --quick and the bounds above
+    (ch08's twin with --nproc set to the GPUs there are, at most 2: NCCL takes one GPU per
+    rank); exit 77 where there is no GPU or PYTHON's torch sees none.
 Where PYTHON cannot import torch the twins' parts are left out and the test exits 77 after
 the C programs' parts passed. Python 3's standard library only.
 """
@@ -178,7 +183,31 @@ def mode_help(root, work, python, progs):
         skip(f"{python} cannot import torch: the twins' --help was not checked (the chapters' passed)")
 
 
+def mode_twin_cuda(root, work, python, cid):
+    from chaptertest import has_gpu, skip_unless_imports, torch_cuda_available
+    skip_unless_imports(python, "torch")
+    if not has_gpu():
+        skip("no GPU here (nvidia-smi lists none, no /dev/nvidia*)")
+    if not torch_cuda_available(python):
+        fail(f"this machine has a GPU but {python}'s torch sees none (torch.cuda.is_available() is false)")
+    book = load_book(root)
+    ch = next((c for c in book.discover_chapters([cid]) if os.path.exists(c["twin"])), None)
+    expect(ch is not None, f"{cid}: no chapter with a twin")
+    flags = ch["bookrun"] + ["--quick"] + QUICK_BOUNDS.get(cid, []) + ["--device", "cuda"]
+    if cid == "ch08":
+        gpus = subprocess.run([python, "-c", "import torch; print(torch.cuda.device_count())"],
+                              capture_output=True, text=True).stdout.strip()
+        flags += ["--nproc", str(min(2, int(gpus or 1)))]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    check_run(f"{os.path.basename(ch['twin'])} --device cuda", [python, ch["twin"]] + flags +
+              ["--metrics", f"{cid}_pytorch.json"], work, f"{cid}_pytorch.json", outputs_of(ch["bookrun"]))
+
+
 def main(argv):
+    if len(argv) == 6 and argv[1] == "twin-cuda":
+        mode_twin_cuda(argv[2], os.path.abspath(argv[3]), argv[4], argv[5])
+        return 0
     if len(argv) < 5 or argv[1] not in ("flags", "help"):
         fail(__doc__)
     mode, root, work, python = argv[1:5]
