@@ -725,7 +725,7 @@ int main(int argc, char **argv) {
                 .momentum = 0.9, .bucket_mb = 25};
   ct_cli_opt opts[] = {
       {"nproc", CT_OPT_INT, &s.nproc, "ranks to start when run without tools/launch"},
-      {"backend", CT_OPT_STRING, &s.backend, "auto (nccl on CUDA, else mpi), mpi or nccl"},
+      {"backend", CT_OPT_STRING, &s.backend, "auto (nccl with a GPU per rank, else mpi on the CPU), mpi or nccl"},
       {"epochs", CT_OPT_INT, &s.epochs, "passes over the training set (--quick: 1)"},
       {"batch-size", CT_OPT_INT, &s.batch_size, "the batch of each rank"},
       {"accumulate", CT_OPT_INT, &s.accumulate, "micro-batches per step (no_sync on all but the last)"},

@@ -60,6 +60,8 @@ def parse_args(argv):
     p.add_argument("--data", default=None,
                    help="Fashion-MNIST folder (default: $CT_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)")
     p.add_argument("--save", metavar="FILE", help="rank 0 saves the model here (default: ch08_pytorch_model.safetensors)")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {})
     a = p.parse_args(argv)
     if a.epochs < 1 or a.batch_size < 1 or a.accumulate < 1 or a.lr <= 0 or a.bucket_mb <= 0:
         p.error("--epochs, --batch-size, --accumulate >= 1; --lr, --bucket-mb > 0")

@@ -67,6 +67,17 @@ def parse_args(argv):
     p.add_argument("--rounds", type=positive, default=3)
     p.add_argument("--data", default=os.environ.get("CT_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
     p.add_argument("--trace", default="ch11_pytorch_trace.json")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--seed": "seed for torch.manual_seed",
+        "--metrics": "write the figures as JSON to FILE",
+        "--batch-size": "training images per step (--quick: 32)",
+        "--channels": "channels of the first convolution (the second has twice)",
+        "--overhead-steps": "steps per round of the overhead measurement (--quick: 2)",
+        "--rounds": "rounds of the overhead measurement (--quick: 2)",
+        "--data": "Fashion-MNIST folder",
+        "--trace": "where the Chrome trace goes"})
     a = p.parse_args(argv)
     if a.quick:
         a.batch_size = 32 if a.batch_size == 128 else a.batch_size

@@ -186,6 +186,40 @@ def main(argv):
         p.add_argument("--" + name, type=float, default=default)
     for name in ("quick", "compile", "float64"):
         p.add_argument("--" + name, action="store_true")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--corpus": "zh (fortunes-zh: Tang and Song poems), en (fortunes), or a UTF-8 FILE",
+        "--preset": "cpu (minutes on 2 cores) or gpu (nanoGPT's shakespeare-char size)",
+        "--amp": "off, bf16 or fp16: autocast (and GradScaler for fp16), chapter 9",
+        "--metrics": "write the figures as JSON to FILE",
+        "--load-init": "start from ./ch14 --save-init's initial weights and windows (default: none, torch's own init)",
+        "--generate": "only sample from the C program's checkpoint FILE (default: none, train)",
+        "--prompt": "text the final sample and --generate continue (default: none, a newline)",
+        "--sampler": "torch (torch.multinomial) or philox (the C program's draws, to compare samples)",
+        "--profile": "profile steps 3-6 with torch.profiler: the key_averages table and a Chrome trace in FILE (default: none, no profile)",
+        "--n-layer": "transformer blocks (0: the preset's)",
+        "--n-head": "attention heads (0: the preset's)",
+        "--n-embd": "width C (0: the preset's)",
+        "--block-size": "context length T (0: the preset's)",
+        "--batch-size": "windows per step, per process (0: the preset's)",
+        "--max-iters": "training steps; the cosine schedule ends there (0: the preset's)",
+        "--eval-interval": "steps between evaluations (0: the preset's)",
+        "--eval-iters": "batches per loss estimate (0: the preset's)",
+        "--log-interval": "steps between log lines (0: the preset's)",
+        "--sample-len": "characters per sample (0: the preset's)",
+        "--seed": "seed for torch.manual_seed and the C program's Philox windows",
+        "--top-k": "sample from the k most likely characters (0: all)",
+        "--warmup-iters": "linear warm-up steps (-1: the preset's, or a tenth of a shorter run)",
+        "--lr": "peak learning rate (0: the preset's)",
+        "--min-lr": "learning rate at the end of the cosine (0: the preset's)",
+        "--weight-decay": "AdamW's decay of the 2-D weights",
+        "--beta2": "AdamW's beta2",
+        "--grad-clip": "clip the global gradient norm to this (0: off)",
+        "--temperature": "sampling temperature (0: greedy)",
+        "--quick": "a small workload, seconds on a 2-core CPU (used by the tests)",
+        "--compile": "train a second time under torch.compile, from the same start (PyTorch 2)",
+        "--float64": "train in float64 (the tests' reference)"})
     a = p.parse_args(argv[1:])
     keys = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "max_iters", "warmup", "eval_interval",
             "eval_iters", "log_interval", "sample_len", "lr", "min_lr")

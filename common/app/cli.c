@@ -82,7 +82,7 @@ static void print_usage(FILE *f, const ct_cli *cli, const ct_cli_opt *opts, int 
   usage_line(f, "quick", "", "a small workload, seconds on a 2-core CPU (used by the tests)");
   fputc('\n', f);
   usage_line(f, "metrics", "FILE", "write the measured figures as JSON to FILE");
-  fputc('\n', f);
+  fprintf(f, " (default: %s)\n", cli->metrics_path ? cli->metrics_path : "none, not written");
   usage_line(f, "help", "", "show this help and exit");
   fputc('\n', f);
   for (int i = 0; i < n_opts; i++) {
@@ -99,7 +99,7 @@ static void print_usage(FILE *f, const ct_cli *cli, const ct_cli_opt *opts, int 
       case CT_OPT_STRING:
       case CT_OPT_OUTPUT: {
         const char *s = *(const char *const *)o->out;
-        if (s) fprintf(f, " (default: %s)", s);
+        fprintf(f, " (default: %s)", s ? s : (o->kind == CT_OPT_OUTPUT ? "none, not written" : "none"));
         break;
       }
       }
