@@ -81,6 +81,13 @@ def launch_if_needed(argv, nproc):
     os.execv(launch, [launch, "--nproc-per-node", str(nproc), sys.executable, os.path.abspath(__file__), *argv])
 
 
+def sync(torch):
+    """Waits for this rank's GPU work (NCCL's collectives and the kernels are asynchronous), so
+    that a host clock read after it times the work; nothing to wait for on the CPU."""
+    if DEV != "cpu":
+        torch.cuda.synchronize()
+
+
 def reduce_scalar(torch, dist, v, op):
     t = torch.tensor([float(v)], dtype=torch.float64, device=DEV)
     dist.all_reduce(t, op=op)
@@ -163,6 +170,7 @@ def show_bandwidth(torch, dist, quick, metrics):
             dist.barrier()
             t0 = time.perf_counter()
             dist.all_reduce(t)
+            sync(torch)
             times.append(time.perf_counter() - t0)
         sec = reduce_scalar(torch, dist, statistics.median(times), dist.ReduceOp.MAX)
         sizes.append(nbytes)
@@ -269,6 +277,7 @@ def main(argv):
         for k in range(steps):
             rows = [idx[(k * acc + j) * B:(k * acc + j + 1) * B] for j in range(acc)]
             total += train_step(torch, nn, ddp, opt, [x_all[i] for i in rows], [y_all[i] for i in rows])
+        sync(torch)
         sec = reduce_scalar(torch, dist, time.perf_counter() - t0, dist.ReduceOp.MAX)
         test_idx = torch.tensor(list(DistributedSampler(range(2000), num_replicas=w, rank=r, shuffle=False,
                                                         drop_last=True)))
@@ -297,12 +306,15 @@ def main(argv):
             else:  # backward first, then every gradient all-reduced: what DDP's buckets avoid
                 with ddp.no_sync():
                     nn.functional.cross_entropy(ddp(x_all[rows]), y_all[rows]).backward()
+                sync(torch)
                 t1 = time.perf_counter()
                 for p in model.parameters():
                     dist.all_reduce(p.grad)
                     p.grad /= w
+                sync(torch)
                 wait += time.perf_counter() - t1
             opt.step()
+        sync(torch)
         ms = reduce_scalar(torch, dist, 1e3 * (time.perf_counter() - t0) / TIMED_STEPS, dist.ReduceOp.MAX)
         return ms, reduce_scalar(torch, dist, 1e3 * wait / TIMED_STEPS, dist.ReduceOp.MAX)
 
@@ -323,6 +335,7 @@ def main(argv):
                 step_opt.zero_grad(set_to_none=True)
                 nn.functional.cross_entropy(forward(x_all[rows]), y_all[rows]).backward()
                 step_opt.step()
+            sync(torch)
             return 1e3 * (time.perf_counter() - t0) / TIMED_STEPS
 
         dp_model, solo = build_mlp(nn).to(DEV), build_mlp(nn).to(DEV)  # solo: one process alone, what W ranks scale against
