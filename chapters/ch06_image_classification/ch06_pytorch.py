@@ -76,7 +76,7 @@ def parse_args(argv):
     p.add_argument("--model", choices=["mlp", "cnn"], default="cnn")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=0.0, help="0: 1e-3 for adam, 0.05 for sgd")
+    p.add_argument("--lr", type=float, default=0.0, help="learning rate (0: 1e-3 for adam, 0.05 for sgd)")
     p.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--batchnorm", action="store_true")
@@ -113,7 +113,7 @@ def parse_args(argv):
         "--out-dir": "where predictions.png goes",
         "--save": "write the trained state_dict to FILE (safetensors)",
         "--load": "evaluate the checkpoint FILE instead of training",
-        "--save-init": "write the initial state_dict to FILE (for the PyTorch twin)",
+        "--save-init": "write the initial state_dict to FILE (safetensors)",
         "--no-shuffle": "read the training set in order",
         "--max-steps": "stop after this many steps (0: no limit)",
         "--train-size": "use the first N training images (0: all; --quick: 2560)",
