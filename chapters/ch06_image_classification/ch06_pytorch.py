@@ -76,7 +76,7 @@ def parse_args(argv):
     p.add_argument("--model", choices=["mlp", "cnn"], default="cnn")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=0.0, help="0: 1e-3 for adam, 0.05 for sgd")
+    p.add_argument("--lr", type=float, default=0.0, help="learning rate (0: 1e-3 for adam, 0.05 for sgd)")
     p.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--batchnorm", action="store_true")
@@ -95,6 +95,29 @@ def parse_args(argv):
     p.add_argument("--test-size", type=int, default=0)
     p.add_argument("--float64", action="store_true",
                    help="train and evaluate in float64: a reference for the float32 runs (tests use it)")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--seed": "seed for torch.manual_seed",
+        "--metrics": "write the figures as JSON to FILE",
+        "--model": "mlp or cnn",
+        "--epochs": "passes over the training set (--quick: 1)",
+        "--batch-size": "training images per step",
+        "--optimizer": "adam or sgd (with --momentum)",
+        "--momentum": "SGD momentum",
+        "--batchnorm": "CNN: BatchNorm2d after each convolution",
+        "--dropout": "CNN: dropout before the last layer",
+        "--channels": "CNN: channels of the first convolution (the second has twice)",
+        "--workers": "DataLoader worker threads",
+        "--data": "Fashion-MNIST folder (default: $CT_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)",
+        "--out-dir": "where predictions.png goes",
+        "--save": "write the trained state_dict to FILE (safetensors)",
+        "--load": "evaluate the checkpoint FILE instead of training",
+        "--save-init": "write the initial state_dict to FILE (safetensors)",
+        "--no-shuffle": "read the training set in order",
+        "--max-steps": "stop after this many steps (0: no limit)",
+        "--train-size": "use the first N training images (0: all; --quick: 2560)",
+        "--test-size": "use the first N test images (0: all; --quick: 1000)"})
     a = p.parse_args(argv)
     if a.epochs < 1 or a.batch_size < 1 or a.channels < 1 or a.workers < 0 or not 0 <= a.dropout < 1:
         p.error("--epochs, --batch-size, --channels >= 1; --workers >= 0; --dropout in [0, 1)")

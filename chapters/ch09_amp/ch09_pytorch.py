@@ -59,6 +59,18 @@ def parse_args(argv):
     p.add_argument("--scale-steps", type=int, default=40)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--out-dir", default=".")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--seed": "seed for torch.manual_seed",
+        "--quick": "a small workload, seconds on a 2-core CPU (used by the tests)",
+        "--metrics": "write the figures as JSON to FILE",
+        "--steps": "training steps of each timed run (--quick: 8)",
+        "--batch-size": "the MLP's batch; the conv model takes a quarter (--quick: 32)",
+        "--hidden": "the MLP's width, also its input width (--quick: 128)",
+        "--scale-steps": "steps of the GradScaler demonstration (--quick: 20)",
+        "--lr": "SGD learning rate",
+        "--out-dir": "where the checkpoint file goes"})
     a = p.parse_args(argv)
     if a.quick:
         a.steps = 8 if a.steps == 40 else a.steps

@@ -65,6 +65,18 @@ def parse_args(argv):
     p.add_argument("--save", metavar="FILE", help="write the trained state_dict")
     p.add_argument("--load-init", metavar="FILE", help="start from ./ch10 --save-init's weights and data")
     p.add_argument("--float64", action="store_true", help="train in float64 (the tests' reference)")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--seed": "seed for torch.manual_seed",
+        "--metrics": "write the figures as JSON to FILE",
+        "--width": "hidden width of the MLP that is trained and captured",
+        "--depth": "hidden layers (1..16)",
+        "--batch": "rows per batch (the seed's 32)",
+        "--steps": "replayed training steps (--quick: 20)",
+        "--warmup": "eager warm-up steps on the side stream before capture (1..16)",
+        "--lr": "SGD learning rate",
+        "--momentum": "SGD momentum"})
     a = p.parse_args(argv)
     if (a.width < 1 or a.steps < 1 or not 1 <= a.depth <= 16 or not 1 <= a.warmup <= 16 or a.batch < 2
             or a.lr <= 0 or a.momentum < 0):

@@ -50,7 +50,10 @@ typedef struct ct_cli {
   bool quick;
   const char *metrics_path; // NULL when not asked for
   ct_device device;         // chosen by ct_cli_begin
-  char fallback_reason[256];// why the CPU was chosen under "auto"; "" otherwise
+  char fallback_reason[256];// why the CPU was chosen under "auto"; "" otherwise. A chapter that
+                            // turns "auto" into "cpu" itself (ch08: fewer GPUs than ranks) sets
+                            // device_spec = "cpu" and its reason here between ct_cli_parse and
+                            // ct_cli_begin, which prints "device: cpu (REASON)"
 } ct_cli;
 
 // Parses argv into cli (and the chapter's opts, n_opts of them, may be 0).
