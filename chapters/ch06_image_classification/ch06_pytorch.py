@@ -93,6 +93,9 @@ def parse_args(argv):
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--train-size", type=int, default=0)
     p.add_argument("--test-size", type=int, default=0)
+    p.add_argument("--compile", action="store_true",
+                   help="train through torch.compile(model) (PyTorch 2 or later; evaluation stays eager): "
+                        "the compiled figure tools/bench compares C with")
     p.add_argument("--float64", action="store_true",
                    help="train and evaluate in float64: a reference for the float32 runs (tests use it)")
     a = p.parse_args(argv)
@@ -240,6 +243,13 @@ def main(argv):
         optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     # twin: end
     print(f"optimizer: {type(optimizer).__name__}, lr {a.lr:g}" + (", betas (0.9, 0.999)" if a.optimizer == "adam" else ""))
+    step_model = model
+    if a.compile:
+        if not hasattr(torch, "compile"):
+            die(f"--compile: torch {torch.__version__} has no torch.compile (PyTorch 2 or later)")
+        step_model = torch.compile(model)  # the same parameters; the first epoch pays the compiling
+        print("training step: torch.compile(model) (the first steps compile)")
+    metrics.update(compiled=int(a.compile), torch=torch.__version__)
     metrics.update(model=a.model, batchnorm=int(a.batchnorm), num_params=n_params, optimizer=a.optimizer,
                    lr=a.lr, batch_size=a.batch_size)
 
@@ -257,7 +267,7 @@ def main(argv):
         # twin: train_epoch
         for imgs, targets in device_batches(torch, train_loader, device):  # side-stream copies, as in C
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(imgs), targets)
+            loss = loss_fn(step_model(imgs), targets)
             loss.backward()
             optimizer.step()
             loss_sum += loss.detach()  # stays on the device: no synchronization
