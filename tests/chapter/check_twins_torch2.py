@@ -45,9 +45,9 @@ def main():
     if len(sys.argv) < 3:
         print(__doc__)
         return 2
-    root, work = sys.argv[1], sys.argv[2]
+    root, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     only = sys.argv[3:]
-    venv = os.environ.get("CT_TORCH2_VENV") or os.path.join(root, ".venv-torch2")
+    venv = os.path.abspath(os.environ.get("CT_TORCH2_VENV") or os.path.join(root, ".venv-torch2"))
     py = os.path.join(venv, "bin", "python")
     if not os.access(py, os.X_OK):
         print(f"SKIP: no PyTorch 2.x venv at {venv} (make it with tools/bootstrap --group torch2)")
