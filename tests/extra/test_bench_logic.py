@@ -8,7 +8,7 @@ Loads tools/bench as a module and checks, against figures worked out here by
 hand: each figure is the median of its runs with min, max and spread; a row
 whose runs spread over more than UNSTABLE_SPREAD is marked unstable and not
 judged; a stable row is judged yes / no; each column names the PyTorch that
-made it (none for C's); the torch.compile rows are n/a with a PyTorch that
+made it (none for C's); --also-python's informational column; the torch.compile rows are n/a with a PyTorch that
 has no torch.compile and read the --compile side where it has; which
 versions have torch.compile; the load is read as three numbers.
 """
@@ -113,6 +113,16 @@ def main():
     out = b.judge(ctx, r9, {"c": runs_of("gemm_ms_bfloat16", [10.0] * 3),
                             "py": runs_of("gemm_ms_bfloat16_compiled", [8.0] * 3)})
     check(near(out["ratio"], 0.8) and out["met"] == "no", f"ch09 compiled: 100 / 125 steps/s (got {out['ratio']})")
+
+    # --also-python: an informational column from the "pyo" runs, with that PyTorch's version
+    ctx.torch_also = "1.13.0a0"
+    out = b.judge(ctx, row, {"c": runs_of("x", [100.0] * 3), "py": runs_of("x", [50.0] * 3),
+                             "pyo": runs_of("x", [20.0, 25.0, 30.0])})
+    check(out["b_also"] == 25.0 and near(out["ratio_also"], 4.0) and out["b_also_torch"] == "1.13.0a0"
+          and out["met"] == "yes", f"--also-python: 25 steps/s on 1.13, ratio 4, not judged (got {out['b_also']}, "
+          f"{out['ratio_also']}, {out['met']})")
+    out = b.judge(ctx, row, {"c": runs_of("x", [100.0] * 3), "py": runs_of("x", [50.0] * 3)})
+    check(out["b_also"] is None and out["ratio_also"] is None, "without --also-python: no such column")
 
     la = b.loadavg()
     check(isinstance(la, list) and len(la) == 3 and all(x >= 0 for x in la), f"loadavg: three numbers ({la})")
