@@ -94,7 +94,7 @@ def parse_args(argv):
     p.add_argument("--train-size", type=int, default=0)
     p.add_argument("--test-size", type=int, default=0)
     p.add_argument("--compile", action="store_true",
-                   help="train through torch.compile(model) (PyTorch 2 or later; evaluation stays eager): "
+                   help="run the model through torch.compile (model.compile(), PyTorch 2.2 or later): "
                         "the compiled figure tools/bench compares C with")
     p.add_argument("--float64", action="store_true",
                    help="train and evaluate in float64: a reference for the float32 runs (tests use it)")
@@ -243,12 +243,11 @@ def main(argv):
         optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     # twin: end
     print(f"optimizer: {type(optimizer).__name__}, lr {a.lr:g}" + (", betas (0.9, 0.999)" if a.optimizer == "adam" else ""))
-    step_model = model
     if a.compile:
-        if not hasattr(torch, "compile"):
-            die(f"--compile: torch {torch.__version__} has no torch.compile (PyTorch 2 or later)")
-        step_model = torch.compile(model)  # the same parameters; the first epoch pays the compiling
-        print("training step: torch.compile(model) (the first steps compile)")
+        if not hasattr(model, "compile"):
+            die(f"--compile: torch {torch.__version__} has no nn.Module.compile (PyTorch 2.2 or later)")
+        model.compile()  # in place: the same module and state_dict; the first steps compile
+        print("model.compile(): torch.compile in place (the first training and evaluation steps compile)")
     metrics.update(compiled=int(a.compile), torch=torch.__version__)
     metrics.update(model=a.model, batchnorm=int(a.batchnorm), num_params=n_params, optimizer=a.optimizer,
                    lr=a.lr, batch_size=a.batch_size)
@@ -267,7 +266,7 @@ def main(argv):
         # twin: train_epoch
         for imgs, targets in device_batches(torch, train_loader, device):  # side-stream copies, as in C
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(step_model(imgs), targets)
+            loss = loss_fn(model(imgs), targets)
             loss.backward()
             optimizer.step()
             loss_sum += loss.detach()  # stays on the device: no synchronization
