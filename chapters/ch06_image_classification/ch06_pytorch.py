@@ -93,6 +93,9 @@ def parse_args(argv):
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--train-size", type=int, default=0)
     p.add_argument("--test-size", type=int, default=0)
+    p.add_argument("--compile", action="store_true",
+                   help="run the model through torch.compile (model.compile(), PyTorch 2.2 or later): "
+                        "the compiled figure tools/bench compares C with")
     p.add_argument("--float64", action="store_true",
                    help="train and evaluate in float64: a reference for the float32 runs (tests use it)")
     from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
@@ -263,6 +266,12 @@ def main(argv):
         optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     # twin: end
     print(f"optimizer: {type(optimizer).__name__}, lr {a.lr:g}" + (", betas (0.9, 0.999)" if a.optimizer == "adam" else ""))
+    if a.compile:
+        if not hasattr(model, "compile"):
+            die(f"--compile: torch {torch.__version__} has no nn.Module.compile (PyTorch 2.2 or later)")
+        model.compile()  # in place: the same module and state_dict; the first steps compile
+        print("model.compile(): torch.compile in place (the first training and evaluation steps compile)")
+    metrics.update(compiled=int(a.compile), torch=torch.__version__)
     metrics.update(model=a.model, batchnorm=int(a.batchnorm), num_params=n_params, optimizer=a.optimizer,
                    lr=a.lr, batch_size=a.batch_size)
 
