@@ -54,7 +54,8 @@ def parse_args(argv):
     p.add_argument("--accumulate", type=int, default=1, help="micro-batches per step, no_sync() (default: 1)")
     p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default: 0.05)")
     p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: 0.9)")
-    p.add_argument("--bucket-mb", type=float, default=25, help="DDP's bucket_cap_mb (default: 25)")
+    p.add_argument("--bucket-mb", type=float, default=0,
+                   help="DDP's bucket_cap_mb (0: not given, 1 MiB first bucket then 25) (default: 0)")
     p.add_argument("--train-size", type=int, default=0,
                    help="training images used, 0: all 60000 (default: 0; --quick 2560)")
     p.add_argument("--data", default=None,
@@ -63,8 +64,8 @@ def parse_args(argv):
     from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
     explain(p, {})
     a = p.parse_args(argv)
-    if a.epochs < 1 or a.batch_size < 1 or a.accumulate < 1 or a.lr <= 0 or a.bucket_mb <= 0:
-        p.error("--epochs, --batch-size, --accumulate >= 1; --lr, --bucket-mb > 0")
+    if a.epochs < 1 or a.batch_size < 1 or a.accumulate < 1 or a.lr <= 0 or a.bucket_mb < 0:
+        p.error("--epochs, --batch-size, --accumulate >= 1; --lr > 0; --bucket-mb >= 0")
     if a.quick:
         a.epochs = 1 if a.epochs == 2 else a.epochs
         a.train_size = a.train_size or 2560
@@ -196,7 +197,7 @@ def train_step(torch, nn, ddp, opt, x_parts, y_parts):
         with ctx:
             loss = nn.functional.cross_entropy(ddp(x), y) / len(x_parts)
             loss.backward()
-        total += float(loss)
+        total += loss.item()
     opt.step()
     # twin: end
     return total
@@ -262,13 +263,16 @@ def main(argv):
     sampler = DistributedSampler(range(n), num_replicas=w, rank=r, shuffle=True, seed=0)
     torch.manual_seed(1000 + r)  # different starts: DDP broadcasts rank 0's weights
     model = build_mlp(nn).to(DEV)
-    ddp = DDP(model, bucket_cap_mb=a.bucket_mb,
+    # PyTorch 2.x: an explicit bucket_cap_mb caps the first bucket too; left out, the first
+    # bucket is 1 MiB (torch 1.13 kept a 1 MiB first bucket either way)
+    cap = {"bucket_cap_mb": a.bucket_mb} if a.bucket_mb > 0 else {}
+    ddp = DDP(model, **cap,
               device_ids=[torch.cuda.current_device()] if DEV.startswith("cuda") else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum)
     B, acc = a.batch_size, a.accumulate
     steps = len(sampler) // (B * acc)
     print(f"{w} ranks x batch {B} x {acc} accumulated = global batch {B * w * acc}; {n} training images, "
-          f"{len(sampler)} per rank; (buckets: PyTorch does not say) (cap {a.bucket_mb:g} MB)")
+          f"{len(sampler)} per rank; (buckets: PyTorch does not say) ({'cap %g MB' % a.bucket_mb if a.bucket_mb > 0 else 'default cap: 1 MiB first, then 25 MiB'})")
     losses, accs = [], []
     for e in range(a.epochs):
         sampler.set_epoch(e)
