@@ -40,7 +40,8 @@ WORDS = {
         "title": "附录　性能", "nav": "性能附录",
         "facts": ["设备", "驱动", "CUDA", "PyTorch", "日期", "提交", "负载（1 分钟平均）", "模式", "录制文件"],
         "head": ["行", "C", "PyTorch / 参照", "比值", "目标", "达到", "占上限"],
-        "met": {"yes": "是", "no": "否", "n/a": "无法判断", "-": "—"},
+        "met": {"yes": "是", "no": "否", "n/a": "无法判断", "-": "—", "unstable": "不稳定，未判断"},
+        "torch": "（PyTorch {v}）",
         "load": "开始时 {a:.2f}，结束时 {b:.2f}（{n} 个 CPU）", "no_gpu_fact": "无（在 CPU 上运行）",
         "mode": {"full": "完整尺寸", "quick": "`--quick`（冒烟运行）"},
         "not_gpu": "尚未在 GPU 上测量", "gpu_only": "只在 GPU 上测量，见 GPU 的表",
@@ -67,7 +68,8 @@ WORDS = {
         "facts": ["Device", "Driver", "CUDA", "PyTorch", "Date", "Commit", "Load (1-minute average)", "Mode",
                   "Recording"],
         "head": ["row", "C", "PyTorch / reference", "ratio", "goal", "met", "of ceiling"],
-        "met": {"yes": "yes", "no": "no", "n/a": "n/a", "-": "-"},
+        "met": {"yes": "yes", "no": "no", "n/a": "n/a", "-": "-", "unstable": "unstable, not judged"},
+        "torch": " (PyTorch {v})",
         "load": "{a:.2f} at the start, {b:.2f} at the end ({n} CPUs)", "no_gpu_fact": "none (a CPU run)",
         "mode": {"full": "full sizes", "quick": "`--quick` (a smoke run)"},
         "not_gpu": "not yet measured on a GPU", "gpu_only": "measured on a GPU only: see the GPU table",
@@ -261,11 +263,23 @@ def row_cells(r, text, lang, bench, gpu_measured, on_cpu):
             why = w["not_here"]
         cells = [title, f"[{why}]{{.unmeasured}}", "", "", goal, met, ""]
     else:
-        cells = [title, bench.fmt(a, unit) if finite(a) else "-", bench.fmt(b, unit) if finite(b) else "-",
+        cells = [title, figure_cell(bench, a, unit, r.get("a_torch"), lang),
+                 figure_cell(bench, b, unit, r.get("b_torch"), lang),
                  f"{ratio:.3f}" if finite(ratio) else "-", goal, met,
                  f"{100 * frac:.1f} %" if finite(frac) else ""]
     return {"id": rid, "at": r.get("at"), "cells": cells, "ratio": ratio if finite(ratio) else None,
             "fraction": frac if finite(frac) else None, "label": chart_label(rid, r.get("at"), text, lang, r)}
+
+
+def figure_cell(bench, v, unit, torch_version, lang):
+    """A figure as the table shows it, with the PyTorch version that made it where the recording
+    names one (recordings before the PyTorch 2.x venv name it only in the header)."""
+    if not finite(v):
+        return "-"
+    s = bench.fmt(v, unit)
+    if torch_version:
+        s += WORDS[lang]["torch"].format(v=str(torch_version).split("+")[0])
+    return s
 
 
 def unmeasured(c, text, lang, words):

@@ -69,6 +69,9 @@ def parse_args(argv):
     p.add_argument("--metrics", metavar="FILE", help="write the figures as JSON to FILE")
     p.add_argument("--max-mib", type=max_mib, default=0,
                    help="largest copy in the bandwidth table, MiB; 0: 256, or 4 with --quick (default: 0)")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {})
     return p.parse_args(argv)
 
 

@@ -56,6 +56,9 @@ def parse_args(argv):
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for torch.manual_seed (default: 0)")
     p.add_argument("--quick", action="store_true", help="a small workload, seconds on a 2-core CPU")
     p.add_argument("--metrics", metavar="FILE", help="write the figures as JSON to FILE")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {})
     return p.parse_args(argv)
 
 

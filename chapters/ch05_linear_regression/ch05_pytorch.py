@@ -98,6 +98,8 @@ def parse_args(argv):
     p.add_argument("--load-init", metavar="FILE", help="read the data and the initial weights from FILE")
     p.add_argument("--save", metavar="FILE", help="save the trained model's state_dict (safetensors) to FILE")
     p.add_argument("--threads", type=int_in(1, 1024), help="torch.set_num_threads (default: the usable CPUs)")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {})
     a = p.parse_args(argv)
     if a.samples is None:
         a.samples = 1024 if a.quick else 8192

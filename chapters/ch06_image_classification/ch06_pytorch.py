@@ -76,7 +76,7 @@ def parse_args(argv):
     p.add_argument("--model", choices=["mlp", "cnn"], default="cnn")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=0.0, help="0: 1e-3 for adam, 0.05 for sgd")
+    p.add_argument("--lr", type=float, default=0.0, help="learning rate (0: 1e-3 for adam, 0.05 for sgd)")
     p.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--batchnorm", action="store_true")
@@ -93,8 +93,34 @@ def parse_args(argv):
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--train-size", type=int, default=0)
     p.add_argument("--test-size", type=int, default=0)
+    p.add_argument("--compile", action="store_true",
+                   help="run the model through torch.compile (model.compile(), PyTorch 2.2 or later): "
+                        "the compiled figure tools/bench compares C with")
     p.add_argument("--float64", action="store_true",
                    help="train and evaluate in float64: a reference for the float32 runs (tests use it)")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--seed": "seed for torch.manual_seed",
+        "--metrics": "write the figures as JSON to FILE",
+        "--model": "mlp or cnn",
+        "--epochs": "passes over the training set (--quick: 1)",
+        "--batch-size": "training images per step",
+        "--optimizer": "adam or sgd (with --momentum)",
+        "--momentum": "SGD momentum",
+        "--batchnorm": "CNN: BatchNorm2d after each convolution",
+        "--dropout": "CNN: dropout before the last layer",
+        "--channels": "CNN: channels of the first convolution (the second has twice)",
+        "--workers": "DataLoader worker threads",
+        "--data": "Fashion-MNIST folder (default: $CT_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)",
+        "--out-dir": "where predictions.png goes",
+        "--save": "write the trained state_dict to FILE (safetensors)",
+        "--load": "evaluate the checkpoint FILE instead of training",
+        "--save-init": "write the initial state_dict to FILE (safetensors)",
+        "--no-shuffle": "read the training set in order",
+        "--max-steps": "stop after this many steps (0: no limit)",
+        "--train-size": "use the first N training images (0: all; --quick: 2560)",
+        "--test-size": "use the first N test images (0: all; --quick: 1000)"})
     a = p.parse_args(argv)
     if a.epochs < 1 or a.batch_size < 1 or a.channels < 1 or a.workers < 0 or not 0 <= a.dropout < 1:
         p.error("--epochs, --batch-size, --channels >= 1; --workers >= 0; --dropout in [0, 1)")
@@ -240,6 +266,12 @@ def main(argv):
         optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     # twin: end
     print(f"optimizer: {type(optimizer).__name__}, lr {a.lr:g}" + (", betas (0.9, 0.999)" if a.optimizer == "adam" else ""))
+    if a.compile:
+        if not hasattr(model, "compile"):
+            die(f"--compile: torch {torch.__version__} has no nn.Module.compile (PyTorch 2.2 or later)")
+        model.compile()  # in place: the same module and state_dict; the first steps compile
+        print("model.compile(): torch.compile in place (the first training and evaluation steps compile)")
+    metrics.update(compiled=int(a.compile), torch=torch.__version__)
     metrics.update(model=a.model, batchnorm=int(a.batchnorm), num_params=n_params, optimizer=a.optimizer,
                    lr=a.lr, batch_size=a.batch_size)
 

@@ -64,6 +64,19 @@ def parse_args(argv):
     p.add_argument("--save", metavar="FILE")
     p.add_argument("--load-init", metavar="FILE", help="start from these weights (./ch07 --save-init)")
     p.add_argument("--float64", action="store_true", help="train in float64 (the tests' reference)")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--devices": "device_ids: auto, or a list such as cpu,cpu,cpu or cuda:0,cuda:1",
+        "--seed": "seed for torch.manual_seed",
+        "--metrics": "write the figures as JSON to FILE",
+        "--steps": "training steps of each run (--quick: 20)",
+        "--batch-size": "the global batch, split over the replicas",
+        "--lr": "SGD learning rate",
+        "--momentum": "SGD momentum",
+        "--data": "Fashion-MNIST folder (default: $CT_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)",
+        "--out-dir": "where the state-dict files go",
+        "--save": "write the DataParallel-trained model.module.state_dict() to FILE"})
     a = p.parse_args(argv)
     if a.steps < 1 or a.batch_size < 1 or a.lr <= 0 or a.momentum < 0:
         p.error("--steps and --batch-size must be >= 1, --lr > 0, --momentum >= 0")

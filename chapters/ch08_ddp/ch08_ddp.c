@@ -704,6 +704,27 @@ Across machines: `tools/launch --hosts node1,node2` (or `--hostfile`) has `mpiru
 Without the launcher's variables, `main` first hands itself to `tools/launch` (`--nproc` ranks); then each rank creates the process group, runs the sections above in order, and destroys the group. The book's output comes from a run with `--epochs 1 --train-size 12000`.
 :::
 */
+/*md
+::: zh
+`--device auto` 在有 GPU 时选 NCCL，而 NCCL 要求每个 rank 独占一块 GPU。直接运行 `./ch08`（2 个 rank）的机器常常只有一块 GPU：这时 `cpu_if_gpus_short` 把各 rank 放到 CPU 上，用 Open MPI 通信，并在第一行说明原因和该用的开关（`--nproc 1` 用那一块 GPU）。明确写了 `--device cuda` 或 `--backend nccl` 时不替你改：初始化会报出 GPU 不够。
+:::
+::: en
+`--device auto` picks NCCL where there is a GPU, and NCCL wants one GPU per rank. A machine that runs a plain `./ch08` (2 ranks) often has one GPU: then `cpu_if_gpus_short` puts the ranks on the CPU over Open MPI and says why on the first line, with the flag to use (`--nproc 1` takes the one GPU). An explicit `--device cuda` or `--backend nccl` is left as asked: initialization then reports that there are too few GPUs.
+:::
+*/
+static void cpu_if_gpus_short(ct_cli *cli, const char *backend, int nproc) {
+  const char *spec = cli->device_spec ? cli->device_spec : "auto";
+  const char *env = getenv("LOCAL_WORLD_SIZE"); // tools/launch: the ranks on this machine
+  long ranks = env && env[0] ? strtol(env, NULL, 10) : nproc;
+  int gpus = ct_cuda_device_count();
+  if (strcmp(spec, "auto") != 0 || strcmp(backend, "auto") != 0 || gpus <= 0 || gpus >= ranks) return;
+  cli->device_spec = "cpu";
+  snprintf(cli->fallback_reason, sizeof cli->fallback_reason,
+           "%d GPU%s for %ld ranks: NCCL takes one GPU per rank, so the ranks run on the CPU over Open MPI; "
+           "--nproc %d --device cuda to train on the GPU%s",
+           gpus, gpus == 1 ? "" : "s", ranks, gpus, gpus == 1 ? "" : "s");
+}
+
 /*md bookrun --epochs 1 --train-size 12000*/
 int main(int argc, char **argv) {
   ct_cli cli = {.program = "ch08", .summary = "Chapter 8: DistributedDataParallel over Open MPI and NCCL."};
@@ -711,7 +732,7 @@ int main(int argc, char **argv) {
                 .momentum = 0.9, .bucket_mb = 0};
   ct_cli_opt opts[] = {
       {"nproc", CT_OPT_INT, &s.nproc, "ranks to start when run without tools/launch"},
-      {"backend", CT_OPT_STRING, &s.backend, "auto (nccl on CUDA, else mpi), mpi or nccl"},
+      {"backend", CT_OPT_STRING, &s.backend, "auto (nccl with a GPU per rank, else mpi on the CPU), mpi or nccl"},
       {"epochs", CT_OPT_INT, &s.epochs, "passes over the training set (--quick: 1)"},
       {"batch-size", CT_OPT_INT, &s.batch_size, "the batch of each rank"},
       {"accumulate", CT_OPT_INT, &s.accumulate, "micro-batches per step (no_sync on all but the last)"},
@@ -736,6 +757,7 @@ int main(int argc, char **argv) {
   }
   /*md show*/
   ct_cli_launch("ch08", argc, argv, (int)s.nproc); // no RANK: run again under tools/launch, as torchrun would
+  cpu_if_gpus_short(&cli, s.backend, (int)s.nproc); // NCCL: one GPU per rank, or the ranks go to the CPU
   ct_cli_begin(&cli);                              // "device: ..." (rank 0's stdout only)
   const char *backend = strcmp(s.backend, "auto") == 0 ? (cli.device.type == CT_CUDA ? "nccl" : "mpi") : s.backend;
   ct_process_group *pg = ct_dist_init_process_group(backend); // dist.init_process_group(backend)

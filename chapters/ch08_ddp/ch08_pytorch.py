@@ -3,7 +3,10 @@
 """Chapter 8's PyTorch twin: DistributedDataParallel with torch.distributed.
 
 The same sections, flags and printed lines as ch08, with gloo on the CPU
-(nccl on GPUs) and init_method env://. Started without RANK in the
+and init_method env://. On GPUs (--device auto where CUDA is available, or
+cuda) each rank takes cuda:LOCAL_RANK and NCCL, as torchrun's scripts do;
+where there are fewer GPUs than ranks on the node (NCCL refuses two ranks on
+one GPU), --device auto trains on the CPU over gloo and says why. Started without RANK in the
 environment, it runs itself again under tools/launch, as ./ch08 does:
 
     /usr/bin/python3 chapters/ch08_ddp/ch08_pytorch.py --quick
@@ -28,6 +31,7 @@ from threaded_dp import ThreadedDataParallel  # noqa: E402  (DataParallel's step
 
 MEAN, STD = 0.2860, 0.3530
 TIMED_STEPS = 20
+DEV = "cpu"  # this rank's device: "cpu", or "cuda:LOCAL_RANK" under NCCL (pick_backend)
 
 
 def section(name):
@@ -36,24 +40,32 @@ def section(name):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="ch08_pytorch.py", description="Chapter 8's twin: DDP.")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="1 epoch of 2560 images")
-    p.add_argument("--metrics", metavar="FILE")
-    p.add_argument("--nproc", type=int, default=2)
-    p.add_argument("--backend", default="auto", choices=["auto", "gloo", "mpi", "nccl"])
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--accumulate", type=int, default=1)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--bucket-mb", type=float, default=25)
-    p.add_argument("--train-size", type=int, default=0)
-    p.add_argument("--data", default=None)
-    p.add_argument("--save", metavar="FILE")
+    p.add_argument("--device", default="auto",
+                   help="auto (each rank on cuda:LOCAL_RANK when there is a GPU per rank, else the CPU), cpu, "
+                        "cuda (default: auto)")
+    p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    p.add_argument("--quick", action="store_true", help="1 epoch of 2560 images (used by the tests)")
+    p.add_argument("--metrics", metavar="FILE", help="write the figures as JSON to FILE (default: none)")
+    p.add_argument("--nproc", type=int, default=2, help="ranks started under tools/launch (default: 2)")
+    p.add_argument("--backend", default="auto", choices=["auto", "gloo", "mpi", "nccl"],
+                   help="auto: nccl on GPUs, gloo on the CPU (default: auto)")
+    p.add_argument("--epochs", type=int, default=2, help="passes over the training images (default: 2; --quick 1)")
+    p.add_argument("--batch-size", type=int, default=64, help="images per rank per step (default: 64)")
+    p.add_argument("--accumulate", type=int, default=1, help="micro-batches per step, no_sync() (default: 1)")
+    p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default: 0.05)")
+    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: 0.9)")
+    p.add_argument("--bucket-mb", type=float, default=0,
+                   help="DDP's bucket_cap_mb (0: not given, 1 MiB first bucket then 25) (default: 0)")
+    p.add_argument("--train-size", type=int, default=0,
+                   help="training images used, 0: all 60000 (default: 0; --quick 2560)")
+    p.add_argument("--data", default=None,
+                   help="Fashion-MNIST folder (default: $CT_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)")
+    p.add_argument("--save", metavar="FILE", help="rank 0 saves the model here (default: ch08_pytorch_model.safetensors)")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {})
     a = p.parse_args(argv)
-    if a.epochs < 1 or a.batch_size < 1 or a.accumulate < 1 or a.lr <= 0 or a.bucket_mb <= 0:
-        p.error("--epochs, --batch-size, --accumulate >= 1; --lr, --bucket-mb > 0")
+    if a.epochs < 1 or a.batch_size < 1 or a.accumulate < 1 or a.lr <= 0 or a.bucket_mb < 0:
+        p.error("--epochs, --batch-size, --accumulate >= 1; --lr > 0; --bucket-mb >= 0")
     if a.quick:
         a.epochs = 1 if a.epochs == 2 else a.epochs
         a.train_size = a.train_size or 2560
@@ -70,8 +82,15 @@ def launch_if_needed(argv, nproc):
     os.execv(launch, [launch, "--nproc-per-node", str(nproc), sys.executable, os.path.abspath(__file__), *argv])
 
 
+def sync(torch):
+    """Waits for this rank's GPU work (NCCL's collectives and the kernels are asynchronous), so
+    that a host clock read after it times the work; nothing to wait for on the CPU."""
+    if DEV != "cpu":
+        torch.cuda.synchronize()
+
+
 def reduce_scalar(torch, dist, v, op):
-    t = torch.tensor([float(v)], dtype=torch.float64)
+    t = torch.tensor([float(v)], dtype=torch.float64, device=DEV)
     dist.all_reduce(t, op=op)
     return float(t[0])
 
@@ -79,14 +98,15 @@ def reduce_scalar(torch, dist, v, op):
 def show_group(torch, dist, metrics):
     section("process group")
     w = dist.get_world_size()
-    mine = torch.tensor([dist.get_rank(), int(os.environ["LOCAL_RANK"]), os.getpid(), -1], dtype=torch.float64)
-    all_ = [torch.zeros(4, dtype=torch.float64) for _ in range(w)]
+    mine = torch.tensor([dist.get_rank(), int(os.environ["LOCAL_RANK"]), os.getpid(),
+                         int(DEV.split(":")[1]) if ":" in DEV else -1], dtype=torch.float64, device=DEV)
+    all_ = [torch.zeros(4, dtype=torch.float64, device=DEV) for _ in range(w)]
     dist.all_gather(all_, mine)
     print(f"backend {dist.get_backend()}, world size {w}, MASTER_ADDR {os.environ['MASTER_ADDR']}, "
           f"MASTER_PORT {os.environ['MASTER_PORT']}")
     print(f"{'rank':>5} {'local rank':>11} {'pid':>8}  device")
     for v in all_:
-        print(f"{int(v[0]):>5} {int(v[1]):>11} {int(v[2]):>8}  cpu")
+        print(f"{int(v[0]):>5} {int(v[1]):>11} {int(v[2]):>8}  {'cpu' if v[3] < 0 else 'cuda:%d' % int(v[3])}")
     metrics.update(world_size=w, backend=dist.get_backend())
 
 
@@ -94,21 +114,21 @@ def show_collectives(torch, dist, metrics):
     section("collectives")
     r, w = dist.get_rank(), dist.get_world_size()
     # twin: collectives
-    t = torch.full((4,), float(r + 1))
+    t = torch.full((4,), float(r + 1), device=DEV)
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     s = float(t[0])
-    t = torch.full((4,), float(100 + r))
+    t = torch.full((4,), float(100 + r), device=DEV)
     dist.broadcast(t, src=w - 1)
     b = float(t[0])
-    out = [torch.full((2,), -1.0) for _ in range(w)]
-    dist.all_gather(out, torch.full((2,), 10.0 * r))
+    out = [torch.full((2,), -1.0, device=DEV) for _ in range(w)]
+    dist.all_gather(out, torch.full((2,), 10.0 * r, device=DEV))
     # twin: end
     print(f"all_reduce(r + 1, SUM)  = {s:g}   (1 + 2 + ... + {w} = {w * (w + 1) // 2})")
     print(f"broadcast(100 + r, src={w - 1}) = {b:g}")
     gathered = [float(o[0]) for o in out]
     print("all_gather(10 r)        =" + "".join(f" {g:g}" for g in gathered))
-    mine = torch.zeros(1)
-    chunks = [torch.full((1,), float(r + k)) for k in range(w)]
+    mine = torch.zeros(1, device=DEV)
+    chunks = [torch.full((1,), float(r + k), device=DEV) for k in range(w)]
     if hasattr(dist, "reduce_scatter") and dist.get_backend() != "gloo":
         dist.reduce_scatter(mine, chunks)
     else:  # gloo has no reduce_scatter: all-reduce the stack, keep this rank's row (what ct does)
@@ -145,12 +165,13 @@ def show_bandwidth(torch, dist, quick, metrics):
     print(f"{'bytes':>10} {'time (us)':>10} {'algbw GB/s':>12} {'busbw GB/s':>12}")
     nbytes = 4096
     while nbytes <= ((1 << 20) if quick else (16 << 20)):
-        t = torch.ones(nbytes // 4)
+        t = torch.ones(nbytes // 4, device=DEV)
         times = []
         for _ in range(5):
             dist.barrier()
             t0 = time.perf_counter()
             dist.all_reduce(t)
+            sync(torch)
             times.append(time.perf_counter() - t0)
         sec = reduce_scalar(torch, dist, statistics.median(times), dist.ReduceOp.MAX)
         sizes.append(nbytes)
@@ -176,10 +197,34 @@ def train_step(torch, nn, ddp, opt, x_parts, y_parts):
         with ctx:
             loss = nn.functional.cross_entropy(ddp(x), y) / len(x_parts)
             loss.backward()
-        total += float(loss)
+        total += loss.item()
     opt.step()
     # twin: end
     return total
+
+
+def pick_backend(torch, a):
+    """(backend, this rank's device, why) for --device and --backend; (None, None, error) when
+    they cannot work. NCCL takes one GPU per rank (cuda:LOCAL_RANK); with fewer GPUs than the
+    node's ranks, --device auto falls back to the CPU over gloo and says why."""
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if a.device not in ("auto", "cpu", "cuda"):
+        return None, None, f"--device expects auto, cpu or cuda, got {a.device!r}"
+    if a.device == "cpu" or (a.device == "auto" and gpus == 0):
+        if a.backend == "nccl":
+            return None, None, "--backend nccl needs GPUs; use --backend gloo on the CPU"
+        return ("gloo" if a.backend == "auto" else a.backend), "cpu", ""
+    if gpus < ranks:  # NCCL refuses two ranks on one GPU
+        msg = f"{gpus} GPU{'s' if gpus != 1 else ''} for {ranks} ranks: NCCL needs one GPU per rank"
+        if a.device == "cuda" or a.backend == "nccl":
+            return None, None, f"{msg}; use --nproc {gpus} or --device cpu" if gpus else f"no GPU: {msg}"
+        return ("gloo" if a.backend == "auto" else a.backend), "cpu", \
+            f"{msg}; the ranks train on the CPU over gloo (--nproc {gpus} --device cuda to use the GPU{'s' if gpus != 1 else ''})"
+    if a.backend in ("gloo", "mpi"):
+        return a.backend, "cpu", f"--backend {a.backend}: the ranks train on the CPU"
+    return "nccl", f"cuda:{local}", ""
 
 
 def main(argv):
@@ -194,8 +239,14 @@ def main(argv):
     except ImportError as e:
         print(f"ch08_pytorch.py: cannot import torch ({e})", file=sys.stderr)
         return 1
-    backend = a.backend if a.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
-    print("device: cpu", flush=True)
+    global DEV
+    backend, DEV, why = pick_backend(torch, a)
+    if backend is None:
+        print(f"ch08_pytorch.py: {why}", file=sys.stderr)
+        return 1
+    if DEV.startswith("cuda"):
+        torch.cuda.set_device(DEV)  # before init: NCCL's communicator binds this rank to its GPU
+    print(f"device: {DEV}" + (f" ({why})" if why else ""), flush=True)
     dist.init_process_group(backend)  # init_method env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
     r, w = dist.get_rank(), dist.get_world_size()
     metrics = {"quick": int(a.quick)}
@@ -206,18 +257,22 @@ def main(argv):
 
     section("training")
     folder = a.data or os.environ.get("CT_FASHION_MNIST_DIR") or "/usr/share/datasets/fashion-mnist"
-    x_all, y_all = fmnist.load(torch, folder, True, MEAN, STD)
-    x_test, y_test = fmnist.load(torch, folder, False, MEAN, STD)
+    x_all, y_all = (t.to(DEV) for t in fmnist.load(torch, folder, True, MEAN, STD))
+    x_test, y_test = (t.to(DEV) for t in fmnist.load(torch, folder, False, MEAN, STD))
     n = a.train_size if 0 < a.train_size < len(x_all) else len(x_all)
     sampler = DistributedSampler(range(n), num_replicas=w, rank=r, shuffle=True, seed=0)
     torch.manual_seed(1000 + r)  # different starts: DDP broadcasts rank 0's weights
-    model = build_mlp(nn)
-    ddp = DDP(model, bucket_cap_mb=a.bucket_mb)
+    model = build_mlp(nn).to(DEV)
+    # PyTorch 2.x: an explicit bucket_cap_mb caps the first bucket too; left out, the first
+    # bucket is 1 MiB (torch 1.13 kept a 1 MiB first bucket either way)
+    cap = {"bucket_cap_mb": a.bucket_mb} if a.bucket_mb > 0 else {}
+    ddp = DDP(model, **cap,
+              device_ids=[torch.cuda.current_device()] if DEV.startswith("cuda") else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum)
     B, acc = a.batch_size, a.accumulate
     steps = len(sampler) // (B * acc)
     print(f"{w} ranks x batch {B} x {acc} accumulated = global batch {B * w * acc}; {n} training images, "
-          f"{len(sampler)} per rank; (buckets: PyTorch does not say) (cap {a.bucket_mb:g} MB)")
+          f"{len(sampler)} per rank; (buckets: PyTorch does not say) ({'cap %g MB' % a.bucket_mb if a.bucket_mb > 0 else 'default cap: 1 MiB first, then 25 MiB'})")
     losses, accs = [], []
     for e in range(a.epochs):
         sampler.set_epoch(e)
@@ -226,6 +281,7 @@ def main(argv):
         for k in range(steps):
             rows = [idx[(k * acc + j) * B:(k * acc + j + 1) * B] for j in range(acc)]
             total += train_step(torch, nn, ddp, opt, [x_all[i] for i in rows], [y_all[i] for i in rows])
+        sync(torch)
         sec = reduce_scalar(torch, dist, time.perf_counter() - t0, dist.ReduceOp.MAX)
         test_idx = torch.tensor(list(DistributedSampler(range(2000), num_replicas=w, rank=r, shuffle=False,
                                                         drop_last=True)))
@@ -254,12 +310,15 @@ def main(argv):
             else:  # backward first, then every gradient all-reduced: what DDP's buckets avoid
                 with ddp.no_sync():
                     nn.functional.cross_entropy(ddp(x_all[rows]), y_all[rows]).backward()
+                sync(torch)
                 t1 = time.perf_counter()
                 for p in model.parameters():
                     dist.all_reduce(p.grad)
                     p.grad /= w
+                sync(torch)
                 wait += time.perf_counter() - t1
             opt.step()
+        sync(torch)
         ms = reduce_scalar(torch, dist, 1e3 * (time.perf_counter() - t0) / TIMED_STEPS, dist.ReduceOp.MAX)
         return ms, reduce_scalar(torch, dist, 1e3 * wait / TIMED_STEPS, dist.ReduceOp.MAX)
 
@@ -280,9 +339,10 @@ def main(argv):
                 step_opt.zero_grad(set_to_none=True)
                 nn.functional.cross_entropy(forward(x_all[rows]), y_all[rows]).backward()
                 step_opt.step()
+            sync(torch)
             return 1e3 * (time.perf_counter() - t0) / TIMED_STEPS
 
-        dp_model, solo = build_mlp(nn), build_mlp(nn)  # solo: one process alone, what W ranks scale against
+        dp_model, solo = build_mlp(nn).to(DEV), build_mlp(nn).to(DEV)  # solo: one process alone, what W ranks scale against
         dp_ms = timed_global(dp_model, ThreadedDataParallel(torch, nn, dp_model, w))
         solo_ms = timed_global(solo, solo)
     dist.barrier()
@@ -295,10 +355,10 @@ def main(argv):
     section("checkpoint")
     path = a.save or "ch08_pytorch_model.safetensors"
     if r == 0:
-        st.save(path, model.state_dict())  # rank 0 alone: the bare model's keys
+        st.save(path, {k: v.cpu() for k, v in model.state_dict().items()})  # rank 0 alone: the bare model's keys
     dist.barrier()
     loaded = st.load_torch(path)
-    diff = max(float((loaded[k] - v).abs().max()) for k, v in model.state_dict().items())
+    diff = max(float((loaded[k].to(v.device) - v).abs().max()) for k, v in model.state_dict().items())
     worst = reduce_scalar(torch, dist, diff, dist.ReduceOp.MAX)
     print(f"rank 0 saved {path}; every rank loaded it: largest difference from its own parameters {worst:g}")
     metrics["checkpoint_max_diff"] = worst

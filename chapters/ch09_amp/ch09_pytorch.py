@@ -59,6 +59,21 @@ def parse_args(argv):
     p.add_argument("--scale-steps", type=int, default=40)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--out-dir", default=".")
+    p.add_argument("--compile", action="store_true",
+                   help="speed: also time the lower precision's training step through torch.compile(model) "
+                        "(PyTorch 2 or later): the compiled figure tools/bench compares C with")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--seed": "seed for torch.manual_seed",
+        "--quick": "a small workload, seconds on a 2-core CPU (used by the tests)",
+        "--metrics": "write the figures as JSON to FILE",
+        "--steps": "training steps of each timed run (--quick: 8)",
+        "--batch-size": "the MLP's batch; the conv model takes a quarter (--quick: 32)",
+        "--hidden": "the MLP's width, also its input width (--quick: 128)",
+        "--scale-steps": "steps of the GradScaler demonstration (--quick: 20)",
+        "--lr": "SGD learning rate",
+        "--out-dir": "where the checkpoint file goes"})
     a = p.parse_args(argv)
     if a.quick:
         a.steps = 8 if a.steps == 40 else a.steps
@@ -391,9 +406,11 @@ def half(torch, nn, amp, a, metrics):
     metrics["half_lost_pct"] = 100 * lost / max(updates, 1)
 
 
-def timed_run(torch, nn, amp, a, build, task, batch, dtype):
+def timed_run(torch, nn, amp, a, build, task, batch, dtype, compiled=False):
     model = fresh(torch, build, amp.dev)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr)
+    if compiled:
+        model = torch.compile(model)  # the same parameters; the untimed first steps compile
     scaler = amp.scaler(enabled=dtype == torch.float16)      # GradScaler(device, enabled=use_fp16)
     losses, warm, t0, base = [], 2, 0.0, 0
     for k in range(a.steps):
@@ -439,6 +456,12 @@ def speed(torch, nn, amp, a, metrics):
             metrics[f"{name}_ms_{tag}"] = ms
             metrics[f"{name}_loss_{tag}"] = loss
         # twin: end
+        if a.compile:
+            tag = str(amp.lowp).replace("torch.", "")
+            ms, mem, loss, curve = timed_run(torch, nn, amp, a, build, task, batch, amp.lowp, compiled=True)
+            print(f"  {tag + ' torch.compile':<22} {ms:>10.2f} {f32_ms / ms:>8.2f}x {mem:>14.1f} {loss:>11.5f}")
+            metrics[f"{name}_ms_{tag}_compiled"] = ms
+            metrics[f"{name}_loss_{tag}_compiled"] = loss
 
 
 def checkpoint(torch, nn, amp, a, metrics):
@@ -510,6 +533,8 @@ def main(argv):
         dev = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     else:
         dev = torch.device(a.device)
+    if a.compile and not hasattr(torch, "compile"):
+        die(f"--compile: torch {torch.__version__} has no torch.compile (PyTorch 2 or later)")
     amp = Amp(torch, dev)
     if amp.replayed and __debug__:  # torch.cuda.amp.GradScaler's is_cuda asserts must go (see above)
         sys.stdout.flush()
@@ -517,7 +542,7 @@ def main(argv):
     torch.manual_seed(a.seed)
     print(f"device: {dev}", flush=True)
     metrics = {"quick": int(a.quick), "lowp": str(amp.lowp).replace("torch.", ""),
-               "torch": torch.__version__, "scaler_kernels": "replayed" if amp.replayed else "native"}
+               "torch": torch.__version__, "scaler_kernels": "replayed" if amp.replayed else "native", "compiled": int(a.compile)}
     formats(torch, metrics)
     mismatch(torch, nn, amp, metrics)
     autocast_rules(torch, nn, amp, metrics)

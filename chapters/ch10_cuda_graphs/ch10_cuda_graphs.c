@@ -344,13 +344,13 @@ Recording happens at one place between the dispatcher and the backends. Every op
 /*md source common/core/ops.c backend_for*/
 /*md
 ::: zh
-录制表的每个入口和真正的入口签名相同，它把参数按值打包（`cti_iter` 这样的结构体整个拷贝，而不是留一个指针），交给 `cti_graph_issue`。以二元算子为例：
+录制表的每个入口和真正的入口签名相同，它把参数按值打包（`cti_iter` 这样的结构体整个拷贝，而不是留一个指针），交给 `cti_graph_issue`。这些入口不是逐个手写的：每个算子族把它的入口在一个列表里写一次（`common/core/oplist.h` 说明列表的写法），录制表由列表生成。下面是生成一个发出计算的入口的宏：参数结构体的成员、打包、以及回放时把记录解包交给真正入口的调用函数：
 :::
 ::: en
-Each entry of the recording table has the real entry's signature; it packs the arguments by value (a struct such as the `cti_iter` is copied whole, not pointed to) and hands them to `cti_graph_issue`. The binary ops' entry, for one:
+Each entry of the recording table has the real entry's signature; it packs the arguments by value (a struct such as the `cti_iter` is copied whole, not pointed to) and hands them to `cti_graph_issue`. The entries are not written one by one: each op family writes its entries once, in one list (`common/core/oplist.h` describes it), and the recording table is generated from the lists. Here is the macro that generates an entry that issues work: the members of its argument struct, the packing, and the call function that unpacks the record into the real entry at replay:
 :::
 */
-/*md source common/graph/graph_backend.c binary*/
+/*md source common/graph/graph_backend.c standin*/
 /*md
 ::: zh
 `cti_graph_issue` 按调用所在的流分派：在捕获流上，CPU 把调用记进列表，GPU 直接调用真正的入口，由 CUDA 的流捕获把这次 launch 记进图；在设备的默认流上，拒绝并让捕获失效（下文“捕获期间不允许做的事”）；在其他流上，立即执行，不进入图，这和 CUDA 的 thread-local 模式一致。这样一来，没有哪个算子需要知道图的存在，而新加的算子自动被录制。这个设计记在 README 的架构一节里。

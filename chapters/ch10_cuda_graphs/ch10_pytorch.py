@@ -65,6 +65,18 @@ def parse_args(argv):
     p.add_argument("--save", metavar="FILE", help="write the trained state_dict")
     p.add_argument("--load-init", metavar="FILE", help="start from ./ch10 --save-init's weights and data")
     p.add_argument("--float64", action="store_true", help="train in float64 (the tests' reference)")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--seed": "seed for torch.manual_seed",
+        "--metrics": "write the figures as JSON to FILE",
+        "--width": "hidden width of the MLP that is trained and captured",
+        "--depth": "hidden layers (1..16)",
+        "--batch": "rows per batch (the seed's 32)",
+        "--steps": "replayed training steps (--quick: 20)",
+        "--warmup": "eager warm-up steps on the side stream before capture (1..16)",
+        "--lr": "SGD learning rate",
+        "--momentum": "SGD momentum"})
     a = p.parse_args(argv)
     if (a.width < 1 or a.steps < 1 or not 1 <= a.depth <= 16 or not 1 <= a.warmup <= 16 or a.batch < 2
             or a.lr <= 0 or a.momentum < 0):
@@ -155,7 +167,7 @@ def warm_up(c, gr, n):
             gr.static_x.copy_(c.xs[i % NBATCH])
             gr.static_y.copy_(c.ys[i % NBATCH])
             losses.append(train_step(gr.model, gr.opt, c.loss_fn, gr.static_x, gr.static_y))
-    return [float(v) for v in losses]
+    return [v.item() for v in losses]
 
 
 def capture(c, gr):
@@ -224,10 +236,10 @@ def show_replay(c, gr, eager):
     print(f"{'step':>6}  {'eager':>12}  {'replay':>12}")
     for i in range(a.steps):
         k = a.warmup + i
-        le.append(float(train_step(eager, opt, c.loss_fn, c.xs[k % NBATCH], c.ys[k % NBATCH])))
+        le.append(train_step(eager, opt, c.loss_fn, c.xs[k % NBATCH], c.ys[k % NBATCH]).item())
         if c.cuda:
             replay_step(c, gr, k)
-            lr.append(float(gr.static_loss))
+            lr.append(gr.static_loss.item())
         if i == 0 or (i + 1) % LOG_EVERY == 0 or i == a.steps - 1:
             print(f"{i + 1:6d}  {le[i]:12.6f}  {lr[i] if lr else float('nan'):12.6f}")
     if c.cuda:
@@ -298,7 +310,7 @@ def show_forbidden(c, gr):
     except RuntimeError as e:
         print(f"a batch of another size into static_input\n  caught: {str(e).splitlines()[0]}")
     replay_step(c, gr, 1)
-    print(f"after all of them: eager ops run, and the captured step replays (loss {float(gr.static_loss):.6f})")
+    print(f"after all of them: eager ops run, and the captured step replays (loss {gr.static_loss.item():.6f})")
     c.metrics["forbidden_caught"] = caught
 
 

@@ -67,6 +67,17 @@ def parse_args(argv):
     p.add_argument("--rounds", type=positive, default=3)
     p.add_argument("--data", default=os.environ.get("CT_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
     p.add_argument("--trace", default="ch11_pytorch_trace.json")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--seed": "seed for torch.manual_seed",
+        "--metrics": "write the figures as JSON to FILE",
+        "--batch-size": "training images per step (--quick: 32)",
+        "--channels": "channels of the first convolution (the second has twice)",
+        "--overhead-steps": "steps per round of the overhead measurement (--quick: 2)",
+        "--rounds": "rounds of the overhead measurement (--quick: 2)",
+        "--data": "Fashion-MNIST folder",
+        "--trace": "where the Chrome trace goes"})
     a = p.parse_args(argv)
     if a.quick:
         a.batch_size = 32 if a.batch_size == 128 else a.batch_size
@@ -101,6 +112,13 @@ class Batches:
         return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
 
 
+def device_column(torch):
+    """"device" where this torch names the CUDA columns self_device_time_total (2.4 on; the
+    old self_cuda_time_total is then a deprecated alias), else "cuda" (1.13). The attributes are
+    set per instance in __init__, so ask an instance, not the class."""
+    return "device" if hasattr(torch.autograd.profiler_util.FunctionEventAvg(), "self_device_time_total") else "cuda"
+
+
 class Twin:
     def __init__(self, torch, args, device):
         self.torch, self.args, self.device = torch, args, device
@@ -111,9 +129,7 @@ class Twin:
         self.loss_fn = nn.CrossEntropyLoss()
         x, y = fmnist.load(torch, args.data, True, MEAN, STD)
         self.data = Batches(torch, x, y, args.batch_size, device, args.seed)
-        # torch 2.4 calls the CUDA columns "device" ones
-        avg = torch.autograd.profiler_util.FunctionEventAvg
-        self.dev = "device" if hasattr(avg, "self_device_time_total") else "cuda"
+        self.dev = device_column(torch)
         acts = [torch.profiler.ProfilerActivity.CPU]
         if self.cuda:
             acts.append(torch.profiler.ProfilerActivity.CUDA)

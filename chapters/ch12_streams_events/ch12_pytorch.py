@@ -50,6 +50,18 @@ def parse_args(argv):
     for name in ("chunks", "rows", "width", "layers", "reps"):
         p.add_argument(f"--{name}", type=int, default=0)
     p.add_argument("--csan-demo", action="store_true", help=argparse.SUPPRESS)  # the child of the race section
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--seed": "seed for torch.manual_seed",
+        "--quick": "a small workload, seconds on a 2-core CPU (used by the tests)",
+        "--metrics": "write the figures as JSON to FILE",
+        "--chunks": "pipeline chunks (0: 8; --quick: 4)",
+        "--rows": "rows of each chunk (0: 8192 on a GPU, 1024 on the CPU; --quick: 128)",
+        "--width": "columns of each chunk and size of the square layers (0: 2048 GPU, 256 CPU; --quick: 64)",
+        "--layers": "matrix products per chunk (0: 2)",
+        "--reps": "timed runs of each schedule, the fastest kept (0: 3; --quick: 1)"})
     a = p.parse_args(argv)
     if not (0 <= a.chunks <= MAX_CHUNKS) or a.chunks == 1 or min(a.rows, a.width, a.layers, a.reps) < 0 \
             or a.layers > MAX_LAYERS:

@@ -47,6 +47,13 @@ def parse_args(argv):
     p.add_argument("--metrics", metavar="FILE")
     p.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16", "f64"])
     p.add_argument("--size", type=int, default=0, help="the largest number of elements timed")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--seed": "seed for torch.manual_seed",
+        "--metrics": "write the figures as JSON to FILE",
+        "--dtype": "the inputs' dtype in the timed sections: f32, f16, bf16, f64"})
     return p.parse_args(argv)
 
 

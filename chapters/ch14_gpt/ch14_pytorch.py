@@ -173,7 +173,8 @@ def encode(chars, text):
 def main(argv):
     p = argparse.ArgumentParser(prog="ch14_pytorch.py", description=__doc__.splitlines()[0])
     for name, default in (("device", "auto"), ("corpus", "en"), ("preset", "cpu"), ("amp", "off"), ("metrics", None),
-                          ("load-init", None), ("generate", None), ("prompt", None), ("sampler", "torch")):
+                          ("load-init", None), ("generate", None), ("prompt", None), ("sampler", "torch"),
+                          ("profile", None)):
         p.add_argument("--" + name, default=default)
     for name in ("n-layer", "n-head", "n-embd", "block-size", "batch-size", "max-iters",
                  "eval-interval", "eval-iters", "log-interval", "sample-len"):
@@ -185,6 +186,40 @@ def main(argv):
         p.add_argument("--" + name, type=float, default=default)
     for name in ("quick", "compile", "float64"):
         p.add_argument("--" + name, action="store_true")
+    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+    explain(p, {
+        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+        "--corpus": "zh (fortunes-zh: Tang and Song poems), en (fortunes), or a UTF-8 FILE",
+        "--preset": "cpu (minutes on 2 cores) or gpu (nanoGPT's shakespeare-char size)",
+        "--amp": "off, bf16 or fp16: autocast (and GradScaler for fp16), chapter 9",
+        "--metrics": "write the figures as JSON to FILE",
+        "--load-init": "start from ./ch14 --save-init's initial weights and windows (default: none, torch's own init)",
+        "--generate": "only sample from the C program's checkpoint FILE (default: none, train)",
+        "--prompt": "text the final sample and --generate continue (default: none, a newline)",
+        "--sampler": "torch (torch.multinomial) or philox (the C program's draws, to compare samples)",
+        "--profile": "profile steps 3-6 with torch.profiler: the key_averages table and a Chrome trace in FILE (default: none, no profile)",
+        "--n-layer": "transformer blocks (0: the preset's)",
+        "--n-head": "attention heads (0: the preset's)",
+        "--n-embd": "width C (0: the preset's)",
+        "--block-size": "context length T (0: the preset's)",
+        "--batch-size": "windows per step, per process (0: the preset's)",
+        "--max-iters": "training steps; the cosine schedule ends there (0: the preset's)",
+        "--eval-interval": "steps between evaluations (0: the preset's)",
+        "--eval-iters": "batches per loss estimate (0: the preset's)",
+        "--log-interval": "steps between log lines (0: the preset's)",
+        "--sample-len": "characters per sample (0: the preset's)",
+        "--seed": "seed for torch.manual_seed and the C program's Philox windows",
+        "--top-k": "sample from the k most likely characters (0: all)",
+        "--warmup-iters": "linear warm-up steps (-1: the preset's, or a tenth of a shorter run)",
+        "--lr": "peak learning rate (0: the preset's)",
+        "--min-lr": "learning rate at the end of the cosine (0: the preset's)",
+        "--weight-decay": "AdamW's decay of the 2-D weights",
+        "--beta2": "AdamW's beta2",
+        "--grad-clip": "clip the global gradient norm to this (0: off)",
+        "--temperature": "sampling temperature (0: greedy)",
+        "--quick": "a small workload, seconds on a 2-core CPU (used by the tests)",
+        "--compile": "train a second time under torch.compile, from the same start (PyTorch 2)",
+        "--float64": "train in float64 (the tests' reference)"})
     a = p.parse_args(argv[1:])
     keys = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "max_iters", "warmup", "eval_interval",
             "eval_iters", "log_interval", "sample_len", "lr", "min_lr")
@@ -261,7 +296,39 @@ def train(a, device, dtype):
     return out
 
 
+def start_profiler(path, device):
+    """--profile FILE: the C program's window, steps 3 to 6 (skip 2, warm up 1, record 3), with
+    torch.profiler; at its end the key_averages table sorted by self time and a Chrome trace in FILE."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+    cuda = device.startswith("cuda")
+    # torch 2.4 renamed the CUDA columns self_device_*; the attribute is set per instance
+    dev_col = "device" if hasattr(torch.autograd.profiler_util.FunctionEventAvg(), "self_device_time_total") else "cuda"
+    sort = f"self_{dev_col}_time_total" if cuda else "self_cpu_time_total"
+
+    def ready(p):
+        section("profile")
+        print(p.key_averages().table(sort_by=sort, row_limit=12))
+        p.export_chrome_trace(path)
+        p.ct_written = True
+        print(f"Chrome trace of steps 3-6 written to {path}")
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    prof = profile(activities=activities, schedule=schedule(wait=2, warmup=1, active=3, repeat=1),
+                   on_trace_ready=ready, profile_memory=True)
+    prof.ct_written = False
+    prof.start()
+    return prof
+
+
 WARM = 10  # steps left out of the steady tokens/s (warm-up; torch.compile compiles in them)
+
+
+def grad_scaler(device, enabled):
+    """GradScaler: torch.amp.GradScaler(device_type) where it exists (PyTorch 2.3 on;
+    torch.cuda.amp.GradScaler is deprecated there), else 1.13's torch.cuda.amp.GradScaler."""
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device.split(":")[0], enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled)
 
 
 def fit(a, device, model, step_model, splits, n_train, verbose):
@@ -273,7 +340,7 @@ def fit(a, device, model, step_model, splits, n_train, verbose):
                             lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
     # twin: end
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
-    scaler = torch.cuda.amp.GradScaler(enabled=amp == torch.float16)
+    scaler = grad_scaler(device, amp == torch.float16)
 
     @torch.no_grad()
     def estimate_loss(split, tag):
@@ -288,6 +355,7 @@ def fit(a, device, model, step_model, splits, n_train, verbose):
         return sum(losses) / len(losses)
 
     step_losses, evals, seconds, tokens, steady_s, steady_tok = [], [], 0.0, 0, 0.0, 0
+    prof = start_profiler(a.profile, device) if verbose and a.profile else None
     for it in range(a.max_iters + 1):
         if it % a.eval_interval == 0 or it == a.max_iters:
             tl, vl = estimate_loss("train", TAG_EVAL_TRAIN), estimate_loss("val", TAG_EVAL_VAL)
@@ -319,6 +387,12 @@ def fit(a, device, model, step_model, splits, n_train, verbose):
         step_losses.append(lv)
         if verbose and (it % a.log_interval == 0 or it == a.max_iters - 1):
             print(f"step {it:5d} | loss {lv:.4f} | lr {get_lr(a, it):.3e} | norm {float(norm):.3f} | {tokens / seconds:7.0f} tok/s")
+        if prof is not None:
+            prof.step()
+    if prof is not None:
+        prof.stop()  # a run shorter than the window: what was recorded is written now
+        if not prof.ct_written:
+            print(f"profile: not written (the run ended before step 3; --profile records steps 3-6)")
     return {"step_losses": step_losses, "eval_steps": [e[0] for e in evals], "train_loss": [e[1] for e in evals],
             "val_loss": [e[2] for e in evals], "tokens_per_s": tokens / seconds, "tokens": tokens, "seconds": seconds,
             "tokens_per_s_steady": steady_tok / steady_s if steady_s > 0 else tokens / seconds}

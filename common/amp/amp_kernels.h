@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "oplist.h"
 #include "stream.h"
 
 #ifdef __cplusplus
@@ -56,10 +57,15 @@ static inline CTI_AMP_HD void cti_amp_update_scale_rule(float *scale, int32_t *t
 // GradScaler.unscale_'s inv_scale = scale.double().reciprocal().float().
 static inline CTI_AMP_HD float cti_amp_inv_scale_rule(float scale) { return (float)(1.0 / (double)scale); }
 
+#define CTI_AMP_OPS(X)                                                                               \
+  X(amp, update_scale, OP, int, "_amp_update_scale_", CTI_SH_CONST("[[1], [1], [1]]"),                \
+    ARG(float *, scale), ARG(int32_t *, tracker), ARG(const float *, found_inf),                      \
+    ARG(double, growth_factor), ARG(double, backoff_factor), ARG(int64_t, growth_interval),           \
+    ARG(int64_t *, skipped))                                                                         \
+  X(amp, inv_scale, OP, int, "reciprocal", CTI_SH_CONST("[[1]]"), ARG(const float *, scale),          \
+    ARG(float *, inv))
 typedef struct cti_amp_kernels {
-  int (*update_scale)(float *scale, int32_t *tracker, const float *found_inf, double growth_factor,
-                      double backoff_factor, int64_t growth_interval, int64_t *skipped, ct_stream *s);
-  int (*inv_scale)(const float *scale, float *inv, ct_stream *s);
+  CTI_AMP_OPS(CTI_OP_FIELD)
 } cti_amp_kernels;
 
 extern const cti_amp_kernels cti_cpu_amp_kernels;  // cpu/cpu_amp.c

@@ -84,7 +84,7 @@ static void print_usage(FILE *f, const ct_cli *cli, const ct_cli_opt *opts, int 
   usage_line(f, "quick", "", "a small workload, seconds on a 2-core CPU (used by the tests)");
   fputc('\n', f);
   usage_line(f, "metrics", "FILE", "write the measured figures as JSON to FILE");
-  fputc('\n', f);
+  fprintf(f, " (default: %s)\n", cli->metrics_path ? cli->metrics_path : "none, not written");
   usage_line(f, "help", "", "show this help and exit");
   fputc('\n', f);
   for (int i = 0; i < n_opts; i++) {
@@ -101,7 +101,7 @@ static void print_usage(FILE *f, const ct_cli *cli, const ct_cli_opt *opts, int 
       case CT_OPT_STRING:
       case CT_OPT_OUTPUT: {
         const char *s = *(const char *const *)o->out;
-        if (s) fprintf(f, " (default: %s)", s);
+        fprintf(f, " (default: %s)", s ? s : (o->kind == CT_OPT_OUTPUT ? "none, not written" : "none"));
         break;
       }
       }
@@ -309,6 +309,8 @@ void ct_cli_begin(ct_cli *cli) {
   ct_cli_catch_interrupt();
   const char *spec = cli->device_spec ? cli->device_spec : "auto";
   char why[sizeof cli->fallback_reason] = "";
+  char preset[sizeof cli->fallback_reason]; // a chapter's own reason for "cpu" (set after ct_cli_parse)
+  snprintf(preset, sizeof preset, "%s", cli->fallback_reason);
   int st = ct_device_select(spec, &cli->device, why, sizeof why);
   if (st != CT_OK) {
     fflush(stdout);
@@ -331,7 +333,10 @@ void ct_cli_begin(ct_cli *cli) {
     printf("device: cuda:%d (%s)\n", cli->device.index, name);
   } else {
     ct_manual_seed(cli->seed);
-    if (!strcmp(spec, "cpu")) {
+    if (!strcmp(spec, "cpu") && preset[0]) { // the chapter chose the CPU itself and says why
+      snprintf(cli->fallback_reason, sizeof cli->fallback_reason, "%s", preset);
+      printf("device: cpu (%s)\n", cli->fallback_reason);
+    } else if (!strcmp(spec, "cpu")) {
       printf("device: cpu\n");
     } else {
       // "auto" fell back: say why, in CUDA's own words.

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "oplist.h"
 #include "ops.h"
 #include "stream.h"
 #include "tensor.h"
@@ -65,57 +66,72 @@ struct cti_optim_kernels;
 struct cti_transformer_kernels;
 struct cti_amp_kernels;
 
+// The plain ops' entries (oplist.h says how a list is read and what it
+// generates):
+//  binary: out = a op b. a and b have dtype dt; out has dt, or CT_BOOL for
+//    the comparisons. For CT_OP_DIV on integers the dispatcher promotes to
+//    float first, so backends see DIV only on floating dtypes. POW likewise.
+//  binary_scalar: out = a op scalar (it has 2 operands: out, a).
+//  unary: out = op(a); out has dt, or CT_BOOL for CT_OP_ISFINITE. Exp, log,
+//    sqrt, sigmoid, tanh come only with floating dt.
+//  copy: out = (out_dt) in, elementwise over it (2 operands: out, in); any
+//    pair of dtypes; float->int truncates toward zero; to bool is != 0.
+//  fill: every element of out := v (it has 1 operand used: stride[0]).
+//  arange: out[i] = start + i * step, contiguous, n elements.
+//  random: contiguous out of n elements from Philox (random.h gives the
+//    exact recipe): uniform if !normal, else standard normal. Floating dt.
+//  reduce: contiguous input of in_dt viewed as (outer, r, inner), reduced
+//    over r into contiguous out (outer, inner) of out_dt (r >= 1):
+//      SUM, MEAN: out_dt is the accumulation's result dtype (floating inputs
+//        accumulate in f32, or f64 for f64; integers in i64);
+//      MAX: out_dt == in_dt; `idx` (int64, may be NULL) gets the argmax;
+//      ARGMAX: out is int64 (out_dt CT_I64), idx unused.
+//    Ties: the first index wins; a NaN wins over numbers (first NaN).
+//  any_nonfinite: *out := any element of the contiguous input is inf or
+//    NaN. Waits.
+//  found_nonfinite: *found := 1.0f when an element of the contiguous input
+//    is inf or NaN, else untouched; found is one f32 on the device. Queued
+//    on s, no wait.
+//  gemm: row-major batched GEMM, batch >= 1:
+//      C[b] (m,n) = alpha * op(A[b]) (m,k) @ op(B[b]) (k,n) + beta * C[b]
+//    op(X) is X, or X transposed when tX. lda/ldb/ldc are row strides of
+//    the matrices as stored (elements); strideX the distance between batches
+//    (0 = the same matrix for every batch). dt is f32, f64, f16 or bf16 for
+//    A, B and C alike; f16/bf16 accumulate in f32.
+#define CTI_CORE_OPS(X)                                                                              \
+  X(core, binary, OP, int, ct_binary_op_name(op), CTI_SH_ITER(it, 2), ARG(ct_binary_op, op),         \
+    ARG(ct_dtype, dt), ARG_COPY(cti_iter, it), ARG(void *, out), ARG(const void *, a),               \
+    ARG(const void *, b))                                                                            \
+  X(core, binary_scalar, OP, int, ct_binary_op_name(op), CTI_SH_ITER(it, 1), ARG(ct_binary_op, op),  \
+    ARG(ct_dtype, dt), ARG_COPY(cti_iter, it), ARG(void *, out), ARG(const void *, a),               \
+    ARG(double, scalar))                                                                             \
+  X(core, unary, OP, int, ct_unary_op_name(op), CTI_SH_ITER(it, 1), ARG(ct_unary_op, op),            \
+    ARG(ct_dtype, dt), ARG_COPY(cti_iter, it), ARG(void *, out), ARG(const void *, a))               \
+  X(core, copy, OP, int, "copy", CTI_SH_ITER(it, 1), ARG(ct_dtype, out_dt), ARG(ct_dtype, in_dt),    \
+    ARG_COPY(cti_iter, it), ARG(void *, out), ARG(const void *, in))                                 \
+  X(core, fill, OP, int, "fill", CTI_SH_ITER(it, 1), ARG(ct_dtype, dt), ARG_COPY(cti_iter, it),      \
+    ARG(void *, out), ARG(double, v))                                                                \
+  X(core, arange, OP, int, "arange", CTI_SH_1(n), ARG(ct_dtype, dt), ARG(int64_t, n),                \
+    ARG(void *, out), ARG(double, start), ARG(double, step))                                         \
+  X(core, random, OP, int, normal ? "normal" : "uniform", CTI_SH_1(n), ARG(bool, normal),           \
+    ARG(ct_dtype, dt), ARG(int64_t, n), ARG(void *, out), ARG(uint64_t, seed),                       \
+    ARG(uint64_t, offset))                                                                           \
+  X(core, reduce, OP, int, cti_reduce_op_name(op), CTI_SH_3(outer, r, inner), ARG(ct_reduce_op, op), \
+    ARG(ct_dtype, in_dt), ARG(ct_dtype, out_dt), ARG(const void *, in), ARG(void *, out),            \
+    ARG(int64_t *, idx), ARG(int64_t, outer), ARG(int64_t, r), ARG(int64_t, inner))                  \
+  X(core, any_nonfinite, WAIT, int, "any_nonfinite", CTI_SH_1(n), ARG(ct_dtype, dt),                 \
+    ARG(int64_t, n), ARG(const void *, in), ARG(bool *, out))                                        \
+  X(core, found_nonfinite, OP, int, "found_nonfinite", CTI_SH_1(n), ARG(ct_dtype, dt),               \
+    ARG(int64_t, n), ARG(const void *, in), ARG(float *, found))                                     \
+  X(core, gemm, OP, int, "gemm", CTI_SH_GEMM(batch, m, n, k), ARG(ct_dtype, dt), ARG(bool, ta),      \
+    ARG(bool, tb), ARG(int64_t, m), ARG(int64_t, n), ARG(int64_t, k), ARG(double, alpha),            \
+    ARG(const void *, A), ARG(int64_t, lda), ARG(int64_t, strideA), ARG(const void *, B),            \
+    ARG(int64_t, ldb), ARG(int64_t, strideB), ARG(double, beta), ARG(void *, C), ARG(int64_t, ldc),  \
+    ARG(int64_t, strideC), ARG(int64_t, batch))
+
 typedef struct cti_backend {
   const char *name;
-  // out = a op b. a and b have dtype dt; out has dt, or CT_BOOL for the
-  // comparisons. For CT_OP_DIV on integers the dispatcher promotes to float
-  // first, so backends see DIV only on floating dtypes. POW likewise.
-  int (*binary)(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
-                const void *a, const void *b, ct_stream *s);
-  // out = a op scalar (it has 2 operands: out, a).
-  int (*binary_scalar)(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
-                       const void *a, double scalar, ct_stream *s);
-  // out = op(a); out has dt, or CT_BOOL for CT_OP_ISFINITE. Exp, log, sqrt,
-  // sigmoid, tanh come only with floating dt.
-  int (*unary)(ct_unary_op op, ct_dtype dt, const cti_iter *it, void *out,
-               const void *a, ct_stream *s);
-  // out = (out_dt) in, elementwise over it (2 operands: out, in); any pair of
-  // dtypes; float->int truncates toward zero; to bool is != 0.
-  int (*copy)(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it, void *out,
-              const void *in, ct_stream *s);
-  // Every element of out := v (it has 1 operand used: stride[0]).
-  int (*fill)(ct_dtype dt, const cti_iter *it, void *out, double v, ct_stream *s);
-  // out[i] = start + i * step, contiguous, n elements.
-  int (*arange)(ct_dtype dt, int64_t n, void *out, double start, double step, ct_stream *s);
-  // Contiguous out of n elements from Philox (random.h gives the exact
-  // recipe): uniform if !normal, else standard normal. Floating dt only.
-  int (*random)(bool normal, ct_dtype dt, int64_t n, void *out, uint64_t seed,
-                uint64_t offset, ct_stream *s);
-  // Contiguous input of in_dt viewed as (outer, r, inner), reduced over r
-  // into contiguous out (outer, inner) of out_dt (r >= 1):
-  //   SUM, MEAN: out_dt is the accumulation's result dtype (floating inputs
-  //     accumulate in f32, or f64 for f64; integers in i64);
-  //   MAX: out_dt == in_dt; `idx` (int64, may be NULL) gets the argmax;
-  //   ARGMAX: out is int64 (out_dt CT_I64), idx unused.
-  // Ties: the first index wins; a NaN wins over numbers (first NaN).
-  int (*reduce)(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt, const void *in,
-                void *out, int64_t *idx, int64_t outer, int64_t r, int64_t inner,
-                ct_stream *s);
-  // *out := any element of the contiguous input is inf or NaN. Waits.
-  int (*any_nonfinite)(ct_dtype dt, int64_t n, const void *in, bool *out, ct_stream *s);
-  // *found := 1.0f when an element of the contiguous input is inf or NaN,
-  // else untouched; found is one f32 on the device. Queued on s, no wait.
-  int (*found_nonfinite)(ct_dtype dt, int64_t n, const void *in, float *found, ct_stream *s);
-  // Row-major batched GEMM, batch >= 1:
-  //   C[b] (m,n) = alpha * op(A[b]) (m,k) @ op(B[b]) (k,n) + beta * C[b]
-  // op(X) is X, or X transposed when tX. lda/ldb/ldc are row strides of the
-  // matrices as stored (elements); strideX the distance between batches
-  // (0 = the same matrix for every batch). dt is f32, f64, f16 or bf16 for
-  // A, B and C alike; f16/bf16 accumulate in f32.
-  int (*gemm)(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-              double alpha, const void *A, int64_t lda, int64_t strideA,
-              const void *B, int64_t ldb, int64_t strideB, double beta, void *C,
-              int64_t ldc, int64_t strideC, int64_t batch, ct_stream *s);
+  CTI_CORE_OPS(CTI_OP_FIELD)
   const struct cti_nn_kernels *nn;       // ReLU backward, dropout, cross-entropy
   const struct cti_conv_kernels *conv;   // im2col/col2im, max pooling, batch norm
   const struct cti_optim_kernels *optim; // SGD/Adam updates, clip_grad_norm_'s pieces
@@ -123,6 +139,13 @@ typedef struct cti_backend {
   const struct cti_transformer_kernels *transformer;
   const struct cti_amp_kernels *amp;     // GradScaler's scale update
 } cti_backend;
+
+// The name of a reduction as torch names the op ("sum", "mean", "max",
+// "argmax"; "reduce" for anything else).
+static inline const char *cti_reduce_op_name(ct_reduce_op op) {
+  static const char *const names[] = {"sum", "mean", "max", "argmax"};
+  return (unsigned)op < 4 ? names[op] : "reduce";
+}
 
 extern const cti_backend cti_cpu_backend;
 #ifdef CT_HAVE_CUDA

@@ -19,7 +19,6 @@ static int inv_scale(const float *scale, float *inv, ct_stream *s) {
   return CT_OK;
 }
 
-const cti_amp_kernels cti_cpu_amp_kernels = {
-    .update_scale = update_scale,
-    .inv_scale = inv_scale,
-};
+// The family's list names every entry; each is the function of its name above.
+#define CTI_OP_CPU_PREFIX
+const cti_amp_kernels cti_cpu_amp_kernels = {CTI_AMP_OPS(CTI_OP_CPU_INIT)};

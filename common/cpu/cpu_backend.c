@@ -282,7 +282,7 @@ FOR_FLOAT(DEF_UN, SIGMOID)
 FOR_FLOAT(DEF_UN, TANH)
 FOR_FLOAT(DEF_UN_BOOL, ISFINITE)
 
-// Integer isfinite is a fill with true (cpu_unary), hence NULL here.
+// Integer isfinite is a fill with true (cti_cpu_unary), hence NULL here.
 static const row_fn k_unary[CT_NUM_UNARY_OPS][CT_NUM_DTYPES] = {
     [CT_OP_NEG] = ROW_ALL(un_, NEG),          [CT_OP_ABS] = ROW_ALL(un_, ABS),
     [CT_OP_EXP] = ROW_FLOAT(un_, EXP),        [CT_OP_LOG] = ROW_FLOAT(un_, LOG),
@@ -384,8 +384,8 @@ static int bad_dtype(const char *op, ct_dtype dt) {
                  dt_ok(dt) ? ct_dtype_name(dt) : "(invalid)");
 }
 
-static int cpu_binary(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
-                      const void *a, const void *b, ct_stream *s) {
+static int cti_cpu_binary(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
+                          const void *a, const void *b, ct_stream *s) {
   (void)s;
   if ((unsigned)op >= (unsigned)CT_NUM_BINARY_OPS)
     return ct_fail(CT_ERR_VALUE, "ct_binary: unknown binary op %d", (int)op);
@@ -395,8 +395,8 @@ static int cpu_binary(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *ou
   return CT_OK;
 }
 
-static int cpu_binary_scalar(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
-                             const void *a, double scalar, ct_stream *s) {
+static int cti_cpu_binary_scalar(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
+                                 const void *a, double scalar, ct_stream *s) {
   (void)s;
   if ((unsigned)op >= (unsigned)CT_NUM_BINARY_OPS)
     return ct_fail(CT_ERR_VALUE, "ct_binary_scalar: unknown binary op %d", (int)op);
@@ -417,8 +417,8 @@ static int cpu_binary_scalar(ct_binary_op op, ct_dtype dt, const cti_iter *it, v
   return CT_OK;
 }
 
-static int cpu_unary(ct_unary_op op, ct_dtype dt, const cti_iter *it, void *out,
-                     const void *a, ct_stream *s) {
+static int cti_cpu_unary(ct_unary_op op, ct_dtype dt, const cti_iter *it, void *out,
+                         const void *a, ct_stream *s) {
   (void)s;
   if ((unsigned)op >= (unsigned)CT_NUM_UNARY_OPS)
     return ct_fail(CT_ERR_VALUE, "ct_unary: unknown unary op %d", (int)op);
@@ -434,8 +434,8 @@ static int cpu_unary(ct_unary_op op, ct_dtype dt, const cti_iter *it, void *out,
   return CT_OK;
 }
 
-static int cpu_copy(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it, void *out,
-                    const void *in, ct_stream *s) {
+static int cti_cpu_copy(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it, void *out,
+                        const void *in, ct_stream *s) {
   (void)s;
   if (!dt_ok(out_dt)) return bad_dtype("copy_", out_dt);
   if (!dt_ok(in_dt)) return bad_dtype("copy_", in_dt);
@@ -444,7 +444,7 @@ static int cpu_copy(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it, void *o
   return CT_OK;
 }
 
-static int cpu_fill(ct_dtype dt, const cti_iter *it, void *out, double v, ct_stream *s) {
+static int cti_cpu_fill(ct_dtype dt, const cti_iter *it, void *out, double v, ct_stream *s) {
   (void)s;
   if (!dt_ok(dt)) return bad_dtype("fill_", dt);
   const ct_elem e = elem_from_double(dt, v);
@@ -461,8 +461,8 @@ static int cpu_fill(ct_dtype dt, const cti_iter *it, void *out, double v, ct_str
     break;                                                                     \
   }
 
-static int cpu_arange(ct_dtype dt, int64_t n, void *out, double start, double step,
-                      ct_stream *s) {
+static int cti_cpu_arange(ct_dtype dt, int64_t n, void *out, double start, double step,
+                          ct_stream *s) {
   (void)s;
   if (n < 0) return ct_fail(CT_ERR_VALUE, "ct_arange: negative length %lld", (long long)n);
   switch (dt) {
@@ -480,19 +480,11 @@ static int cpu_arange(ct_dtype dt, int64_t n, void *out, double start, double st
   return CT_OK;
 }
 
+// The plain ops' list (backend.h) names every entry: cti_cpu_<entry>.
+#define CTI_OP_CPU_PREFIX cti_cpu_
 const cti_backend cti_cpu_backend = {
     .name = "cpu",
-    .binary = cpu_binary,
-    .binary_scalar = cpu_binary_scalar,
-    .unary = cpu_unary,
-    .copy = cpu_copy,
-    .fill = cpu_fill,
-    .arange = cpu_arange,
-    .random = cti_cpu_random,
-    .reduce = cti_cpu_reduce,
-    .any_nonfinite = cti_cpu_any_nonfinite,
-    .found_nonfinite = cti_cpu_found_nonfinite,
-    .gemm = cti_cpu_gemm,
+    CTI_CORE_OPS(CTI_OP_CPU_INIT)
     .nn = &cti_cpu_nn_kernels,
     .conv = &cti_cpu_conv_kernels,
     .optim = &cti_cpu_optim_kernels,

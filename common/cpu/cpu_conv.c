@@ -456,14 +456,6 @@ static int bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void 
   }
 }
 
-const cti_conv_kernels cti_cpu_conv_kernels = {
-    .im2col = im2col,
-    .col2im = col2im,
-    .cnhw_from_nchw = cnhw_from_nchw,
-    .maxpool_forward = maxpool_forward,
-    .maxpool_backward = maxpool_backward,
-    .bn_stats = bn_stats,
-    .bn_apply = bn_apply,
-    .bn_eval = bn_eval,
-    .bn_backward = bn_backward,
-};
+// The family's list names every entry; each is the function of its name above.
+#define CTI_OP_CPU_PREFIX
+const cti_conv_kernels cti_cpu_conv_kernels = {CTI_CONV_OPS(CTI_OP_CPU_INIT)};

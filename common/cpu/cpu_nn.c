@@ -136,8 +136,6 @@ static int cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *logits,
   return CT_OK;
 }
 
-const cti_nn_kernels cti_cpu_nn_kernels = {
-    .relu_backward = relu_backward,
-    .dropout = dropout,
-    .cross_entropy = cross_entropy,
-};
+// The family's list names every entry; each is the function of its name above.
+#define CTI_OP_CPU_PREFIX
+const cti_nn_kernels cti_cpu_nn_kernels = {CTI_NN_OPS(CTI_OP_CPU_INIT)};

@@ -236,12 +236,6 @@ static int scale_by(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stre
   }
 }
 
-const cti_optim_kernels cti_cpu_optim_kernels = {
-    .sgd_step = sgd_step,
-    .adam_step = adam_step,
-    .sum_squares_workspace = sum_squares_workspace,
-    .sum_squares = sum_squares,
-    .clip_coef = clip_coef,
-    .scale_by = scale_by,
-    .amp_prologue = amp_prologue,
-};
+// The family's list names every entry; each is the function of its name above.
+#define CTI_OP_CPU_PREFIX
+const cti_optim_kernels cti_cpu_optim_kernels = {CTI_OPTIM_OPS(CTI_OP_CPU_INIT)};

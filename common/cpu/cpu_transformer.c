@@ -383,13 +383,6 @@ static int cross_entropy(ct_dtype dt, int64_t n, int64_t v, const void *logits, 
   return CT_OK;
 }
 
-const cti_transformer_kernels cti_cpu_transformer_kernels = {
-    .embedding = embedding,
-    .embedding_backward = embedding_backward,
-    .layernorm = layernorm,
-    .layernorm_backward = layernorm_backward,
-    .gelu = gelu,
-    .softmax = softmax,
-    .softmax_backward = softmax_backward,
-    .cross_entropy = cross_entropy,
-};
+// The family's list names every entry; each is the function of its name above.
+#define CTI_OP_CPU_PREFIX
+const cti_transformer_kernels cti_cpu_transformer_kernels = {CTI_TRANSFORMER_OPS(CTI_OP_CPU_INIT)};

@@ -50,7 +50,10 @@ typedef struct ct_cli {
   bool quick;
   const char *metrics_path; // NULL when not asked for
   ct_device device;         // chosen by ct_cli_begin
-  char fallback_reason[256];// why the CPU was chosen under "auto"; "" otherwise
+  char fallback_reason[256];// why the CPU was chosen under "auto"; "" otherwise. A chapter that
+                            // turns "auto" into "cpu" itself (ch08: fewer GPUs than ranks) sets
+                            // device_spec = "cpu" and its reason here between ct_cli_parse and
+                            // ct_cli_begin, which prints "device: cpu (REASON)"
 } ct_cli;
 
 // Parses argv into cli (and the chapter's opts, n_opts of them, may be 0).
@@ -81,8 +84,8 @@ void ct_cli_launch(const char *program, int argc, char **argv, int nproc);
 // loop polls ct_cli_interrupted() after each step, saves what it needs and
 // ends. A second SIGINT ends the process at once (exit status 130), removing
 // the temporary of a save in progress, so the target file keeps its old
-// content. Programs that never call ct_cli_catch_interrupt keep the default
-// (Ctrl-C ends them). For tests, $CT_TEST_SIGINT_AFTER=N[,M] makes the N-th
+// content. A program that never reaches ct_cli_begin (nor calls
+// ct_cli_catch_interrupt) keeps the default: Ctrl-C ends it. For tests, $CT_TEST_SIGINT_AFTER=N[,M] makes the N-th
 // call of ct_cli_interrupted() (and the M-th) raise a real SIGINT first.
 // ct_cli_begin calls it for every chapter, so the first Ctrl-C always stops
 // at a clean point: where a loop polls ct_cli_interrupted(), or at the start

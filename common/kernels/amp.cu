@@ -36,7 +36,7 @@ static int ct_cuda_inv_scale(const float *scale, float *inv, ct_stream *s) {
   return CT_OK;
 }
 
-extern "C" const cti_amp_kernels cti_cuda_amp_kernels = {
-    /* update_scale */ ct_cuda_update_scale,
-    /* inv_scale    */ ct_cuda_inv_scale,
-};
+// In the family list's order (nvcc's C++17 has no designated initializers),
+// so the order cannot drift from the table's: each entry is ct_cuda_<entry>.
+#define CTI_OP_CUDA_PREFIX ct_cuda_
+extern "C" const cti_amp_kernels cti_cuda_amp_kernels = {CTI_AMP_OPS(CTI_OP_CUDA_INIT)};

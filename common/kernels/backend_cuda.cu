@@ -13,19 +13,12 @@
 #include "optim_kernels.h"
 #include "transformer_kernels.h"
 
+// The plain ops in their list's order (backend.h; nvcc's C++17 has no
+// designated initializers): each entry is cti_cuda_<entry>.
+#define CTI_OP_CUDA_PREFIX cti_cuda_
 extern "C" const cti_backend cti_cuda_backend = {
     /* name          */ "cuda",
-    /* binary        */ cti_cuda_binary,
-    /* binary_scalar */ cti_cuda_binary_scalar,
-    /* unary         */ cti_cuda_unary,
-    /* copy          */ cti_cuda_copy,
-    /* fill          */ cti_cuda_fill,
-    /* arange        */ cti_cuda_arange,
-    /* random        */ cti_cuda_random,
-    /* reduce        */ cti_cuda_reduce,
-    /* any_nonfinite */ cti_cuda_any_nonfinite,
-    /* found_nonfinite */ cti_cuda_found_nonfinite,
-    /* gemm          */ cti_cuda_gemm,
+    CTI_CORE_OPS(CTI_OP_CUDA_INIT)
     /* nn            */ &cti_cuda_nn_kernels,
     /* conv          */ &cti_cuda_conv_kernels,
     /* optim         */ &cti_cuda_optim_kernels,

@@ -211,14 +211,7 @@ static int ct_cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, con
 }
 
 // ---- the family's table ------------------------------------------------------------------------
-extern "C" const cti_conv_kernels cti_cuda_conv_kernels = {
-    /* im2col           */ ct_cuda_im2col,
-    /* col2im           */ ct_cuda_col2im,
-    /* cnhw_from_nchw   */ ct_cuda_cnhw_from_nchw,
-    /* maxpool_forward  */ ct_cuda_maxpool_forward,
-    /* maxpool_backward */ ct_cuda_maxpool_backward,
-    /* bn_stats         */ ct_cuda_bn_stats,
-    /* bn_apply         */ ct_cuda_bn_apply,
-    /* bn_eval          */ ct_cuda_bn_eval,
-    /* bn_backward      */ ct_cuda_bn_backward,
-};
+// In the family list's order (nvcc's C++17 has no designated initializers),
+// so the order cannot drift from the table's: each entry is ct_cuda_<entry>.
+#define CTI_OP_CUDA_PREFIX ct_cuda_
+extern "C" const cti_conv_kernels cti_cuda_conv_kernels = {CTI_CONV_OPS(CTI_OP_CUDA_INIT)};

@@ -136,8 +136,7 @@ static int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t c, const void *
 }
 
 // ---- the family's table ------------------------------------------------------------------------
-extern "C" const cti_nn_kernels cti_cuda_nn_kernels = {
-    /* relu_backward */ ct_cuda_relu_backward,
-    /* dropout       */ ct_cuda_dropout,
-    /* cross_entropy */ ct_cuda_cross_entropy,
-};
+// In the family list's order (nvcc's C++17 has no designated initializers),
+// so the order cannot drift from the table's: each entry is ct_cuda_<entry>.
+#define CTI_OP_CUDA_PREFIX ct_cuda_
+extern "C" const cti_nn_kernels cti_cuda_nn_kernels = {CTI_NN_OPS(CTI_OP_CUDA_INIT)};

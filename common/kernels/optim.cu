@@ -153,12 +153,7 @@ static int ct_cuda_amp_prologue(const float *found_inf, double *state, bool adam
 }
 
 // ---- the family's table ------------------------------------------------------------------------
-extern "C" const cti_optim_kernels cti_cuda_optim_kernels = {
-    /* sgd_step              */ ct_cuda_sgd_step,
-    /* adam_step             */ ct_cuda_adam_step,
-    /* sum_squares_workspace */ ct_cuda_sum_squares_workspace,
-    /* sum_squares           */ ct_cuda_sum_squares,
-    /* clip_coef             */ ct_cuda_clip_coef,
-    /* scale_by              */ ct_cuda_scale_by,
-    /* amp_prologue          */ ct_cuda_amp_prologue,
-};
+// In the family list's order (nvcc's C++17 has no designated initializers),
+// so the order cannot drift from the table's: each entry is ct_cuda_<entry>.
+#define CTI_OP_CUDA_PREFIX ct_cuda_
+extern "C" const cti_optim_kernels cti_cuda_optim_kernels = {CTI_OPTIM_OPS(CTI_OP_CUDA_INIT)};

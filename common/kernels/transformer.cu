@@ -129,13 +129,7 @@ static int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t v, const void *
 }
 
 // ---- the family's table ----------------------------------------------------------------------------
-extern "C" const cti_transformer_kernels cti_cuda_transformer_kernels = {
-    /* embedding          */ ct_cuda_embedding,
-    /* embedding_backward */ ct_cuda_embedding_backward,
-    /* layernorm          */ ct_cuda_layernorm,
-    /* layernorm_backward */ ct_cuda_layernorm_backward,
-    /* gelu               */ ct_cuda_gelu,
-    /* softmax            */ ct_cuda_softmax,
-    /* softmax_backward   */ ct_cuda_softmax_backward,
-    /* cross_entropy      */ ct_cuda_cross_entropy,
-};
+// In the family list's order (nvcc's C++17 has no designated initializers),
+// so the order cannot drift from the table's: each entry is ct_cuda_<entry>.
+#define CTI_OP_CUDA_PREFIX ct_cuda_
+extern "C" const cti_transformer_kernels cti_cuda_transformer_kernels = {CTI_TRANSFORMER_OPS(CTI_OP_CUDA_INIT)};

@@ -60,6 +60,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "oplist.h"
 #include "stream.h"
 
 #ifdef __cplusplus
@@ -81,27 +82,36 @@ typedef struct cti_pool_geom {
 // The family's table: one signature on both devices. The CPU entries run at
 // once and ignore `s`; the CUDA entries queue on `s`. A backend reaches it as
 // cti_backend_for(op, dev)->conv.
+// cnhw_from_nchw: dst (C, N, P) = src (N, C, P).
+#define CTI_CONV_OPS(X)                                                                              \
+  X(conv, im2col, OP, int, "im2col", CTI_SH_GEOM(g), ARG(ct_dtype, dt), ARG_COPY(cti_conv_geom, g),   \
+    ARG(const void *, x), ARG(void *, cols))                                                         \
+  X(conv, col2im, OP, int, "col2im", CTI_SH_GEOM(g), ARG(ct_dtype, dt), ARG_COPY(cti_conv_geom, g),   \
+    ARG(const void *, cols), ARG(void *, dx))                                                        \
+  X(conv, cnhw_from_nchw, OP, int, "cnhw_from_nchw", CTI_SH_3(n, c, p), ARG(ct_dtype, dt),           \
+    ARG(int64_t, n), ARG(int64_t, c), ARG(int64_t, p), ARG(const void *, src), ARG(void *, dst))      \
+  X(conv, maxpool_forward, OP, int, "max_pool2d", CTI_SH_3(g->planes, g->h, g->w), ARG(ct_dtype, dt), \
+    ARG_COPY(cti_pool_geom, g), ARG(const void *, x), ARG(void *, y), ARG(int32_t *, idx))           \
+  X(conv, maxpool_backward, OP, int, "max_pool2d_backward", CTI_SH_3(g->planes, g->ho, g->wo),        \
+    ARG(ct_dtype, dt), ARG_COPY(cti_pool_geom, g), ARG(const void *, dy), ARG(const int32_t *, idx),  \
+    ARG(void *, dx))                                                                                 \
+  X(conv, bn_stats, OP, int, "batch_norm_stats", CTI_SH_3(n, c, p), ARG(ct_dtype, dt),               \
+    ARG(int64_t, n), ARG(int64_t, c), ARG(int64_t, p), ARG(const void *, x), ARG(double, eps),        \
+    ARG(void *, mean), ARG(void *, invstd), ARG(void *, running_mean), ARG(void *, running_var),      \
+    ARG(double, momentum))                                                                           \
+  X(conv, bn_apply, OP, int, "batch_norm_apply", CTI_SH_3(n, c, p), ARG(ct_dtype, dt),               \
+    ARG(int64_t, n), ARG(int64_t, c), ARG(int64_t, p), ARG(const void *, x), ARG(const void *, mean), \
+    ARG(const void *, invstd), ARG(const void *, gamma), ARG(const void *, beta), ARG(void *, y))     \
+  X(conv, bn_eval, OP, int, "batch_norm_eval", CTI_SH_3(n, c, p), ARG(ct_dtype, dt),                 \
+    ARG(int64_t, n), ARG(int64_t, c), ARG(int64_t, p), ARG(const void *, x),                         \
+    ARG(const void *, running_mean), ARG(const void *, running_var), ARG(double, eps),                \
+    ARG(const void *, gamma), ARG(const void *, beta), ARG(void *, y))                               \
+  X(conv, bn_backward, OP, int, "batch_norm_backward", CTI_SH_3(n, c, p), ARG(ct_dtype, dt),         \
+    ARG(int64_t, n), ARG(int64_t, c), ARG(int64_t, p), ARG(const void *, x), ARG(const void *, dy),   \
+    ARG(const void *, mean), ARG(const void *, invstd), ARG(const void *, gamma), ARG(void *, dx),    \
+    ARG(void *, dgamma), ARG(void *, dbeta))
 typedef struct cti_conv_kernels {
-  int (*im2col)(ct_dtype dt, const cti_conv_geom *g, const void *x, void *cols, ct_stream *s);
-  int (*col2im)(ct_dtype dt, const cti_conv_geom *g, const void *cols, void *dx, ct_stream *s);
-  // dst (C, N, P) = src (N, C, P).
-  int (*cnhw_from_nchw)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src, void *dst,
-                        ct_stream *s);
-  int (*maxpool_forward)(ct_dtype dt, const cti_pool_geom *g, const void *x, void *y, int32_t *idx,
-                         ct_stream *s);
-  int (*maxpool_backward)(ct_dtype dt, const cti_pool_geom *g, const void *dy, const int32_t *idx,
-                          void *dx, ct_stream *s);
-  int (*bn_stats)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
-                  void *mean, void *invstd, void *running_mean, void *running_var,
-                  double momentum, ct_stream *s);
-  int (*bn_apply)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, const void *mean,
-                  const void *invstd, const void *gamma, const void *beta, void *y, ct_stream *s);
-  int (*bn_eval)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
-                 const void *running_mean, const void *running_var, double eps,
-                 const void *gamma, const void *beta, void *y, ct_stream *s);
-  int (*bn_backward)(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, const void *dy,
-                     const void *mean, const void *invstd, const void *gamma, void *dx,
-                     void *dgamma, void *dbeta, ct_stream *s);
+  CTI_CONV_OPS(CTI_OP_FIELD)
 } cti_conv_kernels;
 
 extern const cti_conv_kernels cti_cpu_conv_kernels;  // cpu_conv.c

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "oplist.h"
 #include "stream.h"
 
 #ifdef __cplusplus
@@ -42,14 +43,17 @@ extern "C" {
 // The family's table: one signature on both devices. The CPU entries run at
 // once and ignore `s`; the CUDA entries queue on `s`. A backend reaches it as
 // cti_backend_for(op, dev)->nn.
+#define CTI_NN_OPS(X)                                                                                \
+  X(nn, relu_backward, OP, int, "relu_backward", CTI_SH_1_1(n, n), ARG(ct_dtype, dt),            \
+    ARG(int64_t, n), ARG(const void *, y), ARG(const void *, g), ARG(void *, out))                   \
+  X(nn, dropout, OP, int, "dropout", CTI_SH_1(n), ARG(ct_dtype, dt), ARG(int64_t, n),                \
+    ARG(const void *, x), ARG(const float *, u), ARG(double, p), ARG(double, scale), ARG(void *, y),  \
+    ARG(void *, mask))                                                                               \
+  X(nn, cross_entropy, BAD, int, "cross_entropy", CTI_SH_2_1(n, c, n), ARG(ct_dtype, dt),             \
+    ARG(int64_t, n), ARG(int64_t, c), ARG(const void *, logits), ARG(const int64_t *, target),        \
+    ARG(void *, loss), ARG(void *, grad), ARG(double, inv_n), ARG_BAD(int64_t, bad_row))
 typedef struct cti_nn_kernels {
-  int (*relu_backward)(ct_dtype dt, int64_t n, const void *y, const void *g, void *out,
-                       ct_stream *s);
-  int (*dropout)(ct_dtype dt, int64_t n, const void *x, const float *u, double p, double scale,
-                 void *y, void *mask, ct_stream *s);
-  int (*cross_entropy)(ct_dtype dt, int64_t n, int64_t c, const void *logits,
-                       const int64_t *target, void *loss, void *grad, double inv_n,
-                       int64_t *bad_row, ct_stream *s);
+  CTI_NN_OPS(CTI_OP_FIELD)
 } cti_nn_kernels;
 
 extern const cti_nn_kernels cti_cpu_nn_kernels;  // cpu_nn.c

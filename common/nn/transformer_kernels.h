@@ -77,6 +77,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "oplist.h"
 #include "stream.h"
 
 #ifdef __cplusplus
@@ -198,25 +199,38 @@ static inline int64_t cti_layernorm_work_bytes(ct_dtype dt, int64_t n, int64_t c
 
 // The family's table: one signature on both devices. A backend reaches it
 // as cti_backend_for(op, dev)->transformer.
+// The range names are aten's: embedding, embedding_dense_backward,
+// native_layer_norm(_backward), gelu(_backward), _softmax,
+// _softmax_backward_data; the LM loss is cross_entropy, as the nn family's.
+#define CTI_TRANSFORMER_OPS(X)                                                                       \
+  X(transformer, embedding, BAD, int, "embedding", CTI_SH_2_1(v, c, n), ARG(ct_dtype, dt),          \
+    ARG(int64_t, n), ARG(int64_t, c), ARG(int64_t, v), ARG(const int64_t *, idx),                    \
+    ARG(const void *, weight), ARG(void *, out), ARG_BAD(int64_t, bad))                              \
+  X(transformer, embedding_backward, OP, int, "embedding_dense_backward", CTI_SH_2_1(n, c, n),      \
+    ARG(ct_dtype, dt), ARG(int64_t, n), ARG(int64_t, c), ARG(int64_t, v), ARG(const int64_t *, idx),  \
+    ARG(const void *, dout), ARG(void *, dweight))                                                   \
+  X(transformer, layernorm, OP, int, "native_layer_norm", CTI_SH_2(n, c), ARG(ct_dtype, dt),        \
+    ARG(int64_t, n), ARG(int64_t, c), ARG(const void *, x), ARG(const void *, w),                    \
+    ARG(const void *, b), ARG(double, eps), ARG(void *, y), ARG(void *, mean), ARG(void *, rstd))     \
+  X(transformer, layernorm_backward, OP, int, "native_layer_norm_backward", CTI_SH_2(n, c),         \
+    ARG(ct_dtype, dt), ARG(int64_t, n), ARG(int64_t, c), ARG(const void *, x), ARG(const void *, dy), \
+    ARG(const void *, mean), ARG(const void *, rstd), ARG(const void *, w), ARG(void *, dx),          \
+    ARG(void *, dw), ARG(void *, db), ARG(void *, work))                                             \
+  X(transformer, gelu, OP, int, dy ? "gelu_backward" : "gelu", CTI_SH_1(n), ARG(ct_dtype, dt),       \
+    ARG(bool, tanh_approx), ARG(int64_t, n), ARG(const void *, x), ARG(const void *, dy),            \
+    ARG(void *, out))                                                                                \
+  X(transformer, softmax, OP, int, "_softmax", CTI_SH_2(rows, cols), ARG(ct_dtype, dt),              \
+    ARG(int64_t, rows), ARG(int64_t, cols), ARG(bool, causal), ARG(double, scale),                   \
+    ARG(const void *, x), ARG(void *, y))                                                            \
+  X(transformer, softmax_backward, OP, int, "_softmax_backward_data", CTI_SH_2(rows, cols),         \
+    ARG(ct_dtype, dt), ARG(int64_t, rows), ARG(int64_t, cols), ARG(double, scale),                   \
+    ARG(const void *, y), ARG(const void *, dy), ARG(void *, dx))                                    \
+  X(transformer, cross_entropy, BAD, int, "cross_entropy", CTI_SH_2_1(n, v, n), ARG(ct_dtype, dt),  \
+    ARG(int64_t, n), ARG(int64_t, v), ARG(const void *, logits), ARG(const int64_t *, target),        \
+    ARG(int64_t, ignore_index), ARG(void *, loss_rows), ARG(void *, grad), ARG(void *, scale),        \
+    ARG_BAD(int64_t, bad))
 typedef struct cti_transformer_kernels {
-  int (*embedding)(ct_dtype dt, int64_t n, int64_t c, int64_t v, const int64_t *idx,
-                   const void *weight, void *out, int64_t *bad, ct_stream *s);
-  int (*embedding_backward)(ct_dtype dt, int64_t n, int64_t c, int64_t v, const int64_t *idx,
-                            const void *dout, void *dweight, ct_stream *s);
-  int (*layernorm)(ct_dtype dt, int64_t n, int64_t c, const void *x, const void *w, const void *b,
-                   double eps, void *y, void *mean, void *rstd, ct_stream *s);
-  int (*layernorm_backward)(ct_dtype dt, int64_t n, int64_t c, const void *x, const void *dy,
-                            const void *mean, const void *rstd, const void *w, void *dx, void *dw,
-                            void *db, void *work, ct_stream *s);
-  int (*gelu)(ct_dtype dt, bool tanh_approx, int64_t n, const void *x, const void *dy, void *out,
-              ct_stream *s);
-  int (*softmax)(ct_dtype dt, int64_t rows, int64_t cols, bool causal, double scale, const void *x,
-                 void *y, ct_stream *s);
-  int (*softmax_backward)(ct_dtype dt, int64_t rows, int64_t cols, double scale, const void *y,
-                          const void *dy, void *dx, ct_stream *s);
-  int (*cross_entropy)(ct_dtype dt, int64_t n, int64_t v, const void *logits, const int64_t *target,
-                       int64_t ignore_index, void *loss_rows, void *grad, void *scale, int64_t *bad,
-                       ct_stream *s);
+  CTI_TRANSFORMER_OPS(CTI_OP_FIELD)
 } cti_transformer_kernels;
 
 extern const cti_transformer_kernels cti_cpu_transformer_kernels;  // cpu_transformer.c

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "oplist.h"
 #include "optim.h"
 #include "stream.h"
 
@@ -105,31 +106,37 @@ static inline CTI_OPTIM_HD void cti_amp_prologue_rule(float found_inf, double *s
 // backend reaches it as cti_backend_for(op, dev)->optim. Scalars the entries
 // exchange (sums of squares, the clip coefficient) live in memory of the
 // entry's device, so clip_grad_norm_ on one device never waits for it.
+//  sgd_step, adam_step: the updates above as one loop (one kernel) each.
+//  sum_squares_workspace: number of doubles of workspace sum_squares needs
+//    (0 on the CPU).
+//  sum_squares: *out := sum of x[i]^2 in double, in an order fixed by n
+//    alone (the same bits for any number of threads; CUDA: per-block
+//    partials into `workspace`, then one block adds them in order). out and
+//    workspace are memory of the entry's device.
+//  clip_coef: total = sqrt(sum of sumsq[0..n)), coef = max_norm / (total +
+//    1e-6) clamped to at most 1 (NaN stays NaN, as torch.clamp); writes
+//    out[0] = total, out[1] = coef (the entry's device).
+//  scale_by: x *= (dtype) *coef unless *coef >= 1 (coef read where the loop
+//    runs).
+//  amp_prologue: cti_amp_prologue_rule on the entry's device: found_inf (one
+//    float) and state (three doubles) are memory of that device.
+#define CTI_OPTIM_OPS(X)                                                                             \
+  X(optim, sgd_step, OP, int, "sgd_step", CTI_SH_1(n), ARG(ct_dtype, dt), ARG(int64_t, n),           \
+    ARG(void *, param), ARG(const void *, grad), ARG(void *, buf), ARG_COPY(cti_sgd_step_args, a))    \
+  X(optim, adam_step, OP, int, "adam_step", CTI_SH_1(n), ARG(ct_dtype, dt), ARG(int64_t, n),         \
+    ARG(void *, param), ARG(const void *, grad), ARG(void *, exp_avg), ARG(void *, exp_avg_sq),       \
+    ARG(void *, max_exp_avg_sq), ARG_COPY(cti_adam_step_args, a))                                    \
+  X(optim, sum_squares_workspace, QUERY, int64_t, "", NULL, void)                                    \
+  X(optim, sum_squares, OP, int, "sum_squares", CTI_SH_1(n), ARG(ct_dtype, dt), ARG(int64_t, n),     \
+    ARG(const void *, x), ARG(double *, out), ARG(double *, workspace))                              \
+  X(optim, clip_coef, OP, int, "clip_coef", CTI_SH_1(n), ARG(int64_t, n), ARG(const double *, sumsq), \
+    ARG(double, max_norm), ARG(double *, out))                                                       \
+  X(optim, scale_by, OP, int, "scale_by", CTI_SH_1(n), ARG(ct_dtype, dt), ARG(int64_t, n),           \
+    ARG(void *, x), ARG(const double *, coef))                                                       \
+  X(optim, amp_prologue, OP, int, "amp_step_count", CTI_SH_CONST("[]"), ARG(const float *, found_inf), \
+    ARG(double *, state), ARG(bool, adam), ARG(double, lr), ARG(double, beta1), ARG(double, beta2))
 typedef struct cti_optim_kernels {
-  // The same updates as one loop (one kernel) each.
-  int (*sgd_step)(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
-                  const cti_sgd_step_args *a, ct_stream *s);
-  int (*adam_step)(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
-                   void *exp_avg_sq, void *max_exp_avg_sq, const cti_adam_step_args *a,
-                   ct_stream *s);
-  // Number of doubles of workspace sum_squares needs (0 on the CPU).
-  int64_t (*sum_squares_workspace)(void);
-  // *out := sum of x[i]^2 in double, in an order fixed by n alone (the same
-  // bits for any number of threads; CUDA: per-block partials into
-  // `workspace`, then one block adds them in order). out and workspace are
-  // memory of the entry's device.
-  int (*sum_squares)(ct_dtype dt, int64_t n, const void *x, double *out, double *workspace,
-                     ct_stream *s);
-  // total = sqrt(sum of sumsq[0..n)), coef = max_norm / (total + 1e-6)
-  // clamped to at most 1 (NaN stays NaN, as torch.clamp); writes out[0] =
-  // total, out[1] = coef (the entry's device).
-  int (*clip_coef)(int64_t n, const double *sumsq, double max_norm, double *out, ct_stream *s);
-  // x *= (dtype) *coef unless *coef >= 1 (coef read where the loop runs).
-  int (*scale_by)(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stream *s);
-  // cti_amp_prologue_rule on the entry's device: found_inf (one float) and
-  // state (three doubles) are memory of that device.
-  int (*amp_prologue)(const float *found_inf, double *state, bool adam, double lr, double beta1,
-                      double beta2, ct_stream *s);
+  CTI_OPTIM_OPS(CTI_OP_FIELD)
 } cti_optim_kernels;
 
 extern const cti_optim_kernels cti_cpu_optim_kernels;  // cpu_optim.c

@@ -138,7 +138,7 @@ def check_fixtures(root, appendix, cat):
     gpu_ids = list(dict.fromkeys(c["id"] for c in cat if c["device"] == "cuda"))
     cpu_row = {"id": "ch05.steps", "at": None, "target": "ch05 training steps/s: C / PyTorch", "unit": "steps/s",
                "goal": 3.0, "op": ">=", "met": "yes", "note": "", "a": 1234.5, "b": 100.0, "ratio": 12.345,
-               "fraction": None}
+               "fraction": None, "a_torch": None, "b_torch": "2.15.0+cu132"}
     na_row = {"id": "ch04.reg_tiled_vs_cublas", "at": None, "target": "ch04 reg", "unit": "GFLOP/s", "goal": 0.5,
               "op": ">=", "met": "n/a", "note": "needs a GPU", "a": None, "b": None, "ratio": None, "fraction": None}
     base = {"schema": "ct-bench/1", "mode": "full", "date": "2026-01-02 03:04:05 UTC", "commit": "abc",
@@ -169,6 +169,10 @@ def check_fixtures(root, appendix, cat):
             cpu_part = page[:page.find("{#perf-gpu}")]
             check("12.345" in cpu_part and "99.000" not in page and "77.000" not in page,
                   f"fixture, {lang}: the recording's ratio shown, the older and the quick run's not")
+            ver = "（PyTorch 2.15.0）" if lang == "zh" else " (PyTorch 2.15.0)"
+            unit = "步/秒" if lang == "zh" else "steps/s"
+            check(f"100.0 {unit}{ver}" in cpu_part and "+cu132" not in page,
+                  f"fixture, {lang}: the PyTorch figure names its version ('{ver.strip()}', no build tag)")
             check(re.search(rf"\(#{anchor('ch04.reg_tiled_vs_cublas')}\) \| \[{NOT_GPU[lang]}\]", cpu_part),
                   f"fixture, {lang}: a CPU row that needs a GPU says '{NOT_GPU[lang]}'")
         # a GPU recording that measured one row: the rest of the GPU rows are listed as not measured
