@@ -1011,6 +1011,7 @@ static int estimate_loss(trainer *t, const corpus *c, bool val, int64_t iters, d
   int64_t *starts = malloc((size_t)B * sizeof *starts);
   if (!starts) return ct_fail(CT_ERR_OOM, "ch14: out of host memory");
   ct_module_train(t->g->root, false); // model.eval() + torch.no_grad()
+  ct_progress *bar = ct_progress_start_label(NULL, val ? "val loss" : "train loss", iters); // a terminal's only
   double sum = 0;
   int rc = CT_OK;
   for (int64_t j = 0; j < iters && rc == CT_OK; ++j) {
@@ -1026,7 +1027,9 @@ static int estimate_loss(trainer *t, const corpus *c, bool val, int64_t iters, d
     }
     sum += l;
     ct_free(x), ct_free(y), ct_free(logits), ct_free(loss);
+    ct_progress_step(bar, l, B);
   }
+  ct_progress_clear(bar);
   ct_module_train(t->g->root, true);
   free(starts);
   *out = sum / (double)iters;
@@ -1205,7 +1208,9 @@ static int train(trainer *t, const corpus *c, history *h, ct_profiler **prof, co
   double sec_log = 0; // since the last log line
   int64_t tok_log = 0, steps_log = 0;
   bool prof_open = false;
+  ct_progress *bar = ct_progress_start_label(NULL, "steps", s->max_iters - h->first_step); // a terminal's only
   for (int64_t it = h->first_step; it <= s->max_iters && rc == CT_OK; ++it) {
+    if (it % s->eval_interval == 0 || it == s->max_iters) ct_progress_erase(bar);
     if ((it % s->eval_interval == 0 || it == s->max_iters) && (rc = eval_point(t, c, h, it)) != CT_OK) break;
     if (it == s->max_iters) break;
     const int64_t k = it - h->first_step;
@@ -1235,7 +1240,9 @@ static int train(trainer *t, const corpus *c, history *h, ct_profiler **prof, co
     h->tokens += B * T * t->world, tok_log += B * T * t->world;
     if (k >= WARM_STEPS) h->steady_seconds += dt, h->steady_tokens += B * T * t->world;
     if (h->n_step_loss < STEP_LOSSES) h->step_loss[h->n_step_loss++] = loss_v;
+    ct_progress_step(bar, loss_v, B * t->world); // samples: windows of T tokens
     if (it % s->log_interval == 0 || it == s->max_iters - 1) {
+      ct_progress_erase(bar);
       printf("step %5" PRId64 " | loss %.4f | lr %.3e | norm %.3f | %7.0f tok/s | %6.1f ms/step\n", it, loss_v,
              get_lr(s, it), norm, (double)tok_log / sec_log, 1e3 * sec_log / (double)steps_log);
       fflush(stdout);
@@ -1246,6 +1253,7 @@ static int train(trainer *t, const corpus *c, history *h, ct_profiler **prof, co
       break;
     }
   }
+  ct_progress_clear(bar);
   if (prof_open && ct_profiler_stop(*prof) != CT_OK) rc = -1; // a run shorter than the window
   free(starts);
   return rc;

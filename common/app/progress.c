@@ -74,12 +74,17 @@ ct_progress *ct_progress_start_label(FILE *out, const char *label, int64_t steps
   return p;
 }
 
+void ct_progress_erase(ct_progress *p) {
+  if (!p || !p->tty || p->last_len <= 0) return;
+  fprintf(p->out, "\r%*s\r", p->last_len, "");
+  fflush(p->out);
+  p->last_len = 0;
+  p->last_draw = -1; // the next step draws the bar again
+}
+
 void ct_progress_clear(ct_progress *p) {
   if (!p) return;
-  if (p->tty && p->last_len > 0) {
-    fprintf(p->out, "\r%*s\r", p->last_len, "");
-    fflush(p->out);
-  }
+  ct_progress_erase(p);
   free(p);
 }
 

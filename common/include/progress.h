@@ -34,6 +34,9 @@ double ct_progress_finish(ct_progress *p, const char *extra);
 // the output exactly as it would be without a terminal.
 ct_progress *ct_progress_start_label(FILE *out, const char *label, int64_t steps);
 void ct_progress_clear(ct_progress *p);
+// Erases the bar from the terminal before the loop prints a line of its own;
+// the next ct_progress_step draws it again below that line.
+void ct_progress_erase(ct_progress *p);
 
 #ifdef __cplusplus
 }
