@@ -156,8 +156,8 @@ static int bytes_put(bytes *b, const char *s, size_t n) {
 
 // Appends the whole file at `path` to b.
 static int read_file(const char *path, bytes *b) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return ct_fail(CT_ERR_IO, "ch14: cannot read %s: %s", path, strerror(errno));
+  FILE *f = ct_open_input("--corpus", path, "give zh, en or the path of a UTF-8 text file");
+  if (!f) return CT_ERR_IO;
   char buf[65536];
   size_t n;
   int rc = CT_OK;
@@ -1714,8 +1714,8 @@ int main(int argc, char **argv) {
       {"top-k", CT_OPT_INT, &s.top_k, "sample from the k most likely characters (0: all)"},
       {"prompt", CT_OPT_STRING, &s.prompt, "text the final sample and --generate continue (default: a newline)"},
       {"save", CT_OPT_OUTPUT, &s.save, "write a resumable checkpoint to FILE at the end (or on Ctrl-C)"},
-      {"resume", CT_OPT_STRING, &s.resume, "continue the run saved in FILE (same flags)"},
-      {"generate", CT_OPT_STRING, &s.generate, "only sample from the checkpoint FILE"},
+      {"resume", CT_OPT_INPUT, &s.resume, "continue the run saved in FILE (same flags)"},
+      {"generate", CT_OPT_INPUT, &s.generate, "only sample from the checkpoint FILE"},
       {"save-init", CT_OPT_OUTPUT, &s.save_init, "write the initial weights and first windows to FILE (for the twin)"},
       {"init-steps", CT_OPT_INT, &s.init_steps, "steps of windows --save-init writes"},
       {"amp", CT_OPT_STRING, &s.amp, "off, bf16 or fp16: autocast (and GradScaler for fp16), chapter 9"},

@@ -31,7 +31,14 @@ extern "C" {
 // after parsing, each one given (and --metrics) is checked as the write
 // will go (its folder exists and is writable, it is not a directory), so a
 // bad path fails in the first second, exit 1, not after the training.
-typedef enum ct_opt_kind { CT_OPT_FLAG, CT_OPT_INT, CT_OPT_DOUBLE, CT_OPT_STRING, CT_OPT_OUTPUT } ct_opt_kind;
+// CT_OPT_INPUT is a string naming a file the program reads (--resume,
+// --load). No two files of one run may be the same file where one of them is
+// written: two outputs, or an output and an input, naming one file (the same
+// device and inode where it exists, the same resolved path where it does
+// not) stop the run before any work, exit 2, with a message naming both
+// flags. One pair is allowed: --resume FILE --save FILE continues a run in
+// place (the checkpoint read at the start is replaced at the end).
+typedef enum ct_opt_kind { CT_OPT_FLAG, CT_OPT_INT, CT_OPT_DOUBLE, CT_OPT_STRING, CT_OPT_OUTPUT, CT_OPT_INPUT } ct_opt_kind;
 
 // A chapter's own flag: "--name VALUE" (or "--name" for CT_OPT_FLAG), stored
 // through `out` (bool*, long*, double*, const char**).
@@ -58,7 +65,9 @@ typedef struct ct_cli {
 // itself again with OMP_WAIT_POLICY=passive (see cli.c: spinning OpenMP
 // threads starve OpenBLAS's threads on small or busy machines).
 // On --help prints usage and exits 0; on a bad flag prints the problem and
-// usage to stderr and exits 2; an output file (--metrics, CT_OPT_OUTPUT)
+// usage to stderr and exits 2; two flags naming one file (CT_OPT_INPUT) print
+// "<program>: --save and --save-init name the same file ..." and exit 2; an
+// output file (--metrics, CT_OPT_OUTPUT)
 // that cannot be written prints "<program>: --save <path>: <why>" and
 // exits 1, having created nothing.
 void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts);
@@ -81,7 +90,9 @@ void ct_cli_launch(const char *program, int argc, char **argv, int nproc);
 // loop polls ct_cli_interrupted() after each step, saves what it needs and
 // ends. A second SIGINT ends the process at once (exit status 130), removing
 // the temporary of a save in progress, so the target file keeps its old
-// content. Programs that never call ct_cli_catch_interrupt keep the default
+// content. SIGTERM (timeout(1), a scheduler, kill) is handled the same way
+// (a second one exits with status 143). Programs that never call
+// ct_cli_catch_interrupt keep the default
 // (Ctrl-C ends them). For tests, $CT_TEST_SIGINT_AFTER=N[,M] makes the N-th
 // call of ct_cli_interrupted() (and the M-th) raise a real SIGINT first.
 void ct_cli_catch_interrupt(void);
