@@ -1143,14 +1143,14 @@ static int sample_text(gpt *g, const vocab *v, const char *prompt, int64_t n, do
 
 每一步：按步数从训练集抽 B 个窗口，`train_step`，读出损失。每 `log_interval` 步打印一行：步数、这一步的损失、学习率、梯度范数（裁剪之前）、这段时间每秒处理的 token 数。每 `eval_interval` 步（以及第 0 步和最后）评估一次训练集和验证集的损失，再用当时的模型写一段样本：第 0 步的样本是随机字符，之后逐渐有了这份语料的样子。
 
-Ctrl-C 和 `--resume` 沿用第 6 章的做法：第一次 Ctrl-C 让循环在当前这一步结束后停下；有 `--save FILE` 时写一个可续训的检查点（模型、AdamW 的状态、生成器、步数，以及本章加的运行参数和字符表），退出码 130。`--resume FILE` 把它们装回去，从下一步接着训练。窗口的起点只取决于步数，所以续训的每一步损失和不中断的训练逐位相同（`chapter.ch14_resume`）。
+Ctrl-C 和 `--resume` 沿用第 6 章的做法：第一次 Ctrl-C 让循环在当前这一步结束后停下；有 `--save FILE` 时写一个可续训的检查点（模型、AdamW 的状态、生成器、步数，以及本章加的运行参数和字符表），退出码 130（SIGTERM 同样处理，退出码 143）。`--resume FILE` 把它们装回去，从下一步接着训练。窗口的起点只取决于步数，所以续训的每一步损失和不中断的训练逐位相同（`chapter.ch14_resume`）。
 :::
 ::: en
 ## The training loop
 
 Each step: B windows drawn from the training split by step number, `train_step`, the loss read. Every `log_interval` steps a line: the step, its loss, the learning rate, the gradient norm (before clipping), and the tokens per second since the last line. Every `eval_interval` steps (and at step 0 and at the end) the loss on the train and val splits is estimated and the model of the moment writes a sample: at step 0 random characters, later more and more the look of the corpus.
 
-Ctrl-C and `--resume` work as in chapter 6: the first Ctrl-C stops the loop after the current step; with `--save FILE` a resumable checkpoint is written (the model, AdamW's state, the generators, the step, and this chapter's run settings and vocabulary), exit status 130. `--resume FILE` puts it all back and training goes on from the next step. Window starts depend only on the step, so each step's loss of the resumed run is bit-identical to the uninterrupted run's (`chapter.ch14_resume`).
+Ctrl-C and `--resume` work as in chapter 6: the first Ctrl-C stops the loop after the current step; with `--save FILE` a resumable checkpoint is written (the model, AdamW's state, the generators, the step, and this chapter's run settings and vocabulary), exit status 130 (SIGTERM is handled the same way, exit status 143). `--resume FILE` puts it all back and training goes on from the next step. Window starts depend only on the step, so each step's loss of the resumed run is bit-identical to the uninterrupted run's (`chapter.ch14_resume`).
 :::
 */
 typedef struct history {
@@ -1545,7 +1545,7 @@ static _Noreturn void stop_interrupted(trainer *t, const vocab *v, const history
     printf("saved %s: continue with --resume %s and the same flags\n", t->s->save, t->s->save);
   }
   fflush(stdout);
-  exit(130);
+  exit(ct_cli_interrupt_status()); // 130 after Ctrl-C, 143 after SIGTERM
 }
 
 // --generate FILE: sample from a saved checkpoint, nothing else.

@@ -494,8 +494,11 @@ static volatile sig_atomic_t interrupts; // SIGINTs and SIGTERMs received since 
 
 // SIGTERM (what `timeout`, schedulers and `kill` send) is handled as Ctrl-C
 // is: the first ends the run after this step, the second at once.
+static volatile sig_atomic_t first_signal = SIGINT;
+
 static void on_sigint(int sig) {
   if (interrupts++ == 0) {
+    first_signal = sig;
     static const char msg_int[] = "\ninterrupted: stopping after this step (Ctrl-C again to quit now)\n";
     static const char msg_term[] = "\nterminated (SIGTERM): stopping after this step (a second SIGTERM or Ctrl-C quits now)\n";
     ssize_t w = sig == SIGTERM ? write(STDERR_FILENO, msg_term, sizeof msg_term - 1)
@@ -519,7 +522,8 @@ void ct_cli_catch_interrupt(void) {
   sigaction(SIGTERM, &sa, NULL);
 }
 
-// The test aid: counts calls and raises SIGINT at the ones $CT_TEST_SIGINT_AFTER names.
+// The test aid: counts calls and raises SIGINT (SIGTERM with $CT_TEST_SIGNAL=TERM) at the ones
+// $CT_TEST_SIGINT_AFTER names.
 static void test_sigint(void) {
   static long calls;
   const char *spec = getenv("CT_TEST_SIGINT_AFTER");
@@ -529,11 +533,13 @@ static void test_sigint(void) {
     char *end;
     long at = strtol(p, &end, 10);
     if (end == p) return;
-    if (at == calls) raise(SIGINT);
+    if (at == calls) raise(getenv("CT_TEST_SIGNAL") && !strcmp(getenv("CT_TEST_SIGNAL"), "TERM") ? SIGTERM : SIGINT);
     p = *end == ',' ? end + 1 : end;
     if (*end && *end != ',') return;
   }
 }
+
+int ct_cli_interrupt_status(void) { return 128 + first_signal; }
 
 bool ct_cli_interrupted(void) {
   test_sigint();

@@ -95,8 +95,12 @@ void ct_cli_launch(const char *program, int argc, char **argv, int nproc);
 // ct_cli_catch_interrupt keep the default
 // (Ctrl-C ends them). For tests, $CT_TEST_SIGINT_AFTER=N[,M] makes the N-th
 // call of ct_cli_interrupted() (and the M-th) raise a real SIGINT first.
+// $CT_TEST_SIGNAL=TERM makes that a SIGTERM. ct_cli_interrupt_status() is
+// the exit status for a run the first signal stopped: 130 (SIGINT) or 143
+// (SIGTERM).
 void ct_cli_catch_interrupt(void);
 bool ct_cli_interrupted(void);
+int ct_cli_interrupt_status(void);
 // ---- a loss that is not a number -------------------------------------------
 // A training loop's guard, for the loss it reads anyway (a step's loss, or
 // the sum of the steps' losses since the last read): when `loss` is NaN or
