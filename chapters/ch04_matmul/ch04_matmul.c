@@ -74,6 +74,7 @@ ninja ch04_matmul && ./ch04            # both ladders where there is a GPU, else
 #define _GNU_SOURCE // sched_getaffinity, CPU_COUNT
 
 #include <cblas.h>
+#include <limits.h> // PATH_MAX
 #include <math.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -181,8 +182,11 @@ static void die_oom(const run *r, const char *what) {
 
 // Writes n floats to DIR/name; returns false (and says why) on failure.
 static bool dump_floats(const char *dir, const char *name, const float *x, size_t n) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  char path[PATH_MAX];
+  if (ct_path_join(path, sizeof path, "--dump", dir, name) != CT_OK) {
+    fprintf(stderr, "ch04: %s\n", ct_last_error());
+    return false;
+  }
   FILE *f = fopen(path, "wb");
   bool ok = f && fwrite(x, sizeof(float), n, f) == n;
   if (f && fclose(f) != 0) ok = false;
@@ -1214,6 +1218,7 @@ int main(int argc, char **argv) {
   };
   ct_cli cli = {.program = "ch04", .summary = "Chapter 4: C = A*B as a ladder of versions on the CPU and the GPU."};
   ct_cli_parse(&cli, argc, argv, opts, COUNT(opts));
+  ct_cli_check_path(&cli, "--dump", rn.dump, "c_" "0123456789012345678901234567890123456789012345678901234567.f32"); // the longest name (63): a long folder is refused now
   if (rn.corrupt) { // a name that matches no version would make --corrupt silently do nothing
     bool known = false;
     for (int v = 0; v < GPU_NV; v++) known |= !strcmp(rn.corrupt, GPU_VERSIONS[v].name);

@@ -69,6 +69,7 @@ cd build && ninja ch06_image_classification
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <limits.h> // PATH_MAX
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -970,8 +971,11 @@ static void show_predictions(const settings *s, const ct_cli *cli, ct_module *mo
     draw_text(&c, x0, y0 + GRID_IMG + 13, line, GRAY);
   }
 
-  char path[4096], tmp[4160];
-  snprintf(path, sizeof path, "%s/predictions.png", s->out_dir);
+  char path[PATH_MAX], tmp[PATH_MAX + 64];
+  if (ct_path_join(path, sizeof path, "--out-dir", s->out_dir, "predictions.png") != CT_OK) {
+    fprintf(stderr, "ch06: %s\n", ct_last_error());
+    exit(1);
+  }
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   int written = stbi_write_png(tmp, c.w, c.h, 3, c.rgb, c.w * 3);
   free(c.rgb);
@@ -1086,6 +1090,7 @@ int main(int argc, char **argv) {
       {"test-size", CT_OPT_INT, &s.test_size, "use the first N test images (0: all; --quick: 1000)"},
   };
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  ct_cli_check_path(&cli, "--out-dir", s.out_dir, "predictions.png"); // a long folder: refused now
   /*md hide*/
   bool cnn = strcmp(s.model, "cnn") == 0, adam = strcmp(s.optimizer, "adam") == 0;
   const char *bad = NULL;

@@ -26,6 +26,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h> // PATH_MAX
 #include <signal.h>
 #include <math.h>
 #include <stdarg.h>
@@ -544,6 +545,19 @@ int ct_cli_interrupt_status(void) { return 128 + first_signal; }
 bool ct_cli_interrupted(void) {
   test_sigint();
   return interrupts > 0;
+}
+
+int ct_path_join(char *buf, size_t cap, const char *flag, const char *dir, const char *name) {
+  int n = snprintf(buf, cap, "%s/%s", dir, name);
+  if (n >= 0 && (size_t)n < cap) return CT_OK;
+  if (cap) buf[0] = '\0';
+  return ct_fail(CT_ERR_VALUE, "%s %s: the path %s/%s is %d bytes, more than the %zu this program takes; use a "
+                 "shorter folder", flag, dir, dir, name, n, cap ? cap - 1 : 0);
+}
+
+void ct_cli_check_path(const ct_cli *cli, const char *flag, const char *dir, const char *name) {
+  char buf[PATH_MAX];
+  if (dir && ct_path_join(buf, sizeof buf, flag, dir, name) != CT_OK) ct_cli_die(cli);
 }
 
 void ct_cli_section(const char *name) {

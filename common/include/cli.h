@@ -110,6 +110,16 @@ int ct_cli_interrupt_status(void);
 // < last_step) and exits 1. Returns when the loss is finite.
 void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64_t last_step, double lr);
 
+// ---- paths never cut short -----------------------------------------------------
+// Writes "DIR/NAME" into buf (cap bytes). A path that does not fit is never
+// truncated: CT_ERR_VALUE, "--out-dir DIR: the path DIR/NAME is N bytes, more
+// than the M this program takes; use a shorter folder" (flag names the
+// flag DIR came from). Chapters check their output folders with it right
+// after ct_cli_parse, so a long path is refused before any work.
+int ct_path_join(char *buf, size_t cap, const char *flag, const char *dir, const char *name);
+// The same check, exiting 1 with the message (for main, after ct_cli_parse).
+void ct_cli_check_path(const ct_cli *cli, const char *flag, const char *dir, const char *name);
+
 // Prints a section header "== name ==" that the book uses to place output.
 void ct_cli_section(const char *name);
 
