@@ -551,8 +551,9 @@ int ct_path_join(char *buf, size_t cap, const char *flag, const char *dir, const
   int n = snprintf(buf, cap, "%s/%s", dir, name);
   if (n >= 0 && (size_t)n < cap) return CT_OK;
   if (cap) buf[0] = '\0';
-  return ct_fail(CT_ERR_VALUE, "%s %s: the path %s/%s is %d bytes, more than the %zu this program takes; use a "
-                 "shorter folder", flag, dir, dir, name, n, cap ? cap - 1 : 0);
+  // The fix first: the folder, which may be very long, goes last.
+  return ct_fail(CT_ERR_VALUE, "%s: the path of %s in this folder would be %d bytes, more than the %zu this "
+                 "program takes; use a shorter folder than %s", flag, name, n, cap ? cap - 1 : 0, dir);
 }
 
 void ct_cli_check_path(const ct_cli *cli, const char *flag, const char *dir, const char *name) {

@@ -112,8 +112,9 @@ void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64
 
 // ---- paths never cut short -----------------------------------------------------
 // Writes "DIR/NAME" into buf (cap bytes). A path that does not fit is never
-// truncated: CT_ERR_VALUE, "--out-dir DIR: the path DIR/NAME is N bytes, more
-// than the M this program takes; use a shorter folder" (flag names the
+// truncated: CT_ERR_VALUE, "--out-dir: the path of NAME in this folder would
+// be N bytes, more than the M this program takes; use a shorter folder than
+// DIR" (flag names the
 // flag DIR came from). Chapters check their output folders with it right
 // after ct_cli_parse, so a long path is refused before any work.
 int ct_path_join(char *buf, size_t cap, const char *flag, const char *dir, const char *name);
