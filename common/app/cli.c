@@ -53,8 +53,8 @@ static const char *opt_metavar(ct_opt_kind kind) {
   case CT_OPT_INT: return "N";
   case CT_OPT_DOUBLE: return "X";
   case CT_OPT_STRING: return "S";
-  case CT_OPT_OUTPUT:
-  case CT_OPT_INPUT: return "FILE";
+  case CT_OPT_OUTPUT: return "FILE";
+  case CT_OPT_INPUT: return "PATH"; // FILE marks what the program writes (tests/chapter/check_badinput.py)
   case CT_OPT_FLAG: break;
   }
   return "";

@@ -203,9 +203,9 @@ static int af_open_temp(cti_atomic_file *af, mode_t old_mode, uid_t old_uid) {
   if (fd < 0) {
     af->tmp[base] = '\0';
     int rc2 = ct_fail(CT_ERR_IO,
-                      "%s: %s: cannot create a temporary file beside it: %s (check that the directory exists and is "
-                      "writable)",
-                      af->op, af->path, strerror(e));
+                      "%s: %s: cannot create the temporary file %s.tmp.*: %s (check that the directory exists "
+                      "and is writable)",
+                      af->op, af->path, af->tmp, strerror(e));
     free(af->tmp);
     af->tmp = NULL;
     return rc2;
