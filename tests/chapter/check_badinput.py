@@ -722,8 +722,25 @@ def cmd_outputs(work, *args):
         r = w.refused([chs["ch14"], "--device", "cpu", "--quick", "--metrics", w.keep, "--corpus", w.path("missing.txt")],
                       1, ["missing.txt", "No such file or directory"], "ch14 --corpus missing")
         expect("ch14: ch14:" not in r.stderr and "give zh, en or the path" in r.stderr, "ch14 --corpus: one prefix, a fix", r)
+    # A C compiler that hangs and leaves a background child: ch13 goes on unfused after the limit.
+    if "ch13" in chs:
+        hang = w.path("hangcc")
+        with open(hang, "w") as f:
+            f.write("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'hangcc 1.0'; exit 0; fi\n"
+                    "sleep 300 & exec sleep 300\n")
+        os.chmod(hang, 0o700)
+        cache = w.path("jit-cache")
+        os.makedirs(cache, mode=0o700)
+        env = dict(os.environ, CT_JIT_CC=hang, CT_JIT_CC_TIMEOUT="2", CT_JIT_CACHE=cache)
+        r = subprocess.run([chs["ch13"], "--device", "cpu", "--quick", "--metrics", w.keep], capture_output=True,
+                           text=True, timeout=250, env=env, cwd=w.cwd)
+        print(f"$ CT_JIT_CC=hangcc CT_JIT_CC_TIMEOUT=2 ch13 --quick\n  -> exit {r.returncode}", flush=True)
+        expect_no_crash(r, "ch13 with a hanging compiler")
+        expect(r.returncode == 0 and "did not finish within 2 s" in r.stdout
+               and "the sections below measure the unfused chain only" in r.stdout,
+               "ch13 with a hanging compiler: goes on unfused, saying why", r)
     print("PASS: two flags on one file refused; planted temporaries never followed; long paths refused; "
-          "special files refused as inputs")
+          "special files refused as inputs; a hanging JIT compiler killed")
 
 
 def cmd_gpu(work, have_cuda, *args):
