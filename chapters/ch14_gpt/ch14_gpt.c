@@ -156,7 +156,11 @@ static int bytes_put(bytes *b, const char *s, size_t n) {
 
 // Appends the whole file at `path` to b.
 static int read_file(const char *path, bytes *b) {
+  errno = 0;
   FILE *f = ct_open_input("--corpus", path, "give zh, en or the path of a UTF-8 text file");
+  if (!f && errno && errno != EISDIR)
+    return ct_fail(CT_ERR_IO, "--corpus: %s: cannot open: %s (give zh, en or the path of a UTF-8 text file)", path,
+                   strerror(errno));
   if (!f) return CT_ERR_IO;
   char buf[65536];
   size_t n;

@@ -26,9 +26,10 @@ extern "C" {
 // Opens an input file for reading ("rb") without ever blocking: the path is
 // opened with O_NONBLOCK|O_NOCTTY, and anything but a regular file (a FIFO,
 // a terminal, a device, a directory, a socket) is refused, closed and
-// reported: "<op>: <path> is a FIFO, not a file: <want>" (want: what to
-// give instead, e.g. "give the path of a safetensors file"). NULL and
-// ct_last_error() on failure.
+// reported: "<op>: <path> is a FIFO (named pipe), not a regular file:
+// <want>" (want: what to give instead, e.g. "give the path of a safetensors
+// file"). NULL and ct_last_error() on failure; when open itself failed
+// ("<op>: <path>: <strerror>"), errno is its errno.
 FILE *ct_open_input(const char *op, const char *path, const char *want);
 
 // Saves the n named tensors (any device; copied to the host), with optional

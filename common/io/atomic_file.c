@@ -377,19 +377,18 @@ FILE *ct_open_input(const char *op, const char *path, const char *want) {
     return NULL;
   }
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT || errno == EACCES || errno == ELOOP || errno == ENAMETOOLONG || errno == ENOTDIR)
-      ct_fail(CT_ERR_IO, "%s: %s: cannot open: %s (%s)", op, path, strerror(errno), want);
-    else if (errno == EISDIR)
-      ct_fail(CT_ERR_IO, "%s: %s is a directory, not a file: %s", op, path, want);
-    else
-      ct_fail(CT_ERR_IO, "%s: %s: cannot open: %s (%s)", op, path, strerror(errno), want);
+  if (fd < 0) { // errno stays the open's, for a caller that words it its own way
+    int e = errno;
+    if (e == EISDIR) ct_fail(CT_ERR_IO, "%s: %s is a directory, not a file: %s", op, path, want);
+    else ct_fail(CT_ERR_IO, "%s: %s: %s", op, path, strerror(e));
+    errno = e;
     return NULL;
   }
   struct stat sb;
   if (fstat(fd, &sb) != 0) {
     ct_fail(CT_ERR_IO, "%s: %s: cannot stat: %s", op, path, strerror(errno));
     close(fd);
+    errno = 0;
     return NULL;
   }
   if (!S_ISREG(sb.st_mode)) {
@@ -399,8 +398,10 @@ FILE *ct_open_input(const char *op, const char *path, const char *want) {
                        : S_ISBLK(sb.st_mode)  ? "a block device"
                        : S_ISSOCK(sb.st_mode) ? "a socket"
                                               : "not a regular file";
-    ct_fail(CT_ERR_IO, "%s: %s is %s, not a file: %s", op, path, what, want);
+    if (S_ISDIR(sb.st_mode)) ct_fail(CT_ERR_IO, "%s: %s is a directory, not a file: %s", op, path, want);
+    else ct_fail(CT_ERR_IO, "%s: %s is %s, not a regular file: %s", op, path, what, want);
     close(fd);
+    errno = 0; // not an open error
     return NULL;
   }
   (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -408,6 +409,7 @@ FILE *ct_open_input(const char *op, const char *path, const char *want) {
   if (!f) {
     ct_fail(CT_ERR_IO, "%s: %s: fdopen: %s", op, path, strerror(errno));
     close(fd);
+    errno = 0;
   }
   return f;
 }

@@ -283,7 +283,7 @@ def cmd_data(work, *args):
         ("label-value", {"tl": good["tl"][:-1] + b"\x0a"}, [], ["label 10 at index 255 is not a class (0..9)"]),
         ("empty", {"ti": b""}, ["ti"], ["truncated IDX file: 0 of the 4 magic bytes"]),
         ("empty-gzip", {"ti": b""}, [], ["truncated gzip'd IDX file: 0 of the 4 magic bytes"]),
-        ("directory", {"ti": None}, [], ["not a regular file", "dataset-fashion-mnist"]),
+        ("directory", {"ti": None}, [], ["is a directory, not a file", "dataset-fashion-mnist"]),
         ("test-set", {"vi": b"\x00\x00\x08\x03" + b"\x00\x00\x00\x05"}, [], ["t10k-images-idx3-ubyte.gz", "truncated"]),
     ]
     for name, broken, raw, needles in cases:
@@ -716,7 +716,7 @@ def cmd_outputs(work, *args):
                    ([chs["ch14"], "--generate", fifo], "a FIFO")]
     for cmd, what in inputs:
         r = w.refused(cmd[:1] + ["--device", "cpu", "--quick", "--metrics", w.keep] + cmd[1:], 1,
-                      [cmd[-1], f"is {what}", "not a file"], f"{os.path.basename(cmd[0])} {cmd[1]} {what}")
+                      [cmd[-1], f"is {what}", "not a file" if what == "a directory" else "not a regular file"], f"{os.path.basename(cmd[0])} {cmd[1]} {what}")
         expect(not re.search(r"^(ch\d\d): \1: ", r.stderr, re.M), "a message with its prefix twice", r)
     if "ch14" in chs:
         r = w.refused([chs["ch14"], "--device", "cpu", "--quick", "--metrics", w.keep, "--corpus", w.path("missing.txt")],
