@@ -1468,7 +1468,25 @@ static void resume(trainer *t, const vocab *v, history *h) {
   const settings *s = t->s;
   char **meta = NULL, config[1024];
   ct_train_progress p;
-  if (ct_load_train_checkpoint(s->resume, t->g->root, t->opt, &p, &meta) != CT_OK) ct_cli_die(t->cli);
+  if (ct_load_train_checkpoint(s->resume, t->g->root, t->opt, &p, &meta) != CT_OK) {
+    ct_status st = ct_last_status();
+    char *why = strdup(ct_last_error());
+    ct_named_tensor *e = NULL;
+    int ne = 0;
+    bool init_file = false; // name a --save-init file as such, not as "weights only"
+    if (ct_load_safetensors(s->resume, ct_device_cpu(), &e, &ne) == CT_OK)
+      for (int i = 0; i < ne; ++i) init_file |= strcmp(e[i].name, "batch_starts") == 0;
+    ct_named_tensors_free(e, ne);
+    if (init_file) {
+      free(why);
+      fprintf(stderr, "ch14: --resume %s: a ch14 --save-init file (initial weights and the twin's windows), not a "
+              "training checkpoint; resume from the file --save wrote when the run was interrupted\n", s->resume);
+      exit(1);
+    }
+    if (why) ct_fail(st, "%s", why); // the loader's own message
+    free(why);
+    ct_cli_die(t->cli);
+  }
   run_config(s, t->world, config, sizeof config);
   const char *saved = ct_metadata_get(meta, "ch14.config"), *chars = ct_metadata_get(meta, "ch14.vocab");
   bytes mine = {0};
@@ -1559,7 +1577,15 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
   char **meta = NULL;
   int ne = 0;
   if (ct_load_safetensors_with_metadata(s->generate, ct_device_cpu(), &e, &ne, &meta) != CT_OK) ct_cli_die(cli);
+  bool init_file = false; // a --save-init file: initial weights and the twin's windows
+  for (int i = 0; i < ne; ++i) init_file |= strcmp(e[i].name, "batch_starts") == 0;
   ct_named_tensors_free(e, ne);
+  if (init_file) {
+    fprintf(stderr, "ch14: --generate %s: a ch14 --save-init file (untrained initial weights and the twin's "
+            "windows), not a checkpoint of a trained model; train with --save FILE and generate from FILE\n",
+            s->generate);
+    exit(1);
+  }
   const char *model = ct_metadata_get(meta, "ch14.model"), *chars = ct_metadata_get(meta, "ch14.vocab");
   gpt_config c = {0};
   if (!model || !chars ||

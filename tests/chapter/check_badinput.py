@@ -722,6 +722,15 @@ def cmd_outputs(work, *args):
         r = w.refused([chs["ch14"], "--device", "cpu", "--quick", "--metrics", w.keep, "--corpus", w.path("missing.txt")],
                       1, ["missing.txt", "No such file or directory"], "ch14 --corpus missing")
         expect("ch14: ch14:" not in r.stderr and "give zh, en or the path" in r.stderr, "ch14 --corpus: one prefix, a fix", r)
+    # A file of the wrong kind named as such: ch14's --save-init file given to --resume or --generate.
+    if "ch14" in chs:
+        init = w.path("init.safetensors")
+        w.ok([chs["ch14"], "--device", "cpu", "--quick", "--save-init", init], "ch14 --save-init")
+        for flag in ("--resume", "--generate"):
+            r = w.refused([chs["ch14"], "--device", "cpu", "--quick", "--metrics", w.keep, flag, init], 1,
+                          [flag, "a ch14 --save-init file", "--save"], f"ch14 {flag} of a --save-init file")
+            expect("another model" not in r.stderr and "--load" not in r.stderr,
+                   f"ch14 {flag}: the message names another model or a flag ch14 lacks", r)
     # A C compiler that hangs and leaves a background child: ch13 goes on unfused after the limit.
     if "ch13" in chs:
         hang = w.path("hangcc")
