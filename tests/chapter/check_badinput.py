@@ -28,6 +28,10 @@ Each MODE is one ctest (`chapter.badinput_MODE`, label chapter; `gpu.badinput`, 
                 folder, /dev/full, a full file system, onto a directory or a socket (exit 1,
                 before the work: no "device:" line); a symbolic link, a FIFO with a reader and
                 /dev/null written through and left what they were; a FIFO without a reader
+    outputs     issue 23: two flags naming one file (every chapter, every FILE flag; links, other
+                spellings; an output naming an input), links planted at the old temporary names,
+                folders too long, FIFOs/devices/folders as inputs, a --save-init file given to
+                ch14 --resume/--generate, ch13 with a C compiler that hangs
     gpu         (label gpu; exit 77 without a GPU) cuda:N past the count; ch08 --backend nccl
                 with one rank more than there are GPUs
 
@@ -35,7 +39,7 @@ Every refused run is checked the same way (refused()): its exit code; its stderr
 problem and the fix (the needles of each case); no traceback, sanitizer report or signal; and the
 folders it could write to (the run's working folder and the folder holding its outputs, where
 an existing --metrics file waits) are unchanged, file for file and byte for byte, with no
-FILE.tmp.PID left. Python 3's standard library only.
+FILE.tmp.* temporary left. Python 3's standard library only.
 """
 import gzip
 import hashlib
