@@ -558,7 +558,10 @@ int ct_path_join(char *buf, size_t cap, const char *flag, const char *dir, const
 
 void ct_cli_check_path(const ct_cli *cli, const char *flag, const char *dir, const char *name) {
   char buf[PATH_MAX];
-  if (dir && ct_path_join(buf, sizeof buf, flag, dir, name) != CT_OK) ct_cli_die(cli);
+  if (!dir) return;
+  if (ct_path_join(buf, sizeof buf, flag, dir, name) != CT_OK) ct_cli_die(cli);
+  // and the folder can take the file, as the writer will write it (nothing is created)
+  if (cti_atomic_check(flag, buf) != CT_OK) ct_cli_die(cli);
 }
 
 void ct_cli_section(const char *name) {

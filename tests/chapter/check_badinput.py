@@ -704,6 +704,10 @@ def cmd_outputs(work, *args):
         if name in chs:
             w.refused([chs[name], "--device", "cpu", "--quick", "--metrics", w.keep, flag, deep], 1,
                       [flag, "more than the", "use a shorter folder"], f"{name} {flag} too long", before_work=True)
+            missing = w.path("no-such-folder")
+            w.refused([chs[name], "--device", "cpu", "--quick", "--metrics", w.keep, flag, missing], 1,
+                      [flag, missing, "check that the directory exists"], f"{name} {flag} missing", before_work=True,
+                      absent=[missing])
     w.refused([ch01, "--device", "cpu", "--quick", "--metrics", os.path.join(deep, "x.json")], 1,
               ["--metrics", "File name too long"], "--metrics too long", before_work=True)
     # Special files as inputs: refused at once, naming what they are, never a hang.
