@@ -202,7 +202,7 @@ static void check_output(const ct_cli *cli, const char *flag, const char *path) 
 // it does not, the real path of its folder and its last component.
 typedef struct {
   const char *flag, *path;
-  bool output, exists;
+  bool output, exists, chardev;
   dev_t dev;
   ino_t ino;
   char *resolved; // malloc'd, NULL when it exists or its folder cannot be resolved
@@ -213,6 +213,7 @@ static void name_file(named_file *nf) {
   nf->exists = stat(nf->path, &sb) == 0;
   nf->resolved = NULL;
   if (nf->exists) {
+    nf->chardev = S_ISCHR(sb.st_mode); // /dev/null for two outputs loses nothing
     nf->dev = sb.st_dev;
     nf->ino = sb.st_ino;
     return;
@@ -231,7 +232,7 @@ static void name_file(named_file *nf) {
 
 static bool same_file(const named_file *a, const named_file *b) {
   if (a->exists != b->exists) return false;
-  if (a->exists) return a->dev == b->dev && a->ino == b->ino;
+  if (a->exists) return !a->chardev && a->dev == b->dev && a->ino == b->ino;
   if (a->resolved && b->resolved) return strcmp(a->resolved, b->resolved) == 0;
   return strcmp(a->path, b->path) == 0;
 }

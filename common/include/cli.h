@@ -119,7 +119,7 @@ void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64
 // after ct_cli_parse, so a long path is refused before any work.
 int ct_path_join(char *buf, size_t cap, const char *flag, const char *dir, const char *name);
 // The same check, and that the folder exists and lets the file be written
-// there (cti_atomic_check: nothing is created), exiting 1 with the message
+// there (the writer's own check: nothing is created), exiting 1 with the message
 // (for main, after ct_cli_parse: a bad --out-dir fails before the work).
 void ct_cli_check_path(const ct_cli *cli, const char *flag, const char *dir, const char *name);
 
