@@ -915,6 +915,30 @@ The wrong ones often show why the model went wrong: a shirt taken for a T-shirt,
 #define GRID_CELL_W (GRID_IMG + GRID_PAD)             // 96
 #define GRID_CELL_H (GRID_IMG + GRID_TEXT_H + GRID_PAD) // 120
 
+// stbi_write_png_to_func's sink: the PNG's bytes appended to a growing buffer.
+typedef struct png_buf {
+  unsigned char *p;
+  size_t n, cap;
+  bool oom;
+} png_buf;
+
+static void png_put(void *ctx, void *data, int size) {
+  png_buf *b = ctx;
+  if (b->oom || size <= 0) return;
+  if (b->n + (size_t)size > b->cap) {
+    size_t cap = b->cap ? b->cap : 65536;
+    while (cap < b->n + (size_t)size) cap *= 2;
+    unsigned char *q = realloc(b->p, cap);
+    if (!q) {
+      b->oom = true;
+      return;
+    }
+    b->p = q, b->cap = cap;
+  }
+  memcpy(b->p + b->n, data, (size_t)size);
+  b->n += (size_t)size;
+}
+
 static void show_predictions(const settings *s, const ct_cli *cli, ct_module *model, ct_dataset *test,
                              ct_metrics *m) {
   ct_cli_section("predictions");
@@ -971,19 +995,22 @@ static void show_predictions(const settings *s, const ct_cli *cli, ct_module *mo
     draw_text(&c, x0, y0 + GRID_IMG + 13, line, GRAY);
   }
 
-  char path[PATH_MAX], tmp[PATH_MAX + 64];
+  char path[PATH_MAX];
   if (ct_path_join(path, sizeof path, "--out-dir", s->out_dir, "predictions.png") != CT_OK) {
     fprintf(stderr, "ch06: %s\n", ct_last_error());
     exit(1);
   }
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  int written = stbi_write_png(tmp, c.w, c.h, 3, c.rgb, c.w * 3);
+  // Encoded in memory, then written as the checkpoints are (ct_write_file:
+  // a temporary with a random name, never a planted link, then a rename).
+  png_buf png = {0};
+  int encoded = stbi_write_png_to_func(png_put, &png, c.w, c.h, 3, c.rgb, c.w * 3);
   free(c.rgb);
-  if (!written || rename(tmp, path) != 0) {
-    remove(tmp);
-    fprintf(stderr, "ch06: cannot write %s (does --out-dir %s exist?)\n", path, s->out_dir);
+  if (!encoded || png.oom || ct_write_file("--out-dir", path, png.p, png.n) != CT_OK) {
+    fprintf(stderr, "ch06: %s\n", encoded && !png.oom ? ct_last_error() : "encoding predictions.png failed (out of memory)");
+    free(png.p);
     exit(1);
   }
+  free(png.p);
   printf("wrote %s: %dx%d pixels, the first %d test images, %d of them right\n", path, c.w, c.h, n, right);
   printf("frame and P: line green = predicted right, red = wrong; T: line = the true class\n");
   ct_metrics_str(m, "png_path", path);

@@ -32,6 +32,12 @@ extern "C" {
 // ("<op>: <path>: <strerror>"), errno is its errno.
 FILE *ct_open_input(const char *op, const char *path, const char *want);
 
+// Writes n bytes to path as the checkpoints are written (a temporary with a
+// random name beside it, created O_EXCL|O_NOFOLLOW, fsync, rename): path is
+// absent, the old file or the new one, never half of one. Messages start
+// "<op>: <path>: ". CT_OK or CT_ERR_IO/CT_ERR_VALUE/CT_ERR_OOM.
+int ct_write_file(const char *op, const char *path, const void *data, size_t n);
+
 // Saves the n named tensors (any device; copied to the host), with optional
 // string metadata (pairs key, value; NULL-terminated array, may be NULL).
 int ct_save_safetensors(const char *path, const ct_named_tensor *entries, int n,

@@ -369,6 +369,10 @@ int cti_write_file_atomically(const char *op, const char *path, const void *data
   return cti_atomic_commit(&af);
 }
 
+int ct_write_file(const char *op, const char *path, const void *data, size_t n) {
+  return cti_write_file_atomically(op, path, data, n);
+}
+
 // ---- inputs ------------------------------------------------------------------------------------
 
 FILE *ct_open_input(const char *op, const char *path, const char *want) {
