@@ -187,11 +187,11 @@ static bool dump_floats(const char *dir, const char *name, const float *x, size_
     fprintf(stderr, "ch04: %s\n", ct_last_error());
     return false;
   }
-  FILE *f = fopen(path, "wb");
-  bool ok = f && fwrite(x, sizeof(float), n, f) == n;
-  if (f && fclose(f) != 0) ok = false;
-  if (!ok) fprintf(stderr, "ch04: cannot write %s\n", path);
-  return ok;
+  if (n > SIZE_MAX / sizeof(float) || ct_write_file("--dump", path, x, n * sizeof(float)) != CT_OK) {
+    fprintf(stderr, "ch04: %s\n", ct_last_error()); // written as checkpoints are: whole or not at all
+    return false;
+  }
+  return true;
 }
 /*md show*/
 
