@@ -74,6 +74,7 @@ ninja ch04_matmul && ./ch04            # both ladders where there is a GPU, else
 #define _GNU_SOURCE // sched_getaffinity, CPU_COUNT
 
 #include <cblas.h>
+#include <limits.h> // PATH_MAX
 #include <math.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -181,13 +182,16 @@ static void die_oom(const run *r, const char *what) {
 
 // Writes n floats to DIR/name; returns false (and says why) on failure.
 static bool dump_floats(const char *dir, const char *name, const float *x, size_t n) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "wb");
-  bool ok = f && fwrite(x, sizeof(float), n, f) == n;
-  if (f && fclose(f) != 0) ok = false;
-  if (!ok) fprintf(stderr, "ch04: cannot write %s\n", path);
-  return ok;
+  char path[PATH_MAX];
+  if (ct_path_join(path, sizeof path, "--dump", dir, name) != CT_OK) {
+    fprintf(stderr, "ch04: %s\n", ct_last_error());
+    return false;
+  }
+  if (n > SIZE_MAX / sizeof(float) || ct_write_file("--dump", path, x, n * sizeof(float)) != CT_OK) {
+    fprintf(stderr, "ch04: %s\n", ct_last_error()); // written as checkpoints are: whole or not at all
+    return false;
+  }
+  return true;
 }
 /*md show*/
 
@@ -1216,6 +1220,13 @@ int main(int argc, char **argv) {
   };
   ct_cli cli = {.program = "ch04", .summary = "Chapter 4: C = A*B as a ladder of versions on the CPU and the GPU."};
   ct_cli_parse(&cli, argc, argv, opts, COUNT(opts));
+  if (rn.dump) { // a folder too long for the longest name (63 bytes), or one that cannot be written: refused now
+    char room[PATH_MAX];
+    if (ct_path_join(room, sizeof room, "--dump", rn.dump,
+                     "c_0123456789012345678901234567890123456789012345678901234567.f32") != CT_OK)
+      ct_cli_die(&cli);
+    ct_cli_check_path(&cli, "--dump", rn.dump, "a.f32");
+  }
   if (rn.corrupt) { // a name that matches no version would make --corrupt silently do nothing
     bool known = false;
     for (int v = 0; v < GPU_NV; v++) known |= !strcmp(rn.corrupt, GPU_VERSIONS[v].name);

@@ -230,7 +230,7 @@ int main(int argc, char **argv) {
       {"epochs", CT_OPT_INT, &r.h.epochs, "passes over the data (default 10; --quick 3)"},
       {"lr", CT_OPT_DOUBLE, &r.h.lr, "SGD learning rate (default 0.05)"},
       {"save-init", CT_OPT_OUTPUT, &r.save_init, "write the data and the initial weights (safetensors) to FILE"},
-      {"load-init", CT_OPT_STRING, &r.load_init, "read the data and the initial weights from FILE"},
+      {"load-init", CT_OPT_INPUT, &r.load_init, "read the data and the initial weights from FILE"},
       {"save", CT_OPT_OUTPUT, &r.save, "save the trained model's state_dict (safetensors) to FILE"},
   };
   ct_cli cli = {.program = "ch05",

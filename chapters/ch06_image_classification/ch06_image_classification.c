@@ -69,6 +69,7 @@ cd build && ninja ch06_image_classification
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <limits.h> // PATH_MAX
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -657,7 +658,7 @@ static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_opti
 ::: zh
 ## Ctrl-C 与 `--resume`
 
-训练跑到一半按下 Ctrl-C，不应该白白丢掉已经做完的步数。`main` 在训练开始前调用 `ct_cli_catch_interrupt()`：第一次 Ctrl-C 只设置一个标志，训练循环在每一步结束时用 `ct_cli_interrupted()` 检查它，于是总是停在一个完整的步之后，不会停在反向传播或参数更新的中间。停下来之后，如果给了 `--save FILE`，`stop_interrupted` 就写一个可续训的检查点，然后以退出码 130 结束（shell 对被 Ctrl-C 结束的程序报告的就是 130）。再按一次 Ctrl-C 则立刻退出：正在写的临时文件被删掉，原来的 FILE 保持原样。
+训练跑到一半按下 Ctrl-C，不应该白白丢掉已经做完的步数。`main` 在训练开始前调用 `ct_cli_catch_interrupt()`：第一次 Ctrl-C 只设置一个标志，训练循环在每一步结束时用 `ct_cli_interrupted()` 检查它，于是总是停在一个完整的步之后，不会停在反向传播或参数更新的中间。停下来之后，如果给了 `--save FILE`，`stop_interrupted` 就写一个可续训的检查点，然后以退出码 130 结束（shell 对被 Ctrl-C 结束的程序报告的就是 130）。再按一次 Ctrl-C 则立刻退出：正在写的临时文件被删掉，原来的 FILE 保持原样。`timeout` 和作业调度器发来的 SIGTERM 按 Ctrl-C 同样处理，只是退出码是 143。
 
 可续训的检查点就是 PyTorch 里常见的 `torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch, ...})`，只是写成一个 safetensors 文件（`ct_save_train_checkpoint`）：模型的张量名字前加 `model.`，优化器的状态（Adam 的 `exp_avg`、`exp_avg_sq` 和每个参数的 `step`）名字形如 `optimizer.state.3.exp_avg`；元数据里记着第几轮、这一轮已经训练了几批、一共多少步、CPU 随机数生成器的状态（Dropout 的掩码从它来），以及本章自己加的两项：这一轮到此为止的损失和，和决定训练过程的那些参数（模型、batch 大小、学习率、种子……）。
 
@@ -666,7 +667,7 @@ static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_opti
 ::: en
 ## Ctrl-C and `--resume`
 
-Pressing Ctrl-C halfway through training should not throw away the steps already done. Before training starts, `main` calls `ct_cli_catch_interrupt()`: the first Ctrl-C only sets a flag, which the training loop checks with `ct_cli_interrupted()` at the end of every step, so the run always stops after a whole step, never in the middle of a backward pass or an update. Once stopped, if `--save FILE` was given, `stop_interrupted` writes a resumable checkpoint and ends with exit status 130 (what a shell reports for a program that Ctrl-C ended). A second Ctrl-C quits at once: the temporary file being written is removed and the old FILE stays as it was.
+Pressing Ctrl-C halfway through training should not throw away the steps already done. Before training starts, `main` calls `ct_cli_catch_interrupt()`: the first Ctrl-C only sets a flag, which the training loop checks with `ct_cli_interrupted()` at the end of every step, so the run always stops after a whole step, never in the middle of a backward pass or an update. Once stopped, if `--save FILE` was given, `stop_interrupted` writes a resumable checkpoint and ends with exit status 130 (what a shell reports for a program that Ctrl-C ended). A second Ctrl-C quits at once: the temporary file being written is removed and the old FILE stays as it was. SIGTERM, what `timeout` and job schedulers send, is handled as Ctrl-C is, with exit status 143.
 
 The resumable checkpoint is PyTorch's familiar `torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch, ...})`, written as one safetensors file (`ct_save_train_checkpoint`): the model's tensors get the prefix `model.`, the optimizer's state (Adam's `exp_avg`, `exp_avg_sq` and each parameter's `step`) is named like `optimizer.state.3.exp_avg`, and the metadata records the epoch, how many batches of it were trained, the step count, the state of the CPU's random number generator (where dropout's masks come from), and two entries of the chapter's own: the epoch's loss sum so far and the settings that decide the training (model, batch size, learning rate, seed, ...).
 
@@ -914,6 +915,30 @@ The wrong ones often show why the model went wrong: a shirt taken for a T-shirt,
 #define GRID_CELL_W (GRID_IMG + GRID_PAD)             // 96
 #define GRID_CELL_H (GRID_IMG + GRID_TEXT_H + GRID_PAD) // 120
 
+// stbi_write_png_to_func's sink: the PNG's bytes appended to a growing buffer.
+typedef struct png_buf {
+  unsigned char *p;
+  size_t n, cap;
+  bool oom;
+} png_buf;
+
+static void png_put(void *ctx, void *data, int size) {
+  png_buf *b = ctx;
+  if (b->oom || size <= 0) return;
+  if (b->n + (size_t)size > b->cap) {
+    size_t cap = b->cap ? b->cap : 65536;
+    while (cap < b->n + (size_t)size) cap *= 2;
+    unsigned char *q = realloc(b->p, cap);
+    if (!q) {
+      b->oom = true;
+      return;
+    }
+    b->p = q, b->cap = cap;
+  }
+  memcpy(b->p + b->n, data, (size_t)size);
+  b->n += (size_t)size;
+}
+
 static void show_predictions(const settings *s, const ct_cli *cli, ct_module *model, ct_dataset *test,
                              ct_metrics *m) {
   ct_cli_section("predictions");
@@ -970,16 +995,22 @@ static void show_predictions(const settings *s, const ct_cli *cli, ct_module *mo
     draw_text(&c, x0, y0 + GRID_IMG + 13, line, GRAY);
   }
 
-  char path[4096], tmp[4160];
-  snprintf(path, sizeof path, "%s/predictions.png", s->out_dir);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  int written = stbi_write_png(tmp, c.w, c.h, 3, c.rgb, c.w * 3);
-  free(c.rgb);
-  if (!written || rename(tmp, path) != 0) {
-    remove(tmp);
-    fprintf(stderr, "ch06: cannot write %s (does --out-dir %s exist?)\n", path, s->out_dir);
+  char path[PATH_MAX];
+  if (ct_path_join(path, sizeof path, "--out-dir", s->out_dir, "predictions.png") != CT_OK) {
+    fprintf(stderr, "ch06: %s\n", ct_last_error());
     exit(1);
   }
+  // Encoded in memory, then written as the checkpoints are (ct_write_file:
+  // a temporary with a random name, never a planted link, then a rename).
+  png_buf png = {0};
+  int encoded = stbi_write_png_to_func(png_put, &png, c.w, c.h, 3, c.rgb, c.w * 3);
+  free(c.rgb);
+  if (!encoded || png.oom || ct_write_file("--out-dir", path, png.p, png.n) != CT_OK) {
+    fprintf(stderr, "ch06: %s\n", encoded && !png.oom ? ct_last_error() : "encoding predictions.png failed (out of memory)");
+    free(png.p);
+    exit(1);
+  }
+  free(png.p);
   printf("wrote %s: %dx%d pixels, the first %d test images, %d of them right\n", path, c.w, c.h, n, right);
   printf("frame and P: line green = predicted right, red = wrong; T: line = the true class\n");
   ct_metrics_str(m, "png_path", path);
@@ -1021,7 +1052,7 @@ static void run_config(const settings *s, const ct_cli *cli, char *out, size_t c
 
 // Ctrl-C stopped training: with --save, write everything --resume needs
 // (weights, optimizer state, generators, epoch and batch, the epoch's loss
-// sum so far, the run's settings); then exit 130, as a program Ctrl-C ends.
+// sum so far, the run's settings); then exit 130, as a program Ctrl-C ends (143 after SIGTERM).
 static _Noreturn void stop_interrupted(const settings *s, const ct_cli *cli, ct_module *model, ct_optimizer *opt,
                                        const run_state *rs) {
   printf("interrupted after step %" PRId64 " (epoch %" PRId64 ", batch %" PRId64 ")\n", rs->at.step,
@@ -1037,7 +1068,7 @@ static _Noreturn void stop_interrupted(const settings *s, const ct_cli *cli, ct_
     printf("saved %s: continue with --resume %s and the same flags\n", s->save, s->save);
   }
   fflush(stdout);
-  exit(130);
+  exit(ct_cli_interrupt_status()); // 130 after Ctrl-C, 143 after SIGTERM
 }
 
 // --resume FILE: the model, the optimizer, the generators and where to go on.
@@ -1077,15 +1108,16 @@ int main(int argc, char **argv) {
       {"data", CT_OPT_STRING, &s.data, "Fashion-MNIST folder (default: $CT_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)"},
       {"out-dir", CT_OPT_STRING, &s.out_dir, "where predictions.png goes"},
       {"save", CT_OPT_OUTPUT, &s.save, "write the trained state_dict to FILE (safetensors)"},
-      {"load", CT_OPT_STRING, &s.load, "evaluate the checkpoint FILE instead of training"},
+      {"load", CT_OPT_INPUT, &s.load, "evaluate the checkpoint FILE instead of training"},
       {"save-init", CT_OPT_OUTPUT, &s.save_init, "write the initial state_dict to FILE (for the PyTorch twin)"},
-      {"resume", CT_OPT_STRING, &s.resume, "continue the run Ctrl-C stopped and --save kept in FILE (same flags)"},
+      {"resume", CT_OPT_INPUT, &s.resume, "continue the run Ctrl-C stopped and --save kept in FILE (same flags)"},
       {"no-shuffle", CT_OPT_FLAG, &s.no_shuffle, "read the training set in order"},
       {"max-steps", CT_OPT_INT, &s.max_steps, "stop after this many steps (0: no limit)"},
       {"train-size", CT_OPT_INT, &s.train_size, "use the first N training images (0: all; --quick: 2560)"},
       {"test-size", CT_OPT_INT, &s.test_size, "use the first N test images (0: all; --quick: 1000)"},
   };
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  ct_cli_check_path(&cli, "--out-dir", s.out_dir, "predictions.png"); // a long folder: refused now
   /*md hide*/
   bool cnn = strcmp(s.model, "cnn") == 0, adam = strcmp(s.optimizer, "adam") == 0;
   const char *bad = NULL;

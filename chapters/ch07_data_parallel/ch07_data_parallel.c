@@ -62,6 +62,7 @@ cd build && ninja ch07_data_parallel
 #define _POSIX_C_SOURCE 200809L // clock_gettime
 
 #include <inttypes.h>
+#include <limits.h> // PATH_MAX
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -615,10 +616,10 @@ static int show_state_dict(const settings *s, const ct_device *devs, int n, ct_m
   if (!inner) return -1;
   printf("model.state_dict() keys:        %s, %s, ... (%d)\n", wrapper[0].name, wrapper[1].name, nw);
   printf("model.module.state_dict() keys: %s, %s, ... (%d)\n", inner[0].name, inner[1].name, nm);
-  char pw[512], pm[512];
-  snprintf(pw, sizeof pw, "%s/ch07_wrapper.safetensors", s->out_dir);
-  snprintf(pm, sizeof pm, "%s/ch07_module.safetensors", s->out_dir);
-  int rc = ct_save_safetensors(pw, wrapper, nw, NULL);
+  char pw[PATH_MAX], pm[PATH_MAX];
+  int rc = ct_path_join(pw, sizeof pw, "--out-dir", s->out_dir, "ch07_wrapper.safetensors");
+  if (rc == CT_OK) rc = ct_path_join(pm, sizeof pm, "--out-dir", s->out_dir, "ch07_module.safetensors");
+  if (rc == CT_OK) rc = ct_save_safetensors(pw, wrapper, nw, NULL);
   if (rc == CT_OK) rc = ct_save_safetensors(pm, inner, nm, NULL);
   if (rc == CT_OK) {
     printf("saved model.module.state_dict() -> ch07_module.safetensors\n");
@@ -714,6 +715,7 @@ int main(int argc, char **argv) {
       {"save-init", CT_OPT_OUTPUT, &s.save_init, "write the initial state_dict to FILE (for the PyTorch twin)"},
   };
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  ct_cli_check_path(&cli, "--out-dir", s.out_dir, "ch07_wrapper.safetensors"); // a long folder: refused now
   /*md hide*/
   if (s.steps < 1 || s.batch_size < 1 || !(s.lr > 0) || !(s.momentum >= 0)) {
     fprintf(stderr, "ch07: --steps and --batch-size must be >= 1, --lr > 0, --momentum >= 0\n"

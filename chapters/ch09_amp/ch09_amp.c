@@ -69,6 +69,7 @@ cd build && ninja ch09_amp
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h> // PATH_MAX
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -973,8 +974,8 @@ static int show_checkpoint(const settings *s, ct_device dev, ct_metrics *m) {
   trainer a, b;
   if (trainer_make(s, dev, &a) != CT_OK || scaled_steps(a.model, a.opt, a.scaler, &t, 0, K, s->batch, NULL)) return -1;
   // torch.save({"model": model.state_dict(), "scaler": scaler.state_dict()}, path)
-  char path[1024];
-  snprintf(path, sizeof path, "%s/ch09_checkpoint.safetensors", s->out_dir);
+  char path[PATH_MAX];
+  if (ct_path_join(path, sizeof path, "--out-dir", s->out_dir, "ch09_checkpoint.safetensors") != CT_OK) return -1;
   ct_grad_scaler_state st;
   ct_grad_scaler_metadata md;
   int n = 0;
@@ -1096,6 +1097,7 @@ int main(int argc, char **argv) {
       {"out-dir", CT_OPT_STRING, &s.out_dir, "where the checkpoint file goes"},
   };
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  ct_cli_check_path(&cli, "--out-dir", s.out_dir, "ch09_checkpoint.safetensors"); // a long folder: refused now
   /*md hide*/
   if (cli.quick) {
     if (s.steps == 40) s.steps = 8;

@@ -156,8 +156,12 @@ static int bytes_put(bytes *b, const char *s, size_t n) {
 
 // Appends the whole file at `path` to b.
 static int read_file(const char *path, bytes *b) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return ct_fail(CT_ERR_IO, "ch14: cannot read %s: %s", path, strerror(errno));
+  errno = 0;
+  FILE *f = ct_open_input("--corpus", path, "give zh, en or the path of a UTF-8 text file");
+  if (!f && errno && errno != EISDIR)
+    return ct_fail(CT_ERR_IO, "--corpus: %s: cannot open: %s (give zh, en or the path of a UTF-8 text file)", path,
+                   strerror(errno));
+  if (!f) return CT_ERR_IO;
   char buf[65536];
   size_t n;
   int rc = CT_OK;
@@ -1146,14 +1150,14 @@ static int sample_text(gpt *g, const vocab *v, const char *prompt, int64_t n, do
 
 每一步：按步数从训练集抽 B 个窗口，`train_step`，读出损失。每 `log_interval` 步打印一行：步数、这一步的损失、学习率、梯度范数（裁剪之前）、这段时间每秒处理的 token 数。每 `eval_interval` 步（以及第 0 步和最后）评估一次训练集和验证集的损失，再用当时的模型写一段样本：第 0 步的样本是随机字符，之后逐渐有了这份语料的样子。
 
-Ctrl-C 和 `--resume` 沿用第 6 章的做法：第一次 Ctrl-C 让循环在当前这一步结束后停下；有 `--save FILE` 时写一个可续训的检查点（模型、AdamW 的状态、生成器、步数，以及本章加的运行参数和字符表），退出码 130。`--resume FILE` 把它们装回去，从下一步接着训练。窗口的起点只取决于步数，所以续训的每一步损失和不中断的训练逐位相同（`chapter.ch14_resume`）。
+Ctrl-C 和 `--resume` 沿用第 6 章的做法：第一次 Ctrl-C 让循环在当前这一步结束后停下；有 `--save FILE` 时写一个可续训的检查点（模型、AdamW 的状态、生成器、步数，以及本章加的运行参数和字符表），退出码 130（SIGTERM 同样处理，退出码 143）。`--resume FILE` 把它们装回去，从下一步接着训练。窗口的起点只取决于步数，所以续训的每一步损失和不中断的训练逐位相同（`chapter.ch14_resume`）。
 :::
 ::: en
 ## The training loop
 
 Each step: B windows drawn from the training split by step number, `train_step`, the loss read. Every `log_interval` steps a line: the step, its loss, the learning rate, the gradient norm (before clipping), and the tokens per second since the last line. Every `eval_interval` steps (and at step 0 and at the end) the loss on the train and val splits is estimated and the model of the moment writes a sample: at step 0 random characters, later more and more the look of the corpus.
 
-Ctrl-C and `--resume` work as in chapter 6: the first Ctrl-C stops the loop after the current step; with `--save FILE` a resumable checkpoint is written (the model, AdamW's state, the generators, the step, and this chapter's run settings and vocabulary), exit status 130. `--resume FILE` puts it all back and training goes on from the next step. Window starts depend only on the step, so each step's loss of the resumed run is bit-identical to the uninterrupted run's (`chapter.ch14_resume`).
+Ctrl-C and `--resume` work as in chapter 6: the first Ctrl-C stops the loop after the current step; with `--save FILE` a resumable checkpoint is written (the model, AdamW's state, the generators, the step, and this chapter's run settings and vocabulary), exit status 130 (SIGTERM is handled the same way, exit status 143). `--resume FILE` puts it all back and training goes on from the next step. Window starts depend only on the step, so each step's loss of the resumed run is bit-identical to the uninterrupted run's (`chapter.ch14_resume`).
 :::
 */
 typedef struct history {
@@ -1472,7 +1476,25 @@ static void resume(trainer *t, const vocab *v, history *h) {
   const settings *s = t->s;
   char **meta = NULL, config[1024];
   ct_train_progress p;
-  if (ct_load_train_checkpoint(s->resume, t->g->root, t->opt, &p, &meta) != CT_OK) ct_cli_die(t->cli);
+  if (ct_load_train_checkpoint(s->resume, t->g->root, t->opt, &p, &meta) != CT_OK) {
+    ct_status st = ct_last_status();
+    char *why = strdup(ct_last_error());
+    ct_named_tensor *e = NULL;
+    int ne = 0;
+    bool init_file = false; // name a --save-init file as such, not as "weights only"
+    if (ct_load_safetensors(s->resume, ct_device_cpu(), &e, &ne) == CT_OK)
+      for (int i = 0; i < ne; ++i) init_file |= strcmp(e[i].name, "batch_starts") == 0;
+    ct_named_tensors_free(e, ne);
+    if (init_file) {
+      free(why);
+      fprintf(stderr, "ch14: --resume %s: a ch14 --save-init file (initial weights and the twin's windows), not a "
+              "training checkpoint; resume from the file --save wrote when the run was interrupted\n", s->resume);
+      exit(1);
+    }
+    if (why) ct_fail(st, "%s", why); // the loader's own message
+    free(why);
+    ct_cli_die(t->cli);
+  }
   run_config(s, t->world, config, sizeof config);
   const char *saved = ct_metadata_get(meta, "ch14.config"), *chars = ct_metadata_get(meta, "ch14.vocab");
   bytes mine = {0};
@@ -1553,7 +1575,7 @@ static _Noreturn void stop_interrupted(trainer *t, const vocab *v, const history
     printf("saved %s: continue with --resume %s and the same flags\n", t->s->save, t->s->save);
   }
   fflush(stdout);
-  exit(130);
+  exit(ct_cli_interrupt_status()); // 130 after Ctrl-C, 143 after SIGTERM
 }
 
 // --generate FILE: sample from a saved checkpoint, nothing else.
@@ -1563,7 +1585,15 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
   char **meta = NULL;
   int ne = 0;
   if (ct_load_safetensors_with_metadata(s->generate, ct_device_cpu(), &e, &ne, &meta) != CT_OK) ct_cli_die(cli);
+  bool init_file = false; // a --save-init file: initial weights and the twin's windows
+  for (int i = 0; i < ne; ++i) init_file |= strcmp(e[i].name, "batch_starts") == 0;
   ct_named_tensors_free(e, ne);
+  if (init_file) {
+    fprintf(stderr, "ch14: --generate %s: a ch14 --save-init file (untrained initial weights and the twin's "
+            "windows), not a checkpoint of a trained model; train with --save FILE and generate from FILE\n",
+            s->generate);
+    exit(1);
+  }
   const char *model = ct_metadata_get(meta, "ch14.model"), *chars = ct_metadata_get(meta, "ch14.vocab");
   gpt_config c = {0};
   if (!model || !chars ||
@@ -1722,8 +1752,8 @@ int main(int argc, char **argv) {
       {"top-k", CT_OPT_INT, &s.top_k, "sample from the k most likely characters (0: all)"},
       {"prompt", CT_OPT_STRING, &s.prompt, "text the final sample and --generate continue (default: a newline)"},
       {"save", CT_OPT_OUTPUT, &s.save, "write a resumable checkpoint to FILE at the end (or on Ctrl-C)"},
-      {"resume", CT_OPT_STRING, &s.resume, "continue the run saved in FILE (same flags)"},
-      {"generate", CT_OPT_STRING, &s.generate, "only sample from the checkpoint FILE"},
+      {"resume", CT_OPT_INPUT, &s.resume, "continue the run saved in FILE (same flags)"},
+      {"generate", CT_OPT_INPUT, &s.generate, "only sample from the checkpoint FILE"},
       {"save-init", CT_OPT_OUTPUT, &s.save_init, "write the initial weights and first windows to FILE (for the twin)"},
       {"init-steps", CT_OPT_INT, &s.init_steps, "steps of windows --save-init writes"},
       {"amp", CT_OPT_STRING, &s.amp, "off, bf16 or fp16: autocast (and GradScaler for fp16), chapter 9"},

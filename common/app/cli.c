@@ -11,7 +11,7 @@
 //    runs on and, when "auto" fell back to the CPU, CUDA's reason why;
 //  - a metrics file is either absent, the previous complete file, or the new
 //    complete file: the runtime's atomic writer (atomic_file.h) writes it to
-//    "<path>.tmp.<pid>", fsyncs it and renames it over <path>, so a reader
+//    "<path>.tmp.<random>", fsyncs it and renames it over <path>, so a reader
 //    never sees half a JSON object.
 //
 // The fields of a ct_cli the chapter sets before ct_cli_parse (zero the rest)
@@ -19,12 +19,14 @@
 // NULL), seed, quick, metrics_path. Flags take their value as "--seed 3" or
 // "--seed=3"; a repeated flag keeps its last value, as argparse does.
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE // realpath
 
 #include "cli.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h> // PATH_MAX
 #include <signal.h>
 #include <math.h>
 #include <stdarg.h>
@@ -54,6 +56,7 @@ static const char *opt_metavar(ct_opt_kind kind) {
   case CT_OPT_DOUBLE: return "X";
   case CT_OPT_STRING: return "S";
   case CT_OPT_OUTPUT: return "FILE";
+  case CT_OPT_INPUT: return "PATH"; // FILE marks what the program writes (tests/chapter/check_badinput.py)
   case CT_OPT_FLAG: break;
   }
   return "";
@@ -99,7 +102,8 @@ static void print_usage(FILE *f, const ct_cli *cli, const ct_cli_opt *opts, int 
       case CT_OPT_INT: fprintf(f, " (default: %ld)", *(const long *)o->out); break;
       case CT_OPT_DOUBLE: fprintf(f, " (default: %g)", *(const double *)o->out); break;
       case CT_OPT_STRING:
-      case CT_OPT_OUTPUT: {
+      case CT_OPT_OUTPUT:
+      case CT_OPT_INPUT: {
         const char *s = *(const char *const *)o->out;
         fprintf(f, " (default: %s)", s ? s : (o->kind == CT_OPT_OUTPUT ? "none, not written" : "none"));
         break;
@@ -195,7 +199,88 @@ static void check_output(const ct_cli *cli, const char *flag, const char *path) 
   exit(1);
 }
 
+// The file a path names, for comparing two flags' paths: where it exists,
+// its device and inode (links followed, as the writer follows them); where
+// it does not, the real path of its folder and its last component.
+typedef struct {
+  const char *flag, *path;
+  bool output, exists, chardev;
+  dev_t dev;
+  ino_t ino;
+  char *resolved; // malloc'd, NULL when it exists or its folder cannot be resolved
+} named_file;
+
+static void name_file(named_file *nf) {
+  struct stat sb;
+  nf->exists = stat(nf->path, &sb) == 0;
+  nf->resolved = NULL;
+  if (nf->exists) {
+    nf->chardev = S_ISCHR(sb.st_mode); // /dev/null for two outputs loses nothing
+    nf->dev = sb.st_dev;
+    nf->ino = sb.st_ino;
+    return;
+  }
+  const char *slash = strrchr(nf->path, '/');
+  const char *base = slash ? slash + 1 : nf->path;
+  char *dir = slash ? strndup(nf->path, (size_t)(slash - nf->path) + (slash == nf->path)) : strdup(".");
+  char *real = dir ? realpath(dir, NULL) : NULL;
+  free(dir);
+  if (!real) return;
+  size_t n = strlen(real) + strlen(base) + 2;
+  nf->resolved = malloc(n);
+  if (nf->resolved) snprintf(nf->resolved, n, "%s/%s", real, base);
+  free(real);
+}
+
+static bool same_file(const named_file *a, const named_file *b) {
+  if (a->exists != b->exists) return false;
+  if (a->exists) return !a->chardev && a->dev == b->dev && a->ino == b->ino;
+  if (a->resolved && b->resolved) return strcmp(a->resolved, b->resolved) == 0;
+  return strcmp(a->path, b->path) == 0;
+}
+
+// --resume FILE --save FILE: the run continues in place (cli.h).
+static bool resume_in_place(const named_file *in, const named_file *out) {
+  return !in->output && out->output && !strcmp(in->flag, "resume") && !strcmp(out->flag, "save");
+}
+
+// Two flags of one run that name one file, where at least one of them
+// writes it, lose data (a save overwriting the file another save wrote, or
+// the checkpoint being read): refused before any work, exit 2.
+static void check_distinct_files(const ct_cli *cli, const ct_cli_opt *opts, int n_opts) {
+  named_file files[64];
+  int n = 0;
+  if (cli->metrics_path) files[n++] = (named_file){.flag = "metrics", .path = cli->metrics_path, .output = true};
+  for (int k = 0; k < n_opts && n < 64; k++) {
+    const ct_cli_opt *o = &opts[k];
+    if ((o->kind != CT_OPT_OUTPUT && o->kind != CT_OPT_INPUT) || !o->out || !o->name) continue;
+    const char *p = *(const char *const *)o->out;
+    if (!p || !p[0]) continue;
+    files[n++] = (named_file){.flag = o->name, .path = p, .output = o->kind == CT_OPT_OUTPUT};
+  }
+  for (int i = 0; i < n; i++) name_file(&files[i]);
+  const named_file *clash[2] = {NULL, NULL};
+  for (int i = 0; i < n && !clash[0]; i++)
+    for (int j = i + 1; j < n && !clash[0]; j++) {
+      const named_file *a = &files[i], *b = &files[j];
+      if (!a->output && !b->output) continue; // two inputs may read one file
+      if (resume_in_place(a, b) || resume_in_place(b, a)) continue;
+      if (same_file(a, b)) clash[0] = a, clash[1] = b;
+    }
+  if (clash[0]) {
+    fflush(stdout);
+    const named_file *a = clash[0], *b = clash[1];
+    fprintf(stderr, "%s: --%s %s and --%s %s name the same file: %s; give each its own file (nothing was done)\n",
+            cli_program(cli), a->flag, a->path, b->flag, b->path,
+            a->output && b->output ? "the second write would replace the first"
+                                   : "the run would overwrite the file it reads");
+  }
+  for (int i = 0; i < n; i++) free(files[i].resolved);
+  if (clash[0]) exit(2);
+}
+
 static void check_outputs(const ct_cli *cli, const ct_cli_opt *opts, int n_opts) {
+  check_distinct_files(cli, opts, n_opts);
   check_output(cli, "metrics", cli->metrics_path);
   for (int k = 0; k < n_opts; k++)
     if (opts[k].kind == CT_OPT_OUTPUT && opts[k].out) check_output(cli, opts[k].name, *(const char *const *)opts[k].out);
@@ -292,7 +377,8 @@ void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, in
     }
     case CT_OPT_STRING:
     case CT_OPT_OUTPUT:
-      if (own->kind == CT_OPT_OUTPUT && !value[0]) usage_error(cli, opts, n_opts, "--%s expects a file path, got \"\"", name);
+    case CT_OPT_INPUT:
+      if (own->kind != CT_OPT_STRING && !value[0]) usage_error(cli, opts, n_opts, "--%s expects a file path, got \"\"", name);
       if (own->out) *(const char **)own->out = value;
       break;
     }
@@ -369,7 +455,13 @@ void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64
 _Noreturn void ct_cli_die(const ct_cli *cli) {
   fflush(stdout);
   const char *msg = ct_last_error();
-  fprintf(stderr, "%s: %s\n", cli_program(cli), (msg && msg[0]) ? msg : "unknown error");
+  if (!msg || !msg[0]) msg = "unknown error";
+  // One prefix per message: a chapter's own message that already starts
+  // "<program>: " is printed as it is (no "ch14: ch14: ...").
+  const char *prog = cli_program(cli);
+  size_t pl = strlen(prog);
+  if (!strncmp(msg, prog, pl) && msg[pl] == ':' && msg[pl + 1] == ' ') fprintf(stderr, "%s\n", msg);
+  else fprintf(stderr, "%s: %s\n", prog, msg);
   exit(1);
 }
 
@@ -411,18 +503,24 @@ void ct_cli_launch(const char *program, int argc, char **argv, int nproc) {
 }
 
 // ---- Ctrl-C ------------------------------------------------------------------------------------
-static volatile sig_atomic_t interrupts; // SIGINTs received since ct_cli_catch_interrupt
+static volatile sig_atomic_t interrupts; // SIGINTs and SIGTERMs received since ct_cli_catch_interrupt
+
+// SIGTERM (what `timeout`, schedulers and `kill` send) is handled as Ctrl-C
+// is: the first ends the run after this step, the second at once.
+static volatile sig_atomic_t first_signal = SIGINT;
 
 static void on_sigint(int sig) {
-  (void)sig;
   if (interrupts++ == 0) {
-    static const char msg[] = "\ninterrupted: stopping after this step (Ctrl-C again to quit now)\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    first_signal = sig;
+    static const char msg_int[] = "\ninterrupted: stopping after this step (Ctrl-C again to quit now)\n";
+    static const char msg_term[] = "\nterminated (SIGTERM): stopping after this step (a second SIGTERM or Ctrl-C quits now)\n";
+    ssize_t w = sig == SIGTERM ? write(STDERR_FILENO, msg_term, sizeof msg_term - 1)
+                               : write(STDERR_FILENO, msg_int, sizeof msg_int - 1);
     (void)w;
     return;
   }
   cti_atomic_unlink_pending(); // a save cut short leaves no temporary; its target is intact
-  _exit(130);                   // 128 + SIGINT, what a shell reports for a process Ctrl-C ended
+  _exit(128 + sig);             // 130 for SIGINT, 143 for SIGTERM, what a shell reports
 }
 
 void ct_cli_catch_interrupt(void) {
@@ -430,11 +528,15 @@ void ct_cli_catch_interrupt(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGINT);
+  sigaddset(&sa.sa_mask, SIGTERM);
   sa.sa_flags = SA_RESTART; // reads and waits go on; the loop polls the flag
   sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
 }
 
-// The test aid: counts calls and raises SIGINT at the ones $CT_TEST_SIGINT_AFTER names.
+// The test aid: counts calls and raises SIGINT (SIGTERM with $CT_TEST_SIGNAL=TERM) at the ones
+// $CT_TEST_SIGINT_AFTER names.
 static void test_sigint(void) {
   static long calls;
   const char *spec = getenv("CT_TEST_SIGINT_AFTER");
@@ -444,27 +546,48 @@ static void test_sigint(void) {
     char *end;
     long at = strtol(p, &end, 10);
     if (end == p) return;
-    if (at == calls) raise(SIGINT);
+    if (at == calls) raise(getenv("CT_TEST_SIGNAL") && !strcmp(getenv("CT_TEST_SIGNAL"), "TERM") ? SIGTERM : SIGINT);
     p = *end == ',' ? end + 1 : end;
     if (*end && *end != ',') return;
   }
 }
+
+int ct_cli_interrupt_status(void) { return 128 + first_signal; }
 
 bool ct_cli_interrupted(void) {
   test_sigint();
   return interrupts > 0;
 }
 
-// Stops the run now: after Ctrl-C, at a point where nothing is half-written.
+// Stops the run now: after Ctrl-C (or SIGTERM), at a point where nothing is
+// half-written; exit 130 (143 for SIGTERM), what a shell reports.
 static _Noreturn void stop_now(const char *program, const char *where) {
   fflush(stdout);
-  fprintf(stderr, "%s: interrupted: stopped %s; nothing more was run\n", program, where);
+  fprintf(stderr, "%s: %s: stopped %s; nothing more was run\n", program,
+          first_signal == SIGTERM ? "terminated" : "interrupted", where);
   cti_atomic_unlink_pending();
-  exit(130);
+  exit(ct_cli_interrupt_status());
 }
 
 void ct_cli_exit_if_interrupted(const ct_cli *cli) {
   if (ct_cli_interrupted()) stop_now(cli ? cli_program(cli) : interrupted_program, "after this step");
+}
+
+int ct_path_join(char *buf, size_t cap, const char *flag, const char *dir, const char *name) {
+  int n = snprintf(buf, cap, "%s/%s", dir, name);
+  if (n >= 0 && (size_t)n < cap) return CT_OK;
+  if (cap) buf[0] = '\0';
+  // The fix first: the folder, which may be very long, goes last.
+  return ct_fail(CT_ERR_VALUE, "%s: the path of %s in this folder would be %d bytes, more than the %zu this "
+                 "program takes; use a shorter folder than %s", flag, name, n, cap ? cap - 1 : 0, dir);
+}
+
+void ct_cli_check_path(const ct_cli *cli, const char *flag, const char *dir, const char *name) {
+  char buf[PATH_MAX];
+  if (!dir) return;
+  if (ct_path_join(buf, sizeof buf, flag, dir, name) != CT_OK) ct_cli_die(cli);
+  // and the folder can take the file, as the writer will write it (nothing is created)
+  if (cti_atomic_check(flag, buf) != CT_OK) ct_cli_die(cli);
 }
 
 void ct_cli_section(const char *name) {

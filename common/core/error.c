@@ -16,7 +16,7 @@
 #include "cuda_check.h"
 #endif
 
-#define CT_ERROR_MAX 1024
+#define CT_ERROR_MAX 16384 // room for a message naming two paths of PATH_MAX bytes
 
 static _Thread_local char last_message[CT_ERROR_MAX];
 static _Thread_local ct_status last_status = CT_OK;

@@ -239,15 +239,20 @@ static bool is_file(const char *path) {
 
 // Finds `base`.gz, else `base` uncompressed, in dir; writes the path chosen
 // (the .gz one when neither exists, for the message) into out.
-static void find_file(const char *dir, const char *base, char *out, size_t len) {
+static int find_file(const char *dir, const char *base, char *out, size_t len) {
+  int n = snprintf(out, len, "%s/%s.gz", dir, base); // the longest spelling: nothing is ever cut short
+  if (n < 0 || (size_t)n >= len)
+    return ct_fail(CT_ERR_VALUE, "ct_fashion_mnist: %s: the path %s/%s.gz is %d bytes, more than the %zu this "
+                   "program takes; use a shorter folder", dir, dir, base, n, len - 1);
   snprintf(out, len, "%s/%s", dir, base);
   if (is_file(out)) {
     char gz[4096];
     snprintf(gz, sizeof gz, "%s.gz", out);
     if (is_file(gz)) snprintf(out, len, "%s", gz);
-    return;
+    return CT_OK;
   }
   snprintf(out, len, "%s/%s.gz", dir, base);
+  return CT_OK;
 }
 
 // Reads one IDX file that must be u8 with `ndim` dims, `tail` the dims after
@@ -299,9 +304,9 @@ ct_dataset *ct_fashion_mnist(const char *dir, bool train, double mean, double st
   const char *prefix = train ? "train" : "t10k";
   char ipath[4096], lpath[4096], base[64];
   snprintf(base, sizeof base, "%s-images-idx3-ubyte", prefix);
-  find_file(dir, base, ipath, sizeof ipath);
+  if (find_file(dir, base, ipath, sizeof ipath) != CT_OK) return NULL;
   snprintf(base, sizeof base, "%s-labels-idx1-ubyte", prefix);
-  find_file(dir, base, lpath, sizeof lpath);
+  if (find_file(dir, base, lpath, sizeof lpath) != CT_OK) return NULL;
 
   const int64_t hw[2] = {28, 28};
   int64_t ni = 0, nl = 0;

@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "checkpoint.h" // ct_open_input
 #include "data.h"
 #include "error.h"
 #include "tensor_impl.h"
@@ -158,11 +159,8 @@ ct_tensor *ct_idx_read(const char *path) {
     return NULL;
   }
   idx_src s = {.path = path};
-  s.f = fopen(path, "rb");
-  if (!s.f) {
-    ct_fail(CT_ERR_IO, "ct_idx_read: %s: %s", path, strerror(errno));
-    return NULL;
-  }
+  s.f = ct_open_input("ct_idx_read", path, "give the path of an IDX file (gzip'd or not)");
+  if (!s.f) return NULL;
   struct stat st;
   if (fstat(fileno(s.f), &st) != 0 || !S_ISREG(st.st_mode)) {
     ct_fail(CT_ERR_IO, "ct_idx_read: %s: not a regular file", path);

@@ -14,12 +14,29 @@
 #ifndef CT_CHECKPOINT_H
 #define CT_CHECKPOINT_H
 
+#include <stdio.h>
+
 #include "nn.h"
 #include "optim.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+// Opens an input file for reading ("rb") without ever blocking: the path is
+// opened with O_NONBLOCK|O_NOCTTY, and anything but a regular file (a FIFO,
+// a terminal, a device, a directory, a socket) is refused, closed and
+// reported: "<op>: <path> is a FIFO (named pipe), not a regular file:
+// <want>" (want: what to give instead, e.g. "give the path of a safetensors
+// file"). NULL and ct_last_error() on failure; when open itself failed
+// ("<op>: <path>: <strerror>"), errno is its errno.
+FILE *ct_open_input(const char *op, const char *path, const char *want);
+
+// Writes n bytes to path as the checkpoints are written (a temporary with a
+// random name beside it, created O_EXCL|O_NOFOLLOW, fsync, rename): path is
+// absent, the old file or the new one, never half of one. Messages start
+// "<op>: <path>: ". CT_OK or CT_ERR_IO/CT_ERR_VALUE/CT_ERR_OOM.
+int ct_write_file(const char *op, const char *path, const void *data, size_t n);
 
 // Saves the n named tensors (any device; copied to the host), with optional
 // string metadata (pairs key, value; NULL-terminated array, may be NULL).

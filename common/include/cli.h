@@ -31,7 +31,14 @@ extern "C" {
 // after parsing, each one given (and --metrics) is checked as the write
 // will go (its folder exists and is writable, it is not a directory), so a
 // bad path fails in the first second, exit 1, not after the training.
-typedef enum ct_opt_kind { CT_OPT_FLAG, CT_OPT_INT, CT_OPT_DOUBLE, CT_OPT_STRING, CT_OPT_OUTPUT } ct_opt_kind;
+// CT_OPT_INPUT is a string naming a file the program reads (--resume,
+// --load). No two files of one run may be the same file where one of them is
+// written: two outputs, or an output and an input, naming one file (the same
+// device and inode where it exists, the same resolved path where it does
+// not) stop the run before any work, exit 2, with a message naming both
+// flags. One pair is allowed: --resume FILE --save FILE continues a run in
+// place (the checkpoint read at the start is replaced at the end).
+typedef enum ct_opt_kind { CT_OPT_FLAG, CT_OPT_INT, CT_OPT_DOUBLE, CT_OPT_STRING, CT_OPT_OUTPUT, CT_OPT_INPUT } ct_opt_kind;
 
 // A chapter's own flag: "--name VALUE" (or "--name" for CT_OPT_FLAG), stored
 // through `out` (bool*, long*, double*, const char**).
@@ -61,7 +68,9 @@ typedef struct ct_cli {
 // itself again with OMP_WAIT_POLICY=passive (see cli.c: spinning OpenMP
 // threads starve OpenBLAS's threads on small or busy machines).
 // On --help prints usage and exits 0; on a bad flag prints the problem and
-// usage to stderr and exits 2; an output file (--metrics, CT_OPT_OUTPUT)
+// usage to stderr and exits 2; two flags naming one file (CT_OPT_INPUT) print
+// "<program>: --save and --save-init name the same file ..." and exit 2; an
+// output file (--metrics, CT_OPT_OUTPUT)
 // that cannot be written prints "<program>: --save <path>: <why>" and
 // exits 1, having created nothing.
 void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts);
@@ -84,17 +93,24 @@ void ct_cli_launch(const char *program, int argc, char **argv, int nproc);
 // loop polls ct_cli_interrupted() after each step, saves what it needs and
 // ends. A second SIGINT ends the process at once (exit status 130), removing
 // the temporary of a save in progress, so the target file keeps its old
-// content. A program that never reaches ct_cli_begin (nor calls
-// ct_cli_catch_interrupt) keeps the default: Ctrl-C ends it. For tests, $CT_TEST_SIGINT_AFTER=N[,M] makes the N-th
+// content. SIGTERM (timeout(1), a scheduler, kill) is handled the same way
+// (a second one exits with status 143). A program that never reaches
+// ct_cli_begin (nor calls ct_cli_catch_interrupt) keeps the default: Ctrl-C
+// ends it. For tests, $CT_TEST_SIGINT_AFTER=N[,M] makes the N-th
 // call of ct_cli_interrupted() (and the M-th) raise a real SIGINT first.
+// $CT_TEST_SIGNAL=TERM makes that a SIGTERM. ct_cli_interrupt_status() is
+// the exit status for a run the first signal stopped: 130 (SIGINT) or 143
+// (SIGTERM).
 // ct_cli_begin calls it for every chapter, so the first Ctrl-C always stops
 // at a clean point: where a loop polls ct_cli_interrupted(), or at the start
 // of the next section (ct_cli_section says "<program>: interrupted: stopped
-// before section "x"; nothing more was run" and exits 130).
+// before section "x"; nothing more was run" and exits 130, or 143 after SIGTERM).
 void ct_cli_catch_interrupt(void);
 bool ct_cli_interrupted(void);
+int ct_cli_interrupt_status(void);
 // For loops with nothing to save: after Ctrl-C, says "<program>: interrupted:
-// stopped after this step; nothing more was run" and exits 130; else returns.
+// stopped after this step; nothing more was run" and exits 130 (143 after
+// SIGTERM); else returns.
 // cli may be NULL (a helper deep in a chapter): the program ct_cli_begin named.
 void ct_cli_exit_if_interrupted(const ct_cli *cli);
 // ---- a loss that is not a number -------------------------------------------
@@ -105,6 +121,19 @@ void ct_cli_exit_if_interrupted(const ct_cli *cli);
 // ("between steps 51 and 100" when the read covers several steps: first_step
 // < last_step) and exits 1. Returns when the loss is finite.
 void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64_t last_step, double lr);
+
+// ---- paths never cut short -----------------------------------------------------
+// Writes "DIR/NAME" into buf (cap bytes). A path that does not fit is never
+// truncated: CT_ERR_VALUE, "--out-dir: the path of NAME in this folder would
+// be N bytes, more than the M this program takes; use a shorter folder than
+// DIR" (flag names the
+// flag DIR came from). Chapters check their output folders with it right
+// after ct_cli_parse, so a long path is refused before any work.
+int ct_path_join(char *buf, size_t cap, const char *flag, const char *dir, const char *name);
+// The same check, and that the folder exists and lets the file be written
+// there (the writer's own check: nothing is created), exiting 1 with the message
+// (for main, after ct_cli_parse: a bad --out-dir fails before the work).
+void ct_cli_check_path(const ct_cli *cli, const char *flag, const char *dir, const char *name);
 
 // Prints a section header "== name ==" that the book uses to place output;
 // after a Ctrl-C it stops the run instead (exit 130, see above).

@@ -12,10 +12,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "error.h"
 
 // The temporary being written, for cti_atomic_unlink_pending (a signal
@@ -75,7 +78,8 @@ static int af_resolve(cti_atomic_file *af) {
   }
 }
 
-// af->tmp := "<target>.tmp.<pid>", af->dir := the directory holding target.
+// af->tmp := room for "<target>.tmp.XXXXXXXXXXXX" (the suffix is drawn when
+// the file is created), af->dir := the directory holding target.
 static int af_names(cti_atomic_file *af) {
   const char *target = af->target;
   const char *slash = strrchr(target, '/');
@@ -84,7 +88,7 @@ static int af_names(cti_atomic_file *af) {
   af->tmp = malloc(cap);
   af->dir = malloc(dlen + 2);
   if (!af->tmp || !af->dir) return af_oom(af);
-  snprintf(af->tmp, cap, "%s.tmp.%ld", target, (long)getpid());
+  snprintf(af->tmp, cap, "%s", target);
   if (!slash) strcpy(af->dir, ".");
   else if (dlen == 0) strcpy(af->dir, "/"); // "/model.safetensors"
   else {
@@ -94,17 +98,38 @@ static int af_names(cti_atomic_file *af) {
   return CT_OK;
 }
 
+// 12 characters from [A-Za-z0-9] drawn from the kernel's generator (72
+// bits): a name nobody can plant in advance.
+static int af_random_suffix(char out[13]) {
+  static const char set[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  unsigned char r[12];
+  size_t got = 0;
+  while (got < sizeof r) {
+    ssize_t n = getrandom(r + got, sizeof r - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    got += (size_t)n;
+  }
+  for (int i = 0; i < 12; i++) out[i] = set[r[i] % (sizeof set - 1)];
+  out[12] = '\0';
+  return 0;
+}
+
 typedef enum { AF_FILE, AF_THROUGH } af_kind;
 
 // What the resolved target is: absent or a regular file (replaced through a
 // temporary), a character device or FIFO (written through), or something
 // refused (a directory, a block device, a socket).
-static int af_classify(cti_atomic_file *af, af_kind *kind, mode_t *mode) {
+static int af_classify(cti_atomic_file *af, af_kind *kind, mode_t *mode, uid_t *uid) {
   struct stat sb;
   *kind = AF_FILE;
   *mode = 0;
+  *uid = 0;
   if (stat(af->target, &sb) != 0) return CT_OK; // absent (creating the temporary says why, if it cannot)
   *mode = sb.st_mode;
+  *uid = sb.st_uid;
   if (S_ISREG(sb.st_mode)) return CT_OK;
   if (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode)) {
     *kind = AF_THROUGH;
@@ -135,20 +160,62 @@ static int af_open_through(cti_atomic_file *af, mode_t mode) {
   return CT_OK;
 }
 
-static int af_open_temp(cti_atomic_file *af, mode_t old_mode) {
+// The mode the new file gets: an existing regular file that this user owns
+// keeps its permission bits (0777; never set-id bits); anything else (a new
+// file, or one owned by someone else) gets 0666 less the umask, as a plain
+// creat() would. Nothing is copied from a file this user does not own.
+static mode_t af_final_mode(mode_t old_mode, uid_t old_uid) {
+  if (S_ISREG(old_mode) && old_uid == geteuid()) return old_mode & 0777;
+  mode_t mask = umask(022);
+  umask(mask);
+  return 0666 & ~mask;
+}
+
+// Creates the temporary "<target>.tmp.<12 random characters>" in the
+// target's directory with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600: a file or a
+// symbolic link planted at any name is never opened, followed or reused (a
+// name taken draws another, 100 tries). Signals are blocked while the file
+// is created and its name recorded, so a Ctrl-C cannot leave it behind.
+static int af_open_temp(cti_atomic_file *af, mode_t old_mode, uid_t old_uid) {
   int rc = af_names(af);
   if (rc != CT_OK) return rc;
-  if (strlen(af->tmp) < sizeof pending_tmp) { // named before it exists: a signal may come at any point
-    pending_set = 0;
-    memcpy(pending_tmp, af->tmp, strlen(af->tmp) + 1);
-    pending_set = 1;
+  size_t base = strlen(af->target);
+  sigset_t all, old;
+  sigfillset(&all);
+  int fd = -1, e = EEXIST;
+  for (int attempt = 0; attempt < 100 && fd < 0 && e == EEXIST; attempt++) {
+    char sfx[13];
+    if (af_random_suffix(sfx) != 0) {
+      e = errno;
+      break;
+    }
+    snprintf(af->tmp + base, 32, ".tmp.%s", sfx);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    e = fd < 0 ? errno : 0;
+    if (fd >= 0 && strlen(af->tmp) < sizeof pending_tmp) {
+      pending_set = 0;
+      memcpy(pending_tmp, af->tmp, strlen(af->tmp) + 1);
+      pending_set = 1;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
   }
-  int fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0)
-    return ct_fail(CT_ERR_IO,
-                   "%s: %s: cannot create the temporary file %s: %s (check that the directory exists and is writable)",
-                   af->op, af->path, af->tmp, strerror(errno));
-  if (S_ISREG(old_mode)) (void)fchmod(fd, old_mode & 07777); // keep its permissions
+  if (fd < 0) {
+    af->tmp[base] = '\0';
+    int rc2 = ct_fail(CT_ERR_IO,
+                      "%s: %s: cannot create the temporary file %s.tmp.*: %s (check that the directory exists "
+                      "and is writable)",
+                      af->op, af->path, af->tmp, strerror(e));
+    free(af->tmp);
+    af->tmp = NULL;
+    return rc2;
+  }
+  if (fchmod(fd, af_final_mode(old_mode, old_uid)) != 0) {
+    rc = ct_fail(CT_ERR_IO, "%s: %s: fchmod of %s: %s", af->op, af->path, af->tmp, strerror(errno));
+    close(fd);
+    unlink(af->tmp);
+    return rc;
+  }
   af->f = fdopen(fd, "wb");
   if (!af->f) {
     rc = ct_fail(CT_ERR_IO, "%s: %s: fdopen of %s: %s", af->op, af->path, af->tmp, strerror(errno));
@@ -160,21 +227,23 @@ static int af_open_temp(cti_atomic_file *af, mode_t old_mode) {
 }
 
 // The checks open and check share: the path's spelling, the links, the kind.
-static int af_prepare(cti_atomic_file *af, const char *op, const char *path, af_kind *kind, mode_t *mode) {
+static int af_prepare(cti_atomic_file *af, const char *op, const char *path, af_kind *kind, mode_t *mode,
+                      uid_t *uid) {
   *af = (cti_atomic_file){.op = op, .path = path};
   if (!path || !*path) return ct_fail(CT_ERR_VALUE, "%s: empty path; give a file name", op);
   const char *slash = strrchr(path, '/');
   if (slash && !slash[1])
     return ct_fail(CT_ERR_VALUE, "%s: %s: the path names a directory; give a file name inside it", op, path);
   int rc = af_resolve(af);
-  return rc != CT_OK ? rc : af_classify(af, kind, mode);
+  return rc != CT_OK ? rc : af_classify(af, kind, mode, uid);
 }
 
 int cti_atomic_open(cti_atomic_file *af, const char *op, const char *path) {
   af_kind kind;
   mode_t mode;
-  int rc = af_prepare(af, op, path, &kind, &mode);
-  if (rc == CT_OK) rc = kind == AF_THROUGH ? af_open_through(af, mode) : af_open_temp(af, mode);
+  uid_t uid;
+  int rc = af_prepare(af, op, path, &kind, &mode, &uid);
+  if (rc == CT_OK) rc = kind == AF_THROUGH ? af_open_through(af, mode) : af_open_temp(af, mode, uid);
   if (rc != CT_OK) af_free(af);
   return rc;
 }
@@ -203,7 +272,8 @@ int cti_atomic_check(const char *op, const char *path) {
   cti_atomic_file af;
   af_kind kind;
   mode_t mode;
-  int rc = af_prepare(&af, op, path, &kind, &mode);
+  uid_t uid;
+  int rc = af_prepare(&af, op, path, &kind, &mode, &uid);
   if (rc == CT_OK && kind == AF_THROUGH) {
     // Opening a FIFO's write end and closing it would hand its reader an
     // end of file: ask for permission only.
@@ -212,7 +282,7 @@ int cti_atomic_check(const char *op, const char *path) {
     else if (S_ISCHR(mode))
       rc = af_probe_device(&af);
   } else if (rc == CT_OK) {
-    rc = af_open_temp(&af, mode);
+    rc = af_open_temp(&af, mode, uid);
     if (rc == CT_OK) {
       rc = af_probe_space(&af);
       cti_atomic_abort(&af);
@@ -238,7 +308,10 @@ int cti_atomic_write(cti_atomic_file *af, const void *p, size_t n) {
 
 void cti_atomic_abort(cti_atomic_file *af) {
   if (af->f) fclose(af->f);
-  if (af->tmp) unlink(af->tmp);
+  if (af->tmp) {
+    pending_set = 0; // first, so a signal now cannot unlink the name again
+    unlink(af->tmp);
+  }
   af_free(af);
 }
 
@@ -294,4 +367,53 @@ int cti_write_file_atomically(const char *op, const char *path, const void *data
   if (rc != CT_OK) return rc;
   cti_atomic_write(&af, data, n);
   return cti_atomic_commit(&af);
+}
+
+int ct_write_file(const char *op, const char *path, const void *data, size_t n) {
+  return cti_write_file_atomically(op, path, data, n);
+}
+
+// ---- inputs ------------------------------------------------------------------------------------
+
+FILE *ct_open_input(const char *op, const char *path, const char *want) {
+  if (!path || !*path) {
+    ct_fail(CT_ERR_VALUE, "%s: empty path; %s", op, want);
+    return NULL;
+  }
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) { // errno stays the open's, for a caller that words it its own way
+    int e = errno;
+    if (e == EISDIR) ct_fail(CT_ERR_IO, "%s: %s is a directory, not a file: %s", op, path, want);
+    else ct_fail(CT_ERR_IO, "%s: %s: %s", op, path, strerror(e));
+    errno = e;
+    return NULL;
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    ct_fail(CT_ERR_IO, "%s: %s: cannot stat: %s", op, path, strerror(errno));
+    close(fd);
+    errno = 0;
+    return NULL;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    const char *what = S_ISDIR(sb.st_mode)    ? "a directory"
+                       : S_ISFIFO(sb.st_mode) ? "a FIFO (named pipe)"
+                       : S_ISCHR(sb.st_mode)  ? (isatty(fd) ? "a terminal" : "a character device")
+                       : S_ISBLK(sb.st_mode)  ? "a block device"
+                       : S_ISSOCK(sb.st_mode) ? "a socket"
+                                              : "not a regular file";
+    if (S_ISDIR(sb.st_mode)) ct_fail(CT_ERR_IO, "%s: %s is a directory, not a file: %s", op, path, want);
+    else ct_fail(CT_ERR_IO, "%s: %s is %s, not a regular file: %s", op, path, what, want);
+    close(fd);
+    errno = 0; // not an open error
+    return NULL;
+  }
+  (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    ct_fail(CT_ERR_IO, "%s: %s: fdopen: %s", op, path, strerror(errno));
+    close(fd);
+    errno = 0;
+  }
+  return f;
 }

@@ -5,12 +5,16 @@
 //
 // Invariant: at every moment, `path` is either absent, the old complete
 // file, or the new complete file. The bytes go to a temporary file beside the
-// target, "<path>.tmp.<pid>" (same directory, so the same file system, so
-// rename is atomic); commit flushes and fsyncs it, renames it over the
-// target, and fsyncs the directory so the rename itself survives a crash. A
-// failure anywhere (open, write, flush, fsync, close, rename) removes the
-// temporary and leaves the target as it was. An existing target's permission
-// bits are kept.
+// target, "<path>.tmp.<12 random characters>" (same directory, so the same
+// file system, so rename is atomic), created with O_CREAT|O_EXCL|O_NOFOLLOW
+// and mode 0600, so that nothing planted there (a file, a symbolic link to
+// someone's file) is ever opened, followed or reused; commit flushes and
+// fsyncs it, renames it over the target, and fsyncs the directory so the
+// rename itself survives a crash. A failure anywhere (open, write, flush,
+// fsync, close, rename) removes the temporary and leaves the target as it
+// was. The new file's mode: an existing regular target owned by this user
+// keeps its permission bits (0777 only); otherwise 0666 less the umask (a
+// mode is never copied from another user's file).
 //
 // Destinations that are not regular files are never replaced:
 //  - a symbolic link is followed (a chain of them too): the file it points
@@ -43,7 +47,7 @@ typedef struct cti_atomic_file {
   const char *op;   // for messages
   const char *path; // the caller's path (alive until commit/abort), named in messages
   char *target;     // path with symbolic links followed: the file replaced
-  char *tmp;        // "<target>.tmp.<pid>"; NULL when writing through a device or FIFO
+  char *tmp;        // "<target>.tmp.<random>"; NULL when writing through a device or FIFO
   char *dir;        // the directory to fsync ("." for a bare file name)
   FILE *f;          // the temporary, open for writing
   int err;          // the first write's errno, 0 while all is well
@@ -55,7 +59,7 @@ typedef struct cti_atomic_file {
 extern void (*cti_atomic_write_hook)(cti_atomic_file *af, size_t written);
 // Async-signal-safe: removes the temporary of the write in progress, if any
 // (the latest one opened). A signal handler that ends the process at once
-// (the CLI's second Ctrl-C) calls it so no "<path>.tmp.<pid>" is left behind;
+// (the CLI's second Ctrl-C) calls it so no "<path>.tmp.*" is left behind;
 // the target itself is untouched either way.
 void cti_atomic_unlink_pending(void);
 

@@ -718,10 +718,12 @@ int ct_load_safetensors_with_metadata(const char *path, ct_device device, ct_nam
   if (n) *n = 0;
   if (metadata) *metadata = NULL;
   if (!path || !entries || !n) return ct_fail(CT_ERR_VALUE, LOAD_OP ": NULL argument");
-  FILE *f = fopen(path, "rb");
-  if (!f)
+  errno = 0;
+  FILE *f = ct_open_input(LOAD_OP, path, "give the path of a safetensors file");
+  if (!f && errno && errno != EISDIR)
     return ct_fail(CT_ERR_IO, LOAD_OP ": %s: cannot open: %s (give the path of a safetensors file)", path,
                    strerror(errno));
+  if (!f) return CT_ERR_IO;
   char *hdr = NULL;
   st_entry *es = NULL;
   ct_named_tensor *out = NULL;

@@ -173,8 +173,8 @@ int ct_load_train_checkpoint(const char *path, ct_module *m, ct_optimizer *opt, 
   const char *saved_opt = ct_metadata_get(meta, "optimizer");
   if (!cti_is_train_checkpoint(meta)) {
     rc = ct_fail(CT_ERR_VALUE, OP_LOAD ": %s: not a training checkpoint (no \"ct.format\": \"" CTI_TRAIN_FORMAT
-                 "\" in its metadata): it holds a model's weights only, which --load evaluates; a resumable file is "
-                 "written by --save when training is interrupted with Ctrl-C", path);
+                 "\" in its metadata): it holds a model's weights only, without the optimizer's state and the step a "
+                 "resumed run needs; a resumable file is written by --save when training is interrupted", path);
     goto out;
   }
   if (!saved_opt || strcmp(saved_opt, ct_optimizer_name(opt)) != 0) {

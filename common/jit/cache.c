@@ -96,6 +96,67 @@ static int make_dirs(const char *op, const char *path) {
   }
 }
 
+// Every directory from / down to the cache (its real path, walked with
+// openat(O_NOFOLLOW|O_DIRECTORY), so nothing can be swapped in between two
+// checks) must be owned by root or by this user and writable by nobody
+// else: otherwise whoever could write there could rename the cache away
+// and put their own in its place. One exception, for /tmp and its like: a
+// directory with the sticky bit that others may write is accepted when the
+// directory below it is this user's, mode 0700 (no one else can rename or
+// replace that one).
+static int trusted_path(const char *op, const char *shown, const char *real) {
+  int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ct_fail(CT_ERR_IO, "%s: cannot open /: %s", op, strerror(errno));
+  uid_t me = geteuid();
+  char cur[4096] = "/";
+  bool sticky_above = false;
+  const char *p = real;
+  for (;;) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      int e = errno;
+      close(fd);
+      return ct_fail(CT_ERR_IO, "%s: %s: %s", op, cur, strerror(e));
+    }
+    bool loose = st.st_mode & (S_IWGRP | S_IWOTH);
+    const char *why = NULL;
+    if (st.st_uid != me && st.st_uid != 0) why = "belongs to another user";
+    else if (sticky_above && (st.st_uid != me || (st.st_mode & 077)))
+      why = "sits in a directory others may write (sticky, like /tmp) and is not yours with mode 0700";
+    else if (loose && !(st.st_mode & S_ISVTX)) why = "is writable by others than you and root";
+    if (why) {
+      close(fd);
+      return ct_fail(CT_ERR_VALUE, "%s: the cache directory %s is not safe: %s (uid %u, mode %04o) %s; refusing to "
+                     "load code from it (set CT_JIT_CACHE to a directory of your own, under your home)",
+                     op, shown, cur, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), why);
+    }
+    sticky_above = loose; // loose and sticky: the next one must be ours, 0700
+    while (*p == '/') p++;
+    if (!*p) break;
+    const char *e = strchr(p, '/');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    char name[256];
+    if (n >= sizeof name) {
+      close(fd);
+      return ct_fail(CT_ERR_VALUE, "%s: the cache directory %s has a name longer than 255 bytes", op, shown);
+    }
+    memcpy(name, p, n);
+    name[n] = '\0';
+    int next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int err = errno;
+    close(fd);
+    size_t cl = strlen(cur);
+    snprintf(cur + cl, sizeof cur - cl, "%s%s", cl > 1 ? "/" : "", name);
+    if (next < 0)
+      return ct_fail(CT_ERR_VALUE, "%s: the cache directory %s: %s: %s (a symbolic link or a file appeared while "
+                     "checking it?)", op, shown, cur, strerror(err));
+    fd = next;
+    p += n;
+  }
+  close(fd);
+  return CT_OK;
+}
+
 int cti_jit_cache_dir(const char *op, char *buf, size_t len) {
   int rc = default_dir(op, buf, len);
   if (rc) return rc;
@@ -120,7 +181,11 @@ int cti_jit_cache_dir(const char *op, char *buf, size_t len) {
                    : st.st_mode & S_IWGRP                           ? "its group"
                                                                     : "others",
                    (unsigned)(st.st_mode & 07777), buf);
-  return CT_OK;
+  char *real = realpath(buf, NULL);
+  if (!real) return ct_fail(CT_ERR_IO, "%s: cache directory %s: %s", op, buf, strerror(errno));
+  int rc2 = trusted_path(op, buf, real);
+  free(real);
+  return rc2;
 }
 
 int cti_jit_entry_path(const char *op, const cti_jit_key *k, ct_device_type type, char *buf, size_t len) {
@@ -163,7 +228,7 @@ int cti_jit_entry_write(const char *op, const char *path, const cti_jit_key *k, 
 static int read_all(const char *op, const char *path, unsigned char **data, size_t *n) {
   *data = NULL;
   *n = 0;
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC); // a FIFO: no wait for a writer
   if (fd < 0) {
     if (errno == ENOENT) return 1;
     if (errno == ELOOP) return ct_fail(CT_ERR_VALUE, "%s: %s is a symbolic link, not an entry", op, path);
@@ -172,7 +237,9 @@ static int read_all(const char *op, const char *path, unsigned char **data, size
   struct stat st;
   int rc = CT_OK;
   if (fstat(fd, &st) != 0) rc = ct_fail(CT_ERR_IO, "%s: %s: %s", op, path, strerror(errno));
-  else if (!S_ISREG(st.st_mode)) rc = ct_fail(CT_ERR_VALUE, "%s: %s is not a regular file", op, path);
+  else if (!S_ISREG(st.st_mode))
+    rc = ct_fail(CT_ERR_VALUE, "%s: %s is not a regular file (%s)", op, path,
+                 S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
   else if ((uint64_t)st.st_size > ENTRY_MAX_BYTES)
     rc = ct_fail(CT_ERR_VALUE, "%s: %s is larger than any entry (%lld bytes)", op, path, (long long)st.st_size);
   unsigned char *p = rc ? NULL : malloc((size_t)st.st_size + 1);
@@ -403,8 +470,10 @@ static int from_disk_or_compiler(const char *op, ct_device dev, const cti_jit_ke
   stats.compiles++;
   stats.compile_seconds += seconds;
   pthread_mutex_unlock(&lock);
-  rc = cti_jit_entry_write(op, path, key, payload, n);
-  if (rc == CT_OK) rc = load(op, dev, dir, payload, n, k);
+  // An entry that cannot be written (something that is not a file sits at its
+  // name) costs the next process a compile, not this one its kernel.
+  if (cti_jit_entry_write(op, path, key, payload, n) != CT_OK) note_rejection();
+  rc = load(op, dev, dir, payload, n, k);
   free(payload);
   return rc;
 }

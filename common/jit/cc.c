@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h> // memfd_create
 #include <unistd.h>
 
 #include "error.h"
@@ -137,13 +138,22 @@ int cti_jit_cc_compile(const char *op, const char *dir, const char *source, unsi
   const char *compiler, *flags;
   int rc = cti_jit_cc_identity(op, &compiler, &flags);
   if (rc) return rc;
-  char src[4200], obj[4200];
-  int fd = fresh_file(op, dir, "tmp", ".c", src, sizeof src);
-  if (fd < 0) return ct_last_status();
+  // A fresh private directory (mkdtemp: mode 0700, a new name) for the
+  // source and the object: no file of the build can be planted or swapped.
+  char bdir[4200], src[4300], obj[4300];
+  if (snprintf(bdir, sizeof bdir, "%s/build-%ld-XXXXXX", dir, (long)getpid()) >= (int)sizeof bdir)
+    return ct_fail(CT_ERR_VALUE, "%s: cache path too long", op);
+  if (!mkdtemp(bdir)) return ct_fail(CT_ERR_IO, "%s: cannot create a directory in %s: %s", op, dir, strerror(errno));
+  int fd = fresh_file(op, bdir, "tmp", ".c", src, sizeof src);
+  if (fd < 0) {
+    rmdir(bdir);
+    return ct_last_status();
+  }
   int werr = write_all(fd, source, strlen(source));
   close(fd);
   if (werr) {
     unlink(src);
+    rmdir(bdir);
     return ct_fail(CT_ERR_IO, "%s: writing %s: %s", op, src, strerror(errno));
   }
   snprintf(obj, sizeof obj, "%.*s.so", (int)(strlen(src) - 2), src); // tmp-<pid>-XXXXXX.so beside it
@@ -155,6 +165,7 @@ int cti_jit_cc_compile(const char *op, const char *dir, const char *source, unsi
   int nf = split_flags(op, flagbuf, argv + k, MAX_FLAGS);
   if (nf < 0) {
     unlink(src);
+    rmdir(bdir);
     return ct_last_status();
   }
   k += nf;
@@ -173,38 +184,69 @@ int cti_jit_cc_compile(const char *op, const char *dir, const char *source, unsi
   free(out);
   unlink(src);
   unlink(obj);
+  rmdir(bdir);
   return rc;
 }
+
+typedef struct cc_handle {
+  void *dl; // dlopen's handle
+  int fd;   // the memory file it was loaded from, open while it is loaded; -1 if none
+} cc_handle;
 
 int cti_jit_cc_load(const char *op, const char *dir, const unsigned char *so, size_t n, void **handle,
                     cti_jit_cpu_fn *fn) {
   *handle = NULL;
   *fn = NULL;
+  // The verified bytes go into an anonymous memory file that only this
+  // process can reach, loaded by its descriptor: no path anyone could
+  // change between the check and the load. (Without memfd_create: a fresh
+  // 0600 file in the trusted cache directory.)
   char path[4200];
-  int fd = fresh_file(op, dir, "load", ".so", path, sizeof path);
+  int fd = memfd_create("ct-jit-kernel", MFD_CLOEXEC);
+  bool by_fd = fd >= 0;
+  if (!by_fd) fd = fresh_file(op, dir, "load", ".so", path, sizeof path);
+  else snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
   if (fd < 0) return ct_last_status();
   int werr = write_all(fd, so, n);
-  close(fd);
   if (werr) {
-    unlink(path);
-    return ct_fail(CT_ERR_IO, "%s: writing %s: %s", op, path, strerror(errno));
+    int e = errno;
+    close(fd);
+    if (!by_fd) unlink(path);
+    return ct_fail(CT_ERR_IO, "%s: writing %s: %s", op, path, strerror(e));
   }
+  if (!by_fd) close(fd);
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   const char *why = h ? NULL : dlerror();
   char msg[512];
   if (why) snprintf(msg, sizeof msg, "%s", why);
-  unlink(path);
+  if (!by_fd) unlink(path);
+  else if (!h) close(fd);
+  // A loaded kernel keeps its memory file open: the loader knows a library
+  // by its name, /proc/self/fd/N, so N must not be reused while it is loaded.
   if (!h) return ct_fail(CT_ERR_VALUE, "%s: the compiled kernel does not load: %s", op, msg);
   void *sym = dlsym(h, CTI_JIT_KERNEL_NAME);
   if (!sym) {
     dlclose(h);
+    if (by_fd) close(fd);
     return ct_fail(CT_ERR_VALUE, "%s: the compiled object has no %s", op, CTI_JIT_KERNEL_NAME);
   }
-  *handle = h;
+  cc_handle *ch = malloc(sizeof *ch);
+  if (!ch) {
+    dlclose(h);
+    if (by_fd) close(fd);
+    return ct_fail(CT_ERR_OOM, "%s: out of memory", op);
+  }
+  ch->dl = h;
+  ch->fd = by_fd ? fd : -1;
+  *handle = ch;
   memcpy(fn, &sym, sizeof sym); // object pointer -> function pointer, as POSIX allows
   return CT_OK;
 }
 
 void cti_jit_cc_unload(void *handle) {
-  if (handle) dlclose(handle);
+  cc_handle *ch = handle;
+  if (!ch) return;
+  dlclose(ch->dl);
+  if (ch->fd >= 0) close(ch->fd);
+  free(ch);
 }

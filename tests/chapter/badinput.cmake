@@ -12,6 +12,8 @@
 #   chapter.badinput_numerics    a diverging loss stops ch05/ch06 naming the step; NaN in the data
 #   chapter.badinput_files       bad flags and values; outputs into missing, read-only, full or
 #                                wrong-kind destinations, every chapter; links, FIFOs, devices
+#   chapter.badinput_outputs     two flags on one file, planted temporaries, long paths, FIFOs/devices/
+#                                folders as inputs, one prefix per message (issue 23)
 #   gpu.badinput                 on a GPU: cuda:N past the count, NCCL with more ranks than GPUs
 find_program(CT_BADINPUT_PYTHON NAMES python3 REQUIRED)
 get_property(ct_badinput_targets GLOBAL PROPERTY CT_CHAPTERS)
@@ -23,7 +25,7 @@ endforeach()
 set(CT_BADINPUT_CHECK ${CMAKE_CURRENT_LIST_DIR}/check_badinput.py)
 set(CT_BADINPUT_WORK ${CMAKE_BINARY_DIR}/badinput_test)
 
-foreach(mode data checkpoint device sizes numerics files)
+foreach(mode data checkpoint device sizes numerics files outputs)
   add_test(NAME chapter.badinput_${mode}
            COMMAND ${CT_BADINPUT_PYTHON} ${CT_BADINPUT_CHECK} ${mode} ${CT_BADINPUT_WORK} ${ct_badinput_progs})
   set_tests_properties(chapter.badinput_${mode} PROPERTIES LABELS chapter SKIP_RETURN_CODE 77 TIMEOUT 300

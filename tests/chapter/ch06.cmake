@@ -15,7 +15,8 @@
 #                            the logits of 8 test images agree within 1e-4
 #   chapter.ch06_resume      Ctrl-C (a real SIGINT at a chosen step) with --save, then --resume:
 #                            parameters bit-identical to an uninterrupted run; a second Ctrl-C
-#                            leaves the old file; mismatched flags and weights-only files refused
+#                            leaves the old file; mismatched flags and weights-only files refused;
+#                            SIGTERM does what Ctrl-C does, exit 143
 #   gpu.ch06                 --device cuda --quick; the GPU checkpoint evaluated on the CPU
 if(CT_TORCH_PYTHON)
   set(CT_CH06_PYTHON ${CT_TORCH_PYTHON})

@@ -28,6 +28,10 @@ Each MODE is one ctest (`chapter.badinput_MODE`, label chapter; `gpu.badinput`, 
                 folder, /dev/full, a full file system, onto a directory or a socket (exit 1,
                 before the work: no "device:" line); a symbolic link, a FIFO with a reader and
                 /dev/null written through and left what they were; a FIFO without a reader
+    outputs     issue 23: two flags naming one file (every chapter, every FILE flag; links, other
+                spellings; an output naming an input), links planted at the old temporary names,
+                folders too long, FIFOs/devices/folders as inputs, a --save-init file given to
+                ch14 --resume/--generate, ch13 with a C compiler that hangs
     gpu         (label gpu; exit 77 without a GPU) cuda:N past the count; ch08 --backend nccl
                 with one rank more than there are GPUs
 
@@ -35,7 +39,7 @@ Every refused run is checked the same way (refused()): its exit code; its stderr
 problem and the fix (the needles of each case); no traceback, sanitizer report or signal; and the
 folders it could write to (the run's working folder and the folder holding its outputs, where
 an existing --metrics file waits) are unchanged, file for file and byte for byte, with no
-FILE.tmp.PID left. Python 3's standard library only.
+FILE.tmp.* temporary left. Python 3's standard library only.
 """
 import gzip
 import hashlib
@@ -283,7 +287,7 @@ def cmd_data(work, *args):
         ("label-value", {"tl": good["tl"][:-1] + b"\x0a"}, [], ["label 10 at index 255 is not a class (0..9)"]),
         ("empty", {"ti": b""}, ["ti"], ["truncated IDX file: 0 of the 4 magic bytes"]),
         ("empty-gzip", {"ti": b""}, [], ["truncated gzip'd IDX file: 0 of the 4 magic bytes"]),
-        ("directory", {"ti": None}, [], ["not a regular file", "dataset-fashion-mnist"]),
+        ("directory", {"ti": None}, [], ["is a directory, not a file", "dataset-fashion-mnist"]),
         ("test-set", {"vi": b"\x00\x00\x08\x03" + b"\x00\x00\x00\x05"}, [], ["t10k-images-idx3-ubyte.gz", "truncated"]),
     ]
     for name, broken, raw, needles in cases:
@@ -636,6 +640,131 @@ def cmd_files(work, *args):
     print(f"PASS: bad flags and bad destinations refused by {len(chs)} chapters; links, devices, FIFOs written through")
 
 
+def cmd_outputs(work, *args):
+    """Issue 23's file cases: two flags on one file, planted temporaries, long paths, special files
+    as inputs, one prefix per message."""
+    chs = chapters_of(args)
+    w = Work(work, "outputs")
+    # Two outputs naming one file (the same spelling, a link to it, another spelling of a file
+    # not yet there), and an output naming an input: refused before any work, exit 2, both flags named.
+    for name, prog in sorted(chs.items()):
+        flags = file_flags(prog)
+        for other in flags[1:]:
+            same = w.path("out", "same.out")
+            w.refused([prog, "--device", "cpu", "--quick", "--metrics", same, other, same], 2,
+                      ["--metrics", other, "name the same file", "give each its own file"],
+                      f"{name} --metrics and {other} on one file", before_work=True, absent=[same])
+            spelled = os.path.join(w.out, "..", "out", "same.out")
+            w.refused([prog, "--device", "cpu", "--quick", "--metrics", same, other, spelled], 2,
+                      ["--metrics", other, "name the same file"], f"{name} {other} spelled another way",
+                      before_work=True, absent=[same])
+    link = w.path("out", "alias.json")
+    os.symlink("keep.json", link)
+    if "ch05" in chs:  # a character device may take two outputs: nothing is lost
+        w.ok([chs["ch05"], "--device", "cpu", "--quick", "--metrics", "/dev/null", "--save", "/dev/null"],
+             "ch05 --metrics and --save both /dev/null")
+        w.refused([chs["ch05"], "--device", "cpu", "--quick", "--save-init", w.keep, "--save", link], 2,
+                  ["--save-init", "--save", "name the same file"], "ch05 --save through a link to --save-init's file",
+                  before_work=True)
+        w.refused([chs["ch05"], "--device", "cpu", "--quick", "--load-init", w.keep, "--save-init", link], 2,
+                  ["--load-init", "--save-init", "would overwrite the file it reads"], "ch05 --save-init onto --load-init",
+                  before_work=True)
+    if "ch14" in chs:
+        ck = w.path("cwd", "ck.safetensors")
+        w.refused([chs["ch14"], "--device", "cpu", "--quick", "--resume", "ck.safetensors", "--save-init", ck], 2,
+                  ["--resume", "--save-init", "name the same file"], "ch14 --resume naming --save-init's file",
+                  before_work=True, absent=[ck])
+        # --resume FILE --save FILE continues in place: not refused as a clash (the missing file is the error).
+        r = w.refused([chs["ch14"], "--device", "cpu", "--quick", "--resume", ck, "--save", ck], 1, [ck, "cannot open"],
+                      "ch14 --resume and --save on one file (allowed; the file is missing)", absent=[ck])
+        expect("name the same file" not in r.stderr, "ch14 --resume FILE --save FILE was refused", r)
+    # A symbolic link planted at every temporary name the writer once used (PATH.tmp.PID for the
+    # next pids), pointing at a victim: the run writes its file and never the victim.
+    ch01 = chs.get("ch01") or sorted(chs.values())[0]
+    victim = w.path("victim.txt")
+    with open(victim, "w") as f:
+        f.write("victim")
+    os.chmod(victim, 0o604)
+    target = w.path("out", "planted.json")
+    probe = subprocess.Popen(["true"])  # the pids the next processes get start about here
+    probe.wait()
+    start = probe.pid + 1
+    planted = [f"{target}.tmp.{p}" for p in range(start, start + 2000)]
+    for p in planted:
+        os.symlink(victim, p)
+    r = w.ok([ch01, "--device", "cpu", "--quick", "--metrics", target], "--metrics beside planted temporaries")
+    with open(victim) as f:
+        expect(f.read() == "victim", "a planted temporary link was followed: the victim file was written", r)
+    expect(stat.S_IMODE(os.stat(victim).st_mode) == 0o604, "the victim's mode changed", r)
+    expect(all(os.path.islink(p) for p in planted), "a planted link was replaced or removed", r)
+    left = [p for p in os.listdir(w.out) if ".tmp." in p and not os.path.islink(os.path.join(w.out, p))]
+    expect(not left, f"temporaries left: {left}", r)
+    for p in planted:
+        os.unlink(p)
+    expect(chaptertest.load_metrics(target), "the metrics file was not written", r)
+    # A path too long for a program's buffers is refused before the work, naming the flag.
+    deep = w.path(*(["d" * 200] * 22))
+    for name, flag, prog_args in (("ch09", "--out-dir", []), ("ch07", "--out-dir", []), ("ch06", "--out-dir", []),
+                                  ("ch04", "--dump", [])):
+        if name in chs:
+            w.refused([chs[name], "--device", "cpu", "--quick", "--metrics", w.keep, flag, deep], 1,
+                      [flag, "more than the", "use a shorter folder"], f"{name} {flag} too long", before_work=True)
+            missing = w.path("no-such-folder")
+            w.refused([chs[name], "--device", "cpu", "--quick", "--metrics", w.keep, flag, missing], 1,
+                      [flag, missing, "check that the directory exists"], f"{name} {flag} missing", before_work=True,
+                      absent=[missing])
+    w.refused([ch01, "--device", "cpu", "--quick", "--metrics", os.path.join(deep, "x.json")], 1,
+              ["--metrics", "File name too long"], "--metrics too long", before_work=True)
+    # Special files as inputs: refused at once, naming what they are, never a hang.
+    fifo = w.path("fifo")
+    os.mkfifo(fifo)
+    inputs = []
+    if "ch05" in chs:
+        inputs += [([chs["ch05"], "--load-init", fifo], "a FIFO"), ([chs["ch05"], "--load-init", "/dev/zero"],
+                                                                   "a character device")]
+    if "ch06" in chs:
+        inputs += [([chs["ch06"], "--load", fifo], "a FIFO"), ([chs["ch06"], "--resume", w.out], "a directory")]
+    if "ch14" in chs:
+        inputs += [([chs["ch14"], "--corpus", fifo], "a FIFO"), ([chs["ch14"], "--corpus", w.out], "a directory"),
+                   ([chs["ch14"], "--generate", fifo], "a FIFO")]
+    for cmd, what in inputs:
+        r = w.refused(cmd[:1] + ["--device", "cpu", "--quick", "--metrics", w.keep] + cmd[1:], 1,
+                      [cmd[-1], f"is {what}", "not a file" if what == "a directory" else "not a regular file"], f"{os.path.basename(cmd[0])} {cmd[1]} {what}")
+        expect(not re.search(r"^(ch\d\d): \1: ", r.stderr, re.M), "a message with its prefix twice", r)
+    if "ch14" in chs:
+        r = w.refused([chs["ch14"], "--device", "cpu", "--quick", "--metrics", w.keep, "--corpus", w.path("missing.txt")],
+                      1, ["missing.txt", "No such file or directory"], "ch14 --corpus missing")
+        expect("ch14: ch14:" not in r.stderr and "give zh, en or the path" in r.stderr, "ch14 --corpus: one prefix, a fix", r)
+    # A file of the wrong kind named as such: ch14's --save-init file given to --resume or --generate.
+    if "ch14" in chs:
+        init = w.path("init.safetensors")
+        w.ok([chs["ch14"], "--device", "cpu", "--quick", "--save-init", init], "ch14 --save-init")
+        for flag in ("--resume", "--generate"):
+            r = w.refused([chs["ch14"], "--device", "cpu", "--quick", "--metrics", w.keep, flag, init], 1,
+                          [flag, "a ch14 --save-init file", "--save"], f"ch14 {flag} of a --save-init file")
+            expect("another model" not in r.stderr and "--load" not in r.stderr,
+                   f"ch14 {flag}: the message names another model or a flag ch14 lacks", r)
+    # A C compiler that hangs and leaves a background child: ch13 goes on unfused after the limit.
+    if "ch13" in chs:
+        hang = w.path("hangcc")
+        with open(hang, "w") as f:
+            f.write("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'hangcc 1.0'; exit 0; fi\n"
+                    "sleep 300 & exec sleep 300\n")
+        os.chmod(hang, 0o700)
+        cache = w.path("jit-cache")
+        os.makedirs(cache, mode=0o700)
+        env = dict(os.environ, CT_JIT_CC=hang, CT_JIT_CC_TIMEOUT="2", CT_JIT_CACHE=cache)
+        r = subprocess.run([chs["ch13"], "--device", "cpu", "--quick", "--metrics", w.keep], capture_output=True,
+                           text=True, timeout=250, env=env, cwd=w.cwd)
+        print(f"$ CT_JIT_CC=hangcc CT_JIT_CC_TIMEOUT=2 ch13 --quick\n  -> exit {r.returncode}", flush=True)
+        expect_no_crash(r, "ch13 with a hanging compiler")
+        expect(r.returncode == 0 and "did not finish within 2 s" in r.stdout
+               and "the sections below measure the unfused chain only" in r.stdout,
+               "ch13 with a hanging compiler: goes on unfused, saying why", r)
+    print("PASS: two flags on one file refused; planted temporaries never followed; long paths refused; "
+          "special files refused as inputs; a hanging JIT compiler killed")
+
+
 def cmd_gpu(work, have_cuda, *args):
     chaptertest.skip_unless_cuda_build(have_cuda)
     if not has_gpu():
@@ -665,7 +794,7 @@ def cmd_gpu(work, have_cuda, *args):
 
 
 MODES = {"data": cmd_data, "checkpoint": cmd_checkpoint, "device": cmd_device, "sizes": cmd_sizes,
-         "numerics": cmd_numerics, "files": cmd_files, "gpu": cmd_gpu}
+         "numerics": cmd_numerics, "files": cmd_files, "outputs": cmd_outputs, "gpu": cmd_gpu}
 
 
 def main(argv):

@@ -471,6 +471,21 @@ def cmd_resume(ch06, work):
         expect(f.read() == b"the previous checkpoint", "two Ctrl-C: the existing --save file was changed")
     left = glob.glob(os.path.join(work, "*.tmp.*"))
     expect(not left, f"temporary files left behind: {left}")
+    # SIGTERM (timeout, a scheduler) is Ctrl-C: the step ends, the resumable checkpoint is written,
+    # exit 143; a second SIGTERM during the save leaves the old file and no temporary.
+    env = dict(os.environ, CT_TEST_SIGINT_AFTER="5", CT_TEST_SIGNAL="TERM")
+    r = subprocess.run([ch06, *flags, "--save", fresh(cut)], capture_output=True, text=True, env=env, timeout=280)
+    expect(r.returncode == 143 and "interrupted after step 5 " in r.stdout and "SIGTERM" in r.stderr,
+           f"SIGTERM after step 5: exit code {r.returncode}, expected 143", r)
+    meta, _ = read_safetensors(cut)
+    expect(meta.get("ct.format") == "ct-train/1" and meta.get("step") == "5", f"SIGTERM: the checkpoint's metadata {meta}")
+    env = dict(os.environ, CT_TEST_SIGINT_AFTER="3,3", CT_TEST_SIGNAL="TERM")
+    r = subprocess.run([ch06, *flags, "--save", old], capture_output=True, text=True, env=env, timeout=280)
+    expect(r.returncode == 143 and "saved" not in r.stdout, f"two SIGTERMs: exit code {r.returncode}", r)
+    with open(old, "rb") as f:
+        expect(f.read() == b"the previous checkpoint", "two SIGTERMs: the existing --save file was changed")
+    left = glob.glob(os.path.join(work, "*.tmp.*"))
+    expect(not left, f"temporary files left behind after SIGTERM: {left}")
     # Resuming with other flags, or from a weights-only file, is refused; --load evaluates the cut run.
     r = run([ch06, *flags, "--batch-size", "64", "--resume", cut])
     expect(r.returncode == 1 and "resume with the same flags" in r.stderr and "batch-size=64" in r.stderr,

@@ -11,6 +11,7 @@
 #   dist.netns          two network namespaces as two hosts, over TCP (77 where not possible)
 #   dist.fault          a rank that exits, is killed or fails ends the job non-zero within
 #                       60 s; without the launcher, a clear error
+#   dist.launch_signal  SIGTERM/SIGINT to tools/launch ends every rank; none outlives it
 set(CT_DIST_DIR ${CMAKE_CURRENT_LIST_DIR}/../dist)
 add_executable(sampler_dump ${CT_DIST_DIR}/sampler_dump.c)
 target_link_libraries(sampler_dump PRIVATE ct)
@@ -36,6 +37,9 @@ if(CT_HAVE_MPI)
            COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_fault.py ${PROJECT_SOURCE_DIR}/tools/launch
                    $<TARGET_FILE:dist_fault> $<TARGET_FILE:test_dist>)
   set_tests_properties(dist.fault PROPERTIES LABELS dist TIMEOUT 300 ENVIRONMENT "${CT_MPI_TEST_ENV};OMP_NUM_THREADS=1")
+  add_test(NAME dist.launch_signal
+           COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_launch_signal.py ${PROJECT_SOURCE_DIR}/tools/launch)
+  set_tests_properties(dist.launch_signal PROPERTIES LABELS dist TIMEOUT 200 ENVIRONMENT "${CT_MPI_TEST_ENV}")
 endif()
 if(CT_HAVE_MPI)
   # dist.netns: two network namespaces joined by a veth pair play two machines;

@@ -648,6 +648,60 @@ static double *state_values(ct_module *m, int64_t *total) {
   return v;
 }
 
+
+// A symbolic link planted at every name the writer's temporary once had
+// ("<path>.tmp.<pid>" for this process and the pids near it), pointing at a
+// victim file: a save never writes through it, the victim keeps its bytes
+// and its mode, the new file gets this user's default mode (not the
+// victim's), and only the planted links are left beside it.
+static void test_planted_temp_links(void **state) {
+  (void)state;
+  const char *victim = tpath("victim.txt");
+  FILE *f = fopen(victim, "w");
+  assert_non_null(f);
+  fputs("victim", f);
+  fclose(f);
+  assert_int_equal(chmod(victim, 0604), 0);
+  char path[4096], link[4160];
+  snprintf(path, sizeof path, "%s", tpath("planted.safetensors"));
+  long pid = (long)getpid();
+  for (long p = pid > 64 ? pid - 64 : 1; p <= pid + 64; p++) {
+    snprintf(link, sizeof link, "%s.tmp.%ld", path, p);
+    assert_int_equal(symlink(victim, link), 0);
+  }
+  mode_t mask = umask(022);
+  umask(mask);
+  ct_tensor *w = ct_randn(CT_SHAPE(16), CT_F32, ct_device_cpu());
+  ct_named_tensor one = {"w", w};
+  TU_OK(ct_save_safetensors(path, &one, 1, NULL));
+  size_t n;
+  unsigned char *v = read_file(victim, &n);
+  assert_int_equal(n, 6);
+  assert_memory_equal(v, "victim", 6);
+  free(v);
+  struct stat st;
+  assert_int_equal(stat(victim, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0604);
+  assert_int_equal(lstat(path, &st), 0);
+  assert_true(S_ISREG(st.st_mode));
+  assert_int_equal(st.st_mode & 07777, 0666 & ~mask);
+  // An existing file of ours keeps its permission bits.
+  assert_int_equal(chmod(path, 0640), 0);
+  TU_OK(ct_save_safetensors(path, &one, 1, NULL));
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0640);
+  for (long p = pid > 64 ? pid - 64 : 1; p <= pid + 64; p++) {
+    snprintf(link, sizeof link, "%s.tmp.%ld", path, p);
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode)); // still the planted link, never replaced or followed
+    assert_int_equal(unlink(link), 0);
+  }
+  assert_false(temp_left());
+  unlink(path);
+  unlink(victim);
+  ct_free(w);
+}
+
 static void test_module_round_trip(void **state) {
   (void)state;
   const char *path = tpath("mlp.safetensors");
@@ -785,13 +839,13 @@ static int kill_pipe = -1;
 static void stop_mid_save(cti_atomic_file *af, size_t written) {
   if (written < (1u << 20)) return;
   fflush(af->f);
-  char c = 'x';
-  if (write(kill_pipe, &c, 1) != 1) _exit(3);
+  size_t n = strlen(af->tmp) + 1; // the temporary's (random) name, for the parent to look at
+  if (write(kill_pipe, af->tmp, n) != (ssize_t)n) _exit(3);
   for (;;) pause();
 }
 
 // SIGKILL while a new checkpoint is half written: the previous one stays byte-identical
-// and loadable. What a kill leaves behind is the temporary "<path>.tmp.<pid>" (no code of
+// and loadable. What a kill leaves behind is the temporary "<path>.tmp.<random>" (no code of
 // ours runs after SIGKILL to remove it); the target itself is never touched.
 static void test_sigkill_mid_save(void **state) {
   (void)state;
@@ -821,17 +875,17 @@ static void test_sigkill_mid_save(void **state) {
     _exit(4); // the hook never returned: reaching here means the save finished
   }
   close(fds[1]);
-  char c = 0;
+  char tmp[4096] = "";
   struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-  bool mid_save = poll(&pfd, 1, 30000) == 1 && read(fds[0], &c, 1) == 1; // the child is mid-save
+  ssize_t got = poll(&pfd, 1, 30000) == 1 ? read(fds[0], tmp, sizeof tmp - 1) : -1;
+  bool mid_save = got > 0 && memchr(tmp, 0, (size_t)got) != NULL; // the child is mid-save
   close(fds[0]);
   if (!mid_save) {
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     fail_msg("the child did not reach the middle of its save within 30 s");
   }
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)child);
+  assert_true(strncmp(tmp, path, strlen(path)) == 0 && strncmp(tmp + strlen(path), ".tmp.", 5) == 0);
   struct stat st;
   int stat_rc = stat(tmp, &st);
   assert_int_equal(kill(child, SIGKILL), 0);
@@ -865,7 +919,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_foreign_spellings), cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_bool_bytes),       cmocka_unit_test(test_header_length),
       cmocka_unit_test(test_fuzz_truncations), cmocka_unit_test(test_fuzz_flips),
-      cmocka_unit_test(test_atomic_save),      cmocka_unit_test(test_sigkill_mid_save),      cmocka_unit_test(test_module_round_trip),
+      cmocka_unit_test(test_atomic_save),      cmocka_unit_test(test_sigkill_mid_save),
+      cmocka_unit_test(test_planted_temp_links),      cmocka_unit_test(test_module_round_trip),
   };
   return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }

@@ -186,7 +186,7 @@ static void test_idx_errors(void **state) {
   uint8_t *good = idx_image(0x08, 2, dims, payload, 24, &total);
 
   expect_idx_error(tmp_path("does-not-exist.idx"), "No such file or directory");
-  expect_idx_error(tmpdir, "not a regular file");
+  expect_idx_error(tmpdir, "is a directory, not a file");
 
   for (int gz = 0; gz < 2; ++gz) {
     const char *path = tmp_path(gz ? "bad.idx.gz" : "bad.idx");

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "jit_impl.h"
@@ -1035,6 +1036,108 @@ static void test_compiler_errors(void **state) {
   ct_jit_free(f), ct_jit_free(g);
 }
 
+// ---- issue 23: a cache no one else can swap, entries that cannot block, a compiler that hangs -------
+static void test_cache_hardening(void **state) {
+  (void)state;
+  char buf[4096], p[700];
+  // a directory above the cache that another user owns: they could rename the cache away
+  if (geteuid() == 0) {
+    const char *foreign = tpath("foreign");
+    assert_int_equal(mkdir(foreign, 0755), 0);
+    snprintf(p, sizeof p, "%s/cache", foreign);
+    assert_int_equal(mkdir(p, 0700), 0);
+    assert_int_equal(chown(foreign, 65534, 65534), 0); // nobody's
+    expect_refused(p, "belongs to another user");
+  }
+  // a directory above it that others may write (no sticky bit)
+  const char *open_dir = tpath("open");
+  assert_int_equal(mkdir(open_dir, 0700), 0);
+  assert_int_equal(chmod(open_dir, 0777), 0);
+  snprintf(p, sizeof p, "%s/cache", open_dir);
+  assert_int_equal(mkdir(p, 0700), 0);
+  expect_refused(p, "writable by others than you and root");
+  // a sticky one (like /tmp): only above a 0700 directory of the user's
+  const char *sticky = tpath("sticky");
+  assert_int_equal(mkdir(sticky, 0700), 0);
+  assert_int_equal(chmod(sticky, 01777), 0);
+  snprintf(p, sizeof p, "%s/mine", sticky);
+  assert_int_equal(mkdir(p, 0700), 0);
+  assert_int_equal(chmod(p, 0755), 0);
+  expect_refused(p, "sticky");
+  assert_int_equal(chmod(p, 0700), 0);
+  setenv("CT_JIT_CACHE", p, 1);
+  TU_OK(ct_jit_cache_dir(buf, sizeof buf));
+  // a FIFO (or a directory) planted as an entry: refused at once, the kernel compiled and run
+  fresh_cache("fifo");
+  ct_jit_fn *f = ct_jit_create("x + 1", "x", NULL);
+  char e[4300];
+  entry_of(f, CT_F32, e, sizeof e);
+  assert_int_equal(mkfifo(e, 0600), 0);
+  alarm(60); // a hang ends the test (SIGALRM) instead of the suite waiting forever
+  call_and_check(f, CT_F32, plus1, "a FIFO at the entry's name");
+  alarm(0);
+  ct_jit_stats st = ct_jit_get_stats();
+  if (!strstr(st.last_rejection, "FIFO")) fail_msg("the FIFO entry's rejection: \"%s\"", st.last_rejection);
+  ct_jit_free(f);
+}
+
+static void test_compiler_timeout(void **state) {
+  (void)state;
+  if (tu_device.type != CT_CPU) skip();
+  fresh_cache("hang");
+  const char *fake = tpath("hangcc"), *pidfile = tpath("hangcc.pid");
+  FILE *fp = fopen(fake, "w");
+  fprintf(fp, "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'hangcc 1.0'; exit 0; fi\n"
+              "sleep 300 & echo $! > '%s'\nexec sleep 300\n", pidfile);
+  fclose(fp);
+  chmod(fake, 0700);
+  setenv("CT_JIT_CC", fake, 1);
+  setenv("CT_JIT_CC_TIMEOUT", "1", 1);
+  ct_jit_fn *g = ct_jit_create("x * 5", "x", NULL);
+  ct_tensor *x = arange_on(8, CT_F32);
+  const ct_tensor *in[1] = {x};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  alarm(60);
+  assert_null(ct_jit_call(g, in, 1, NULL, 0));
+  alarm(0);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  tu_assert_error_contains("did not finish within 1 s", "a hanging compiler");
+  tu_assert_error_contains("CT_JIT_CC_TIMEOUT", "a hanging compiler");
+  if (secs > 20) fail_msg("the hanging compiler held the call for %.1f s (limit 1 s)", secs);
+  // its background child was killed with it
+  FILE *pf = fopen(pidfile, "r");
+  assert_non_null(pf);
+  long bg = 0;
+  assert_int_equal(fscanf(pf, "%ld", &bg), 1);
+  fclose(pf);
+  char stat_path[64], line[256] = "";
+  snprintf(stat_path, sizeof stat_path, "/proc/%ld/stat", bg);
+  for (int i = 0; i < 50; ++i) { // SIGKILL is delivered asynchronously
+    FILE *sf = fopen(stat_path, "r");
+    if (!sf) break;
+    if (!fgets(line, sizeof line, sf)) line[0] = '\0';
+    fclose(sf);
+    const char *close_paren = strrchr(line, ')');
+    if (close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z') break; // a zombie: dead
+    line[0] = '\0';
+    usleep(100000);
+  }
+  FILE *sf = fopen(stat_path, "r");
+  if (sf) {
+    char l2[256] = "";
+    if (!fgets(l2, sizeof l2, sf)) l2[0] = '\0';
+    fclose(sf);
+    const char *cp = strrchr(l2, ')');
+    if (!(cp && cp[1] == ' ' && cp[2] == 'Z')) fail_msg("the compiler's background child %ld still runs: %s", bg, l2);
+  }
+  unsetenv("CT_JIT_CC");
+  unsetenv("CT_JIT_CC_TIMEOUT");
+  ct_free(x);
+  ct_jit_free(g);
+}
+
 // ---- NVRTC: compiled to PTX here, no GPU needed ----------------------------------------------------
 static void test_nvrtc_ptx(void **state) {
   (void)state;
@@ -1125,6 +1228,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_result_dtype_and_traffic), cmocka_unit_test(test_cache_hits),
       cmocka_unit_test(test_cache_tampering),  cmocka_unit_test(test_cache_directory),
       cmocka_unit_test(test_no_shell),         cmocka_unit_test(test_compiler_errors),
+      cmocka_unit_test(test_cache_hardening),  cmocka_unit_test(test_compiler_timeout),
       cmocka_unit_test(test_nvrtc_ptx),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
