@@ -779,6 +779,7 @@ static int time_steps(graphed *gr, const data *d, bool eager, int n, int reps, d
     t[r] = (now_seconds() - t0) / n;
   }
   if (ct_set_stream(ct_default_stream(dev)) != CT_OK) rc = -1;
+  if (rc == CT_OK) rc = ct_stream_wait_stream(ct_default_stream(dev), gr->side); // before the frees on it
   *out = rc == CT_OK ? median(t, reps < 16 ? reps : 16) : NAN;
   return rc;
 }
