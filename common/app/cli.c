@@ -181,6 +181,56 @@ static void passive_openmp(char **argv) {
   execv("/proc/self/exe", argv);
 }
 
+// The thread counts the OpenMP runtime and OpenBLAS read from the
+// environment at start-up. libgomp ignores a malformed value with a warning
+// but starts as many threads as a huge one asks, and crashes when it cannot
+// (OMP_NUM_THREADS=100000: a segfault in the first parallel region). So,
+// before any parallel region runs, each must be a list of whole numbers (one
+// for all but OMP_NUM_THREADS, which takes one per nesting level) from 1 (0
+// too for OpenBLAS's: "all cores") to the limit below, or the run stops,
+// exit 1, naming the variable and the limit.
+int64_t ct_cli_thread_limit(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t lim = n > 0 ? 8 * (int64_t)n : 256;
+  return lim < 256 ? 256 : lim > 4096 ? 4096 : lim;
+}
+
+static void check_thread_env(const ct_cli *cli) {
+  static const struct { const char *name; bool list; bool zero; } vars[] = {
+      {"OMP_NUM_THREADS", true, false}, {"OMP_THREAD_LIMIT", false, false},
+      {"OPENBLAS_NUM_THREADS", false, true}, {"GOTO_NUM_THREADS", false, true}};
+  int64_t lim = ct_cli_thread_limit();
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i].name);
+    if (!v || !v[0]) continue; // unset or empty: the runtime's default
+    const char *p = v;
+    bool ok = true;
+    int items = 0;
+    while (ok) {
+      while (*p == ' ' || *p == '\t') p++;
+      if (!isdigit((unsigned char)*p)) { ok = false; break; }
+      int64_t n = 0;
+      while (isdigit((unsigned char)*p) && n <= lim) n = n * 10 + (*p++ - '0');
+      while (isdigit((unsigned char)*p)) p++;
+      ok = n <= lim && (n >= 1 || vars[i].zero);
+      items++;
+      while (*p == ' ' || *p == '\t') p++;
+      if (!*p) break;
+      if (*p != ',' || !vars[i].list) ok = false;
+      else p++;
+    }
+    if (ok && items > 0) continue;
+    fflush(stdout);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    fprintf(stderr, "%s: %s=\"%.64s\": expected %s from %d to %lld (this machine has %ld cores); "
+            "unset it to use them all\n", cli_program(cli), vars[i].name, v,
+            vars[i].list ? "a number of threads (or a comma-separated list, one per nesting level)"
+                         : "a number of threads",
+            vars[i].zero ? 0 : 1, (long long)lim, cores);
+    exit(1);
+  }
+}
+
 // An output the program cannot write fails now, before any work: exit 1
 // with the atomic writer's own reason (nothing is created by the check).
 static void check_output(const ct_cli *cli, const char *flag, const char *path) {
@@ -200,11 +250,12 @@ static void check_outputs(const ct_cli *cli, const ct_cli_opt *opts, int n_opts)
 }
 
 void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts) {
-  if (argc > 0 && argv && argv[0]) passive_openmp(argv);
   if (!cli->program || !cli->program[0]) {
     const char *base = (argc > 0 && argv[0]) ? strrchr(argv[0], '/') : NULL;
     cli->program = base ? base + 1 : (argc > 0 && argv[0] ? argv[0] : "ct");
   }
+  check_thread_env(cli);
+  if (argc > 0 && argv && argv[0]) passive_openmp(argv);
   if (!cli->device_spec) cli->device_spec = "auto";
   if (n_opts < 0 || !opts) n_opts = 0;
   cli->device = ct_device_cpu();

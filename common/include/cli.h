@@ -62,6 +62,13 @@ typedef struct ct_cli {
 // that cannot be written prints "<program>: --save <path>: <why>" and
 // exits 1, having created nothing.
 void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts);
+// Before that, the thread counts in the environment (OMP_NUM_THREADS,
+// OMP_THREAD_LIMIT, OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS) are checked:
+// a value that is not a whole number from 1 to ct_cli_thread_limit()
+// (OMP_NUM_THREADS: a comma-separated list of them) prints
+// "<program>: OMP_NUM_THREADS="abc": expected ..." and exits 1.
+// The most threads a variable may ask for: 8 per online core, from 256 to 4096.
+int64_t ct_cli_thread_limit(void);
 // Selects the device, seeds the generators and prints the "device: ..." line.
 // On an error (cuda asked for and absent, bad index) prints it and exits 1.
 void ct_cli_begin(ct_cli *cli);
