@@ -77,6 +77,8 @@ cd build && ninja ch07_data_parallel
 #define FMNIST_MEAN 0.2860
 #define FMNIST_STD 0.3530
 
+static const ct_cli *g_cli; // for ct_cli_check_loss in the training loop
+
 static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -453,6 +455,7 @@ static int train(const settings *s, ct_module *model, ct_data_parallel *dp, ct_d
     ct_tensor *loss = train_step(model, dp, opt, x, y);
     rc = loss && ct_item(loss, &r->loss[step]) == CT_OK ? CT_OK : -1;
     ct_free(loss), ct_free(x), ct_free(y);
+    if (rc == CT_OK) ct_cli_check_loss(g_cli, r->loss[step], step + 1, step + 1, s->lr); // NaN/inf: exit 1
   }
   sync_all(devs, n_dev);
   r->seconds = now_seconds() - t0;
@@ -706,6 +709,7 @@ int main(int argc, char **argv) {
       {"save-init", CT_OPT_OUTPUT, &s.save_init, "write the initial state_dict to FILE (for the PyTorch twin)"},
   };
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  g_cli = &cli;
   /*md hide*/
   if (s.steps < 1 || s.batch_size < 1 || !(s.lr > 0) || !(s.momentum >= 0)) {
     fprintf(stderr, "ch07: --steps and --batch-size must be >= 1, --lr > 0, --momentum >= 0\n"

@@ -36,6 +36,7 @@
 #include <cblas.h> // openblas_get_parallel
 
 #include "atomic_file.h"
+#include "checked.h"
 #include "error.h"
 #include "random.h"
 #include "strbuf.h"
@@ -85,6 +86,8 @@ static void print_usage(FILE *f, const ct_cli *cli, const ct_cli_opt *opts, int 
   fputc('\n', f);
   usage_line(f, "help", "", "show this help and exit");
   fputc('\n', f);
+  fprintf(f, "  integer flags take -2147483647..2147483647; sizes must fit this machine's memory (%.3g GiB)\n",
+          (double)ct_cli_memory_bytes() / (1 << 30));
   for (int i = 0; i < n_opts; i++) {
     const ct_cli_opt *o = &opts[i];
     if (!o->name) continue;
@@ -330,6 +333,10 @@ void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, in
     case CT_OPT_INT: {
       long v;
       if (!parse_long(value, &v)) usage_error(cli, opts, n_opts, "--%s expects an integer, got \"%s\"", name, value);
+      // Chapters keep sizes and counts in int: nothing past int's range is meant.
+      if (v > INT32_MAX || v < -INT32_MAX)
+        usage_error(cli, opts, n_opts, "--%s expects an integer from %d to %d, got \"%s\"", name, -INT32_MAX,
+                    INT32_MAX, value);
       if (own->out) *(long *)own->out = v;
       break;
     }
@@ -404,6 +411,28 @@ void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64
   fprintf(stderr, "%s: the loss is %s %s: training diverged; lower --lr (this run: %g) or check the inputs "
           "for NaN/inf\n", cli_program(cli), isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf", at, lr);
   exit(1);
+}
+
+int64_t ct_cli_memory_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int64_t b;
+  if (pages <= 0 || page <= 0 || !ct_checked_mul(pages, page, &b)) return INT64_MAX;
+  return b;
+}
+
+void ct_cli_need_memory(const ct_cli *cli, const char *what, int n, const int64_t *factors, int64_t elsize) {
+  int64_t bytes;
+  bool ok = ct_checked_product(n, factors, &bytes) && ct_checked_mul(bytes, elsize, &bytes);
+  int64_t mem = ct_cli_memory_bytes();
+  if (ok && bytes <= mem) return;
+  fflush(stdout);
+  if (!ok)
+    fprintf(stderr, "%s: %s: Storage size calculation overflowed (more than 2^63 - 1 bytes); use smaller values\n",
+            cli_program(cli), what);
+  else
+    fprintf(stderr, "%s: %s take %.3g GiB, more than this machine's memory (%.3g GiB); use smaller values\n",
+            cli_program(cli), what, (double)bytes / (1 << 30), (double)mem / (1 << 30));
+  exit(2);
 }
 
 _Noreturn void ct_cli_die(const ct_cli *cli) {

@@ -72,6 +72,15 @@ int64_t ct_cli_thread_limit(void);
 // Selects the device, seeds the generators and prints the "device: ..." line.
 // On an error (cuda asked for and absent, bad index) prints it and exits 1.
 void ct_cli_begin(ct_cli *cli);
+// Integer flags (CT_OPT_INT) are refused (exit 2) outside [-2^31 + 1, 2^31 - 1].
+// Sizes from flags: the machine's memory (sysconf), and a check made before
+// anything is allocated: the product of n factors times elsize bytes must
+// neither overflow ("<program>: WHAT: Storage size calculation overflowed")
+// nor pass the machine's memory ("<program>: WHAT take 3e+03 GiB, more than
+// this machine's memory (15.6 GiB)"); either prints that and exits 2. WHAT
+// names the flags: "--rows x --width floats".
+int64_t ct_cli_memory_bytes(void);
+void ct_cli_need_memory(const ct_cli *cli, const char *what, int n, const int64_t *factors, int64_t elsize);
 // Prints "<program>: <last error>" to stderr and exits 1. For chapters'
 // `if (!x) ct_cli_die(&cli);`.
 _Noreturn void ct_cli_die(const ct_cli *cli);
