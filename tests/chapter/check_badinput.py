@@ -517,6 +517,40 @@ def cmd_numerics(work, *args):
     print(f"PASS: ch05 and ch06 stop when the loss diverges (ch06 at step {step}), naming the step and the fix")
 
 
+def cmd_divergence(work, *args):
+    """BADINPUT 120: every training chapter (ch07, ch08, ch09, ch10, ch14) stops when its loss becomes
+    NaN/inf: exit 1, the step named, and no output written (a planted --save file stays as it was,
+    ch09 writes no checkpoint into --out-dir)."""
+    chs = chapters_of(args)
+    w = Work(work, "divergence")
+    data = write_set(w.path("data"), fake_set())
+    planted = w.path("out", "model.safetensors")
+    with open(planted, "wb") as f:
+        f.write(b"an older checkpoint")
+    runs = {"ch07": ["--data", data, "--save", planted], "ch08": ["--data", data, "--save", planted],
+            "ch09": ["--out-dir", w.out], "ch10": ["--save", planted], "ch14": ["--save", planted]}
+    tried = 0
+    for ch, extra in runs.items():
+        if ch not in chs:
+            continue
+        tried += 1
+        cmd = [chs[ch], "--device", "cpu", "--quick", "--lr", "1e30", "--metrics", w.keep] + extra
+        lr = "" if ch == "ch14" else " (this run: 1e+30)"  # ch14 names the scheduled lr of the step
+        r = w.refused(cmd, 1, [ch + ": the loss is ", "training diverged; lower --lr" + lr],
+                      f"{ch} --lr 1e30")
+        m = re.search(r"the loss is (nan|inf|-inf) (at step (\d+)|between steps (\d+) and (\d+))", r.stderr)
+        expect(m, f"{ch} --lr 1e30: the message names no step", r)
+        if ch == "ch07":  # one step less runs through: its losses are all finite
+            step = int(m.group(3))
+            if step > 1:
+                met = w.path("ch07-before.json")
+                w.ok([chs[ch], "--device", "cpu", "--quick", "--lr", "1e30", "--data", data, "--steps",
+                      str(step - 1), "--metrics", met], f"ch07 --lr 1e30 --steps {step - 1}")
+        print(f"{ch}: stopped {m.group(2)}")
+    expect(tried > 0, "no training chapter among the arguments")
+    print(f"PASS: {tried} training chapters stop when the loss diverges, naming the step, saving nothing")
+
+
 def readonly_dir(path):
     """Makes `path` a folder this process cannot create files in, holding one file, existing.out;
     returns how (a word) or None, and the function that undoes it. Root ignores permissions:
@@ -665,7 +699,7 @@ def cmd_gpu(work, have_cuda, *args):
 
 
 MODES = {"data": cmd_data, "checkpoint": cmd_checkpoint, "device": cmd_device, "sizes": cmd_sizes,
-         "numerics": cmd_numerics, "files": cmd_files, "gpu": cmd_gpu}
+         "numerics": cmd_numerics, "divergence": cmd_divergence, "files": cmd_files, "gpu": cmd_gpu}
 
 
 def main(argv):
