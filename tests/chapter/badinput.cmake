@@ -11,6 +11,7 @@
 #   chapter.badinput_sizes       zero/negative sizes, a batch larger than the data, out of memory
 #   chapter.badinput_numerics    a diverging loss stops ch05/ch06 naming the step; NaN in the data
 #   chapter.badinput_divergence  the same in ch07, ch08, ch09, ch10 and ch14: exit 1, nothing saved
+#   chapter.badinput_limits      thread variables, integer flags past int, sizes past memory
 #   chapter.badinput_files       bad flags and values; outputs into missing, read-only, full or
 #                                wrong-kind destinations, every chapter; links, FIFOs, devices
 #   gpu.badinput                 on a GPU: cuda:N past the count, NCCL with more ranks than GPUs
@@ -24,7 +25,7 @@ endforeach()
 set(CT_BADINPUT_CHECK ${CMAKE_CURRENT_LIST_DIR}/check_badinput.py)
 set(CT_BADINPUT_WORK ${CMAKE_BINARY_DIR}/badinput_test)
 
-foreach(mode data checkpoint device sizes numerics divergence files)
+foreach(mode data checkpoint device sizes numerics divergence limits files)
   add_test(NAME chapter.badinput_${mode}
            COMMAND ${CT_BADINPUT_PYTHON} ${CT_BADINPUT_CHECK} ${mode} ${CT_BADINPUT_WORK} ${ct_badinput_progs})
   set_tests_properties(chapter.badinput_${mode} PROPERTIES LABELS chapter SKIP_RETURN_CODE 77 TIMEOUT 300

@@ -86,12 +86,12 @@ def expect_no_crash(r, what):
         expect(mark not in r.stderr, f"{what}: {mark!r} on stderr", r)
 
 
-def refused(cmd, code, needles, watch, what, before_work=False, cwd=None, absent=()):
+def refused(cmd, code, needles, watch, what, before_work=False, cwd=None, absent=(), env=None):
     """Run cmd, which must be refused: exit `code`, every needle in stderr, no crash, the folders
     in `watch` unchanged and the paths in `absent` not created. before_work: the refusal comes
     before the chapter starts (no "device:" line, no section). Returns the run."""
     before = snapshot(*watch)
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=cwd)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=cwd, env=env)
     print(f"$ {' '.join(cmd)}\n  -> exit {r.returncode}: {r.stderr.strip().splitlines()[-1:]}", flush=True)
     expect_no_crash(r, what)
     expect(r.returncode == code, f"{what}: exit code {r.returncode}, expected {code}", r)
@@ -551,6 +551,47 @@ def cmd_divergence(work, *args):
     print(f"PASS: {tried} training chapters stop when the loss diverges, naming the step, saving nothing")
 
 
+def cmd_limits(work, *args):
+    """BADINPUT 121-123: thread variables the OpenMP runtime would crash on or ignore (exit 1, before
+    any work); integer flags past int's range (exit 2, naming the flag and the range); sizes whose
+    product overflows or passes the machine's memory (exit 2, before anything is allocated)."""
+    chs = chapters_of(args)
+    w = Work(work, "limits")
+    prog = chs.get("ch04") or chs[sorted(chs)[0]]
+    name = os.path.basename(prog).split("_")[0]
+    for var, value in (("OMP_NUM_THREADS", "100000"), ("OMP_NUM_THREADS", "0"), ("OMP_NUM_THREADS", "-1"),
+                       ("OMP_NUM_THREADS", "abc"), ("OMP_THREAD_LIMIT", "0"), ("OPENBLAS_NUM_THREADS", "1e9")):
+        env = dict(os.environ, **{var: value})
+        r = w.refused([prog, "--device", "cpu", "--quick", "--metrics", w.keep], 1,
+                      [f'{var}="{value}": expected a number of threads', "unset it to use them all"],
+                      f"{var}={value}", before_work=True, env=env)
+    for value in ("1,2,3", "2", ""):  # a list (one per nesting level) and an empty value are fine
+        r = subprocess.run([prog, "--device", "cpu", "--help"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, OMP_NUM_THREADS=value))
+        expect(r.returncode == 0, f"OMP_NUM_THREADS={value!r} refused", r)
+    # every chapter's integer flags: 2^31 and 2^63 - 1 refused by the parser
+    tried = 0
+    for ch, prog in sorted(chs.items()):
+        help_text = subprocess.run([prog, "--help"], capture_output=True, text=True, timeout=60).stdout
+        ints = [f for f in re.findall(r"^  --([a-z0-9-]+) N\s", help_text, re.M) if f != "seed"]
+        for flag in ints[:2]:
+            for value in ("2147483648", "9223372036854775807"):
+                w.refused([prog, "--device", "cpu", "--quick", f"--{flag}", value, "--metrics", w.keep], 2,
+                          [f"--{flag} expects an integer from -2147483647 to 2147483647, got \"{value}\""],
+                          f"{ch} --{flag} {value}", before_work=True)
+                tried += 1
+    # products of in-range sizes: refused before anything is allocated
+    cases = [("ch12", ["--width", "2000000000"], "--chunks x --rows x --width floats (three copies) take "),
+             ("ch12", ["--width", "2147483647", "--rows", "2147483647", "--chunks", "64"],
+              "Storage size calculation overflowed"),
+             ("ch09", ["--hidden", "2000000"], "--hidden x --hidden floats (about 8 copies) take ")]
+    for ch, flags, needle in cases:
+        if ch in chs:
+            w.refused([chs[ch], "--device", "cpu", "--quick"] + flags + ["--metrics", w.keep], 2,
+                      [needle], f"{ch} {' '.join(flags)}")
+    print(f"PASS: thread variables, {tried} integer flags past int's range and {len(cases)} oversized products refused")
+
+
 def readonly_dir(path):
     """Makes `path` a folder this process cannot create files in, holding one file, existing.out;
     returns how (a word) or None, and the function that undoes it. Root ignores permissions:
@@ -699,7 +740,7 @@ def cmd_gpu(work, have_cuda, *args):
 
 
 MODES = {"data": cmd_data, "checkpoint": cmd_checkpoint, "device": cmd_device, "sizes": cmd_sizes,
-         "numerics": cmd_numerics, "divergence": cmd_divergence, "files": cmd_files, "gpu": cmd_gpu}
+         "numerics": cmd_numerics, "divergence": cmd_divergence, "limits": cmd_limits, "files": cmd_files, "gpu": cmd_gpu}
 
 
 def main(argv):
