@@ -1739,6 +1739,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ch14: %s\nusage: ch14 [--help] ...\n", bad);
     return 2;
   }
+  // before anything is allocated (sizes from flags: issue 23): the weights with their grads and
+  // AdamW's state, the activations of a step, and the attention matrices
+  ct_cli_need_memory(&cli, "--n-layer x --n-embd x --n-embd floats (weights, grads, AdamW state: about 48)", 4,
+                     (const int64_t[]){s.n_layer, s.n_embd, s.n_embd, 48}, sizeof(float));
+  ct_cli_need_memory(&cli, "--batch-size x --block-size x --n-embd x --n-layer floats (activations: about 16)", 5,
+                     (const int64_t[]){s.batch_size, s.block_size, s.n_embd, s.n_layer, 16}, sizeof(float));
+  ct_cli_need_memory(&cli, "--batch-size x --n-head x --block-size x --block-size x --n-layer floats (attention: "
+                     "about 3)", 6, (const int64_t[]){s.batch_size, s.n_head, s.block_size, s.block_size, s.n_layer, 3},
+                     sizeof(float));
   if (getenv("RANK")) ct_cli_launch("ch14", argc, argv, 1); // under tools/launch: ranks > 0 print nothing
   /*md show*/
   ct_cli_begin(&cli); // "device: ...", ct_manual_seed(seed)
@@ -1770,6 +1779,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ch14: --corpus %s: %" PRId64 " characters leave %" PRId64 " for validation, fewer than "
             "--block-size %ld + 1; use a longer text or a smaller --block-size\n", s.corpus, c.n, c.n - c.n_train,
             s.block_size);
+    corpus_free(&c);
     return 1;
   }
   show_data(&s, &c, m);

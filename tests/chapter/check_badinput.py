@@ -584,7 +584,10 @@ def cmd_limits(work, *args):
     cases = [("ch12", ["--width", "2000000000"], "--chunks x --rows x --width floats (three copies) take "),
              ("ch12", ["--width", "2147483647", "--rows", "2147483647", "--chunks", "64"],
               "Storage size calculation overflowed"),
-             ("ch09", ["--hidden", "2000000"], "--hidden x --hidden floats (about 8 copies) take ")]
+             ("ch09", ["--hidden", "2000000"], "--hidden x --hidden floats (about 8 copies) take "),
+             ("ch14", ["--batch-size", "2147483647"],
+              "--batch-size x --block-size x --n-embd x --n-layer floats (activations: about 16) take "),
+             ("ch14", ["--block-size", "100000"], "floats (attention: about 3) take ")]
     for ch, flags, needle in cases:
         if ch in chs:
             w.refused([chs[ch], "--device", "cpu", "--quick"] + flags + ["--metrics", w.keep], 2,
