@@ -1013,7 +1013,8 @@ static int estimate_loss(trainer *t, const corpus *c, bool val, int64_t iters, d
   ct_module_train(t->g->root, false); // model.eval() + torch.no_grad()
   double sum = 0;
   int rc = CT_OK;
-  for (int64_t j = 0; j < iters && rc == CT_OK; ++j) {
+  int64_t done = 0;
+  for (int64_t j = 0; j < iters && rc == CT_OK && !ct_cli_interrupt_pending(); ++j, ++done) { // Ctrl-C ends it
     ct_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
     double l = NAN;
     rc = draw_batch(c, val, t->s->seed, val ? TAG_EVAL_VAL : TAG_EVAL_TRAIN, j, 0, B, T, t->dev, &x, &y, starts);
@@ -1029,7 +1030,7 @@ static int estimate_loss(trainer *t, const corpus *c, bool val, int64_t iters, d
   }
   ct_module_train(t->g->root, true);
   free(starts);
-  *out = sum / (double)iters;
+  *out = done ? sum / (double)done : NAN;
   return rc;
 }
 

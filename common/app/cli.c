@@ -524,6 +524,8 @@ bool ct_cli_interrupted(void) {
   return interrupts > 0;
 }
 
+bool ct_cli_interrupt_pending(void) { return interrupts > 0; }
+
 void ct_cli_section(const char *name) {
   printf("== %s ==\n", name);
   fflush(stdout);

@@ -102,6 +102,9 @@ void ct_cli_launch(const char *program, int argc, char **argv, int nproc);
 // call of ct_cli_interrupted() (and the M-th) raise a real SIGINT first.
 void ct_cli_catch_interrupt(void);
 bool ct_cli_interrupted(void);
+// The same question without counting as a poll for $CT_TEST_SIGINT_AFTER: for long loops
+// inside a step (an evaluation), which end early on Ctrl-C.
+bool ct_cli_interrupt_pending(void);
 // ---- a loss that is not a number -------------------------------------------
 // A training loop's guard, for the loss it reads anyway (a step's loss, or
 // the sum of the steps' losses since the last read): when `loss` is NaN or
