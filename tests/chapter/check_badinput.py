@@ -587,7 +587,9 @@ def cmd_limits(work, *args):
              ("ch09", ["--hidden", "2000000"], "--hidden x --hidden floats (about 8 copies) take "),
              ("ch14", ["--batch-size", "2147483647"],
               "--batch-size x --block-size x --n-embd x --n-layer floats (activations: about 16) take "),
-             ("ch14", ["--block-size", "100000"], "floats (attention: about 3) take ")]
+             ("ch14", ["--block-size", "100000"], "floats (attention: about 3) take "),
+             ("ch06", ["--channels", "100000"], "--channels x --channels x 18 and --channels x 12544 floats"),
+             ("ch11", ["--channels", "2147483647"], "Storage size calculation overflowed")]
     for ch, flags, needle in cases:
         if ch in chs:
             w.refused([chs[ch], "--device", "cpu", "--quick"] + flags + ["--metrics", w.keep], 2,
