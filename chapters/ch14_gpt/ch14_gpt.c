@@ -1674,6 +1674,8 @@ static void apply_preset(settings *s, const preset *p) {
   if (s->min_lr == 0) s->min_lr = p->min_lr;
 }
 
+#define MAX_SAMPLE_LEN 100000 // --sample-len's limit
+
 static const char *check_settings(settings *s) {
   if (s->n_layer < 1 || s->n_head < 1 || s->n_embd < 1 || s->block_size < 1 || s->batch_size < 1 || s->max_iters < 1)
     return "--n-layer, --n-head, --n-embd, --block-size, --batch-size and --max-iters must be >= 1";
@@ -1682,6 +1684,8 @@ static const char *check_settings(settings *s) {
   if (s->eval_interval < 1 || s->eval_iters < 1 || s->log_interval < 1 || s->sample_len < 0 || s->top_k < 0 ||
       s->init_steps < 1)
     return "--eval-interval, --eval-iters, --log-interval and --init-steps must be >= 1, --sample-len and --top-k >= 0";
+  if (s->sample_len > MAX_SAMPLE_LEN) // one forward pass a character: minutes past this on a CPU
+    return "--sample-len must be at most 100000 (one forward pass per character)";
   if (!(s->lr > 0) || !(s->min_lr >= 0) || !(s->weight_decay >= 0) || !(s->grad_clip >= 0) ||
       !(s->beta2 >= 0 && s->beta2 < 1) || !(s->temperature >= 0))
     return "--lr must be > 0; --min-lr, --weight-decay, --grad-clip, --temperature >= 0; --beta2 in [0, 1)";
@@ -1710,7 +1714,7 @@ int main(int argc, char **argv) {
       {"eval-interval", CT_OPT_INT, &s.eval_interval, "steps between evaluations (0: the preset's)"},
       {"eval-iters", CT_OPT_INT, &s.eval_iters, "batches per loss estimate (0: the preset's)"},
       {"log-interval", CT_OPT_INT, &s.log_interval, "steps between log lines (0: the preset's)"},
-      {"sample-len", CT_OPT_INT, &s.sample_len, "characters per sample (0: the preset's)"},
+      {"sample-len", CT_OPT_INT, &s.sample_len, "characters per sample, at most 100000 (0: the preset's)"},
       {"temperature", CT_OPT_DOUBLE, &s.temperature, "sampling temperature (0: greedy)"},
       {"top-k", CT_OPT_INT, &s.top_k, "sample from the k most likely characters (0: all)"},
       {"prompt", CT_OPT_STRING, &s.prompt, "text the final sample and --generate continue (default: a newline)"},

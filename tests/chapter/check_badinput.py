@@ -594,6 +594,9 @@ def cmd_limits(work, *args):
         if ch in chs:
             w.refused([chs[ch], "--device", "cpu", "--quick"] + flags + ["--metrics", w.keep], 2,
                       [needle], f"{ch} {' '.join(flags)}")
+    if "ch14" in chs:  # a run of minutes asked for by one flag: refused with the limit
+        w.refused([chs["ch14"], "--device", "cpu", "--quick", "--sample-len", "2147483647", "--metrics", w.keep], 2,
+                  ["--sample-len must be at most 100000"], "ch14 --sample-len 2147483647", before_work=True)
     print(f"PASS: thread variables, {tried} integer flags past int's range and {len(cases)} oversized products refused")
 
 
