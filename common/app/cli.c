@@ -161,7 +161,7 @@ static bool parse_double(const char *s, double *out) {
   errno = 0;
   char *end;
   double v = strtod(s, &end);
-  if (errno == ERANGE || *end || !isfinite(v)) return false;
+  if ((errno == ERANGE && !(fabs(v) < 1)) || *end || !isfinite(v)) return false; // underflow (1e-320) is a number
   *out = v;
   return true;
 }

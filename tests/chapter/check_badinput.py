@@ -594,6 +594,12 @@ def cmd_limits(work, *args):
         if ch in chs:
             w.refused([chs[ch], "--device", "cpu", "--quick"] + flags + ["--metrics", w.keep], 2,
                       [needle], f"{ch} {' '.join(flags)}")
+    if "ch09" in chs:  # a number too small for a normal double is still a number (argparse's float takes it)
+        r = subprocess.run([chs["ch09"], "--device", "cpu", "--lr", "1e-320", "--help"], capture_output=True,
+                           text=True, timeout=60)
+        expect(r.returncode == 0, "ch09 --lr 1e-320 refused", r)
+        w.refused([chs["ch09"], "--device", "cpu", "--quick", "--lr", "1e400", "--metrics", w.keep], 2,
+                  ['--lr expects a finite number, got "1e400"'], "ch09 --lr 1e400", before_work=True)
     if "ch14" in chs:  # a run of minutes asked for by one flag: refused with the limit
         w.refused([chs["ch14"], "--device", "cpu", "--quick", "--sample-len", "2147483647", "--metrics", w.keep], 2,
                   ["--sample-len must be at most 100000"], "ch14 --sample-len 2147483647", before_work=True)
