@@ -427,10 +427,11 @@ def cmd_sizes(work, *args):
               ["a step takes --batch-size 200 x --accumulate 1 images on each rank, more than its shard of 128 "
                "(256 training images over 2 ranks)", "lower --batch-size or --accumulate"],
               "ch08 --batch-size 200 on 128 images per rank")
-    # A model too large for memory: the allocator's error with its numbers, exit 1.
-    w.refused([ch06, "--device", "cpu", "--quick", "--data", data, "--channels", "3000000", "--metrics", w.keep], 1,
-              ["CPU out of memory. Tried to allocate ", "has a total capacity of", " is free."],
-              "ch06 --channels 3000000")
+    # A model too large for memory: refused before anything is allocated, naming the flag (exit 2;
+    # the allocator's own out-of-memory error is unit.alloc's and ch03's).
+    w.refused([ch06, "--device", "cpu", "--quick", "--data", data, "--channels", "3000000", "--metrics", w.keep], 2,
+              ["--channels x --channels x 18 and --channels x 12544 floats", "more than this machine's memory"],
+              "ch06 --channels 3000000", before_work=True)
     print("PASS: zero and negative sizes, batches larger than the data, a model larger than memory")
 
 
