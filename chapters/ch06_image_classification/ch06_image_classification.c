@@ -1134,6 +1134,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ch06: %s\nusage: ch06 [--help] ...\n", bad);
     return 2;
   }
+  // before anything is allocated: the CNN's weights (the second convolution's and the first
+  // linear layer's, with grads and Adam's state: about 4 copies) and a batch's activations (at most
+  // the whole training set of 60000 images in one batch)
+  if (!strcmp(s.model, "cnn")) {
+    ct_cli_need_memory(&cli, "--channels x --channels x 18 and --channels x 12544 floats (about 4 copies)", 3,
+                       (const int64_t[]){s.channels, s.channels * 18 + 12544, 4}, sizeof(float));
+    ct_cli_need_memory(&cli, "--batch-size x --channels x 28 x 28 floats (activations: about 6)", 4,
+                       (const int64_t[]){s.batch_size < 60000 ? s.batch_size : 60000, s.channels, 784, 6},
+                       sizeof(float));
+  }
   if (cli.quick) { // a small workload for tests: seconds on a 2-core CPU
     if (s.epochs == 10) s.epochs = 1;
     if (s.train_size == 0) s.train_size = 2560;

@@ -78,6 +78,8 @@ cd build && ninja ch07_data_parallel
 #define FMNIST_MEAN 0.2860
 #define FMNIST_STD 0.3530
 
+static const ct_cli *g_cli; // for ct_cli_check_loss in the training loop
+
 static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -456,6 +458,7 @@ static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_data
     ct_tensor *loss = train_step(model, dp, opt, x, y);
     rc = loss && ct_item(loss, &r->loss[step]) == CT_OK ? CT_OK : -1;
     ct_free(loss), ct_free(x), ct_free(y);
+    if (rc == CT_OK) ct_cli_check_loss(g_cli, r->loss[step], step + 1, step + 1, s->lr); // NaN/inf: exit 1
     ct_progress_step(bar, rc == CT_OK ? r->loss[step] : NAN, rows);
     if (ct_cli_interrupted()) { // Ctrl-C: nothing to save, stop after this whole step
       ct_progress_clear(bar);
@@ -715,6 +718,7 @@ int main(int argc, char **argv) {
       {"save-init", CT_OPT_OUTPUT, &s.save_init, "write the initial state_dict to FILE (for the PyTorch twin)"},
   };
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  g_cli = &cli;
   ct_cli_check_path(&cli, "--out-dir", s.out_dir, "ch07_wrapper.safetensors"); // a long folder: refused now
   /*md hide*/
   if (s.steps < 1 || s.batch_size < 1 || !(s.lr > 0) || !(s.momentum >= 0)) {

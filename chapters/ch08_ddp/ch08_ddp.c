@@ -53,6 +53,8 @@ In order: the process group and the environment the launcher gives each process;
 #define FMNIST_STD 0.3530
 #define TIMED_STEPS 20 // steps timed for overlap and DP vs DDP
 
+static const ct_cli *g_cli; // for ct_cli_check_loss in the training loop
+
 static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -492,6 +494,8 @@ static int train(const settings *st, ct_process_group *pg, trained *t, ct_metric
     double sec = reduce_scalar(pg, now_seconds() - t0, CT_REDUCE_MAX);
     if (rc == CT_OK) rc = accuracy(pg, t->model, t->test, 2000, &accs[e]);
     losses[e] = reduce_scalar(pg, steps ? sum / (double)steps : NAN, CT_REDUCE_AVG);
+    if (rc == CT_OK && steps) // every rank sees the same mean, so all stop together: NaN/inf, exit 1
+      ct_cli_check_loss(g_cli, losses[e], e * steps + 1, (e + 1) * steps, st->lr);
     printf("epoch %ld: train loss %.4f (mean over ranks), test accuracy %.4f, %.2f s, %.0f images/s\n", e + 1,
            losses[e], accs[e], sec, (double)(steps * B * acc * w) / sec);
   }
@@ -744,6 +748,7 @@ int main(int argc, char **argv) {
       {"save", CT_OPT_OUTPUT, &s.save, "where rank 0 saves the model (default: ch08_model.safetensors)"},
   };
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  g_cli = &cli;
   /*md hide*/
   if (s.epochs < 1 || s.batch_size < 1 || s.accumulate < 1 || s.train_size < 0 || !(s.lr > 0) ||
       !(s.momentum >= 0) || !(s.bucket_mb >= 0) || s.nproc < 1 || s.nproc > 64) {

@@ -79,6 +79,8 @@ cd build && ninja ch09_amp
 
 #include "ct.h"
 
+static const ct_cli *g_cli; // for ct_cli_check_loss in the training loop
+
 static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -381,7 +383,10 @@ static ct_module *mlp_model(int64_t feat, int64_t h) {
   ct_module *mods[5] = {ct_nn_linear(feat, h, true), ct_nn_relu(), ct_nn_linear(h, h, true), ct_nn_relu(),
                         ct_nn_linear(h, CLASSES, true)};
   for (int i = 0; i < 5; ++i)
-    if (!mods[i]) return NULL;
+    if (!mods[i]) {
+      for (int j = 0; j < 5; ++j) ct_module_free(mods[j]);
+      return NULL;
+    }
   return ct_nn_sequential(5, mods);
 }
 
@@ -749,6 +754,7 @@ static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
         snapshot_free(before, np), snapshot_free(after, np), snapshot_free(g, np);
       }
       if (k >= s->steps - 5) sum += item(loss), counted++; // the last five steps' mean loss
+      if (run == 0) ct_cli_check_loss(g_cli, item(loss), k + 1, k + 1, s->lr); // float32 diverged: exit 1
       ct_free(loss), ct_free(x), ct_free(y), ct_free(xin);
     }
     final[run] = sum / counted;
@@ -835,6 +841,7 @@ static int timed_run(const settings *s, ct_module *(*build)(const settings *), c
   double sum = 0;
   for (long k = 0; k < s->steps; ++k) {
     const double v = item(loss[k]);
+    if (dt == CT_F32 && loss[k]) ct_cli_check_loss(g_cli, v, k + 1, k + 1, s->lr); // float32 diverged: exit 1
     if (losses) losses[k] = v;
     if (k >= s->steps - 5) sum += v;
     ct_free(loss[k]);
@@ -1097,6 +1104,7 @@ int main(int argc, char **argv) {
       {"out-dir", CT_OPT_STRING, &s.out_dir, "where the checkpoint file goes"},
   };
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  g_cli = &cli;
   ct_cli_check_path(&cli, "--out-dir", s.out_dir, "ch09_checkpoint.safetensors"); // a long folder: refused now
   /*md hide*/
   if (cli.quick) {
@@ -1110,6 +1118,12 @@ int main(int argc, char **argv) {
                     "usage: ch09 [--help] ...\n");
     return 2;
   }
+  // before anything is allocated: the hidden layer's weights (with grads, copies and scaler state,
+  // about 8 of them) and the batch's activations
+  ct_cli_need_memory(&cli, "--hidden x --hidden floats (about 8 copies)", 3, (const int64_t[]){s.hidden, s.hidden, 8},
+                     sizeof(float));
+  ct_cli_need_memory(&cli, "--batch-size x --hidden floats (about 8 copies)", 3,
+                     (const int64_t[]){s.batch, s.hidden, 8}, sizeof(float));
   if (access(s.out_dir, W_OK) != 0) { // the checkpoint goes there: fail now, not after the training
     fprintf(stderr, "ch09: --out-dir %s: %s\n", s.out_dir, strerror(errno));
     return 1;

@@ -82,6 +82,8 @@ typedef struct settings {
   const char *save, *save_init;
 } settings;
 
+static const ct_cli *g_cli; // for ct_cli_check_loss in the training loop
+
 static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -315,6 +317,7 @@ static int show_warm_up(graphed *gr, const data *d, const settings *s, ct_metric
   double loss[16];
   long n = s->warmup < 16 ? s->warmup : 16;
   if (warm_up(gr, d, n, loss) != CT_OK) return -1;
+  for (long i = 0; i < n; ++i) ct_cli_check_loss(g_cli, loss[i], i + 1, i + 1, s->lr); // diverged: exit 1
   for (long i = 0; i < n; ++i) printf("warm-up step %ld on the side stream: loss %.6f\n", i + 1, loss[i]);
   ct_metrics_series(m, "warmup_loss", loss, (int)n);
   return CT_OK;
@@ -393,7 +396,7 @@ static int show_capture(graphed *gr, ct_metrics *m) {
   ct_metrics_num(m, "kernels_per_step", (double)nodes);
   ct_metrics_num(m, "capture_param_change", moved);
   ct_metrics_num(m, "capture_reserved_kib", kib(r1) - kib(r0));
-  return moved == 0 ? CT_OK : ct_fail(CT_ERR_VALUE, "ch10: the capture changed the parameters");
+  return moved == 0 ? CT_OK : ct_fail(CT_ERR_VALUE, "the capture changed the parameters");
 }
 /*md output capture*/
 
@@ -460,6 +463,7 @@ static int show_replay(graphed *gr, ct_module *eager, const data *d, const setti
     ct_free(l);
     if (rc == CT_OK) rc = replay_step(gr, d, k);
     if (rc == CT_OK) rc = ct_item(gr->static_loss, &lr[i]);
+    if (rc == CT_OK) ct_cli_check_loss(g_cli, isfinite(le[i]) ? lr[i] : le[i], i + 1, i + 1, s->lr); // exit 1
     if (rc == CT_OK && (i == 0 || (i + 1) % LOG_EVERY == 0 || i == s->steps - 1))
       printf("%6ld  %12.6f  %12.6f\n", i + 1, le[i], lr[i]);
   }
@@ -780,6 +784,7 @@ static int time_steps(graphed *gr, const data *d, bool eager, int n, int reps, d
     t[r] = (now_seconds() - t0) / n;
   }
   if (ct_set_stream(ct_default_stream(dev)) != CT_OK) rc = -1;
+  if (rc == CT_OK) rc = ct_stream_wait_stream(ct_default_stream(dev), gr->side); // before the frees on it
   *out = rc == CT_OK ? median(t, reps < 16 ? reps : 16) : NAN;
   return rc;
 }
@@ -894,6 +899,7 @@ int main(int argc, char **argv) {
       {"save-init", CT_OPT_OUTPUT, &s.save_init, "write the initial state_dict and the data to FILE (for the twin)"},
   };
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+  g_cli = &cli;
   /*md hide*/
   if (s.width < 1 || s.depth < 1 || s.depth > 16 || s.batch < 2 || s.steps < 1 || s.warmup < 1 ||
       s.warmup > 16 || !(s.lr > 0) || !(s.momentum >= 0)) {

@@ -559,6 +559,13 @@ int main(int argc, char **argv) {
     if (s.overhead_steps == 10) s.overhead_steps = 2;
     if (s.rounds == 3) s.rounds = 2;
   }
+  // before anything is allocated: the CNN's weights (with grads and the optimizer's state: about 4
+  // copies) and a batch's activations, as in chapter 6
+  ct_cli_need_memory(&cli, "--channels x --channels x 18 and --channels x 12544 floats (about 4 copies)", 3,
+                     (const int64_t[]){s.channels, s.channels * 18 + 12544, 4}, sizeof(float));
+  ct_cli_need_memory(&cli, "--batch-size x --channels x 28 x 28 floats (activations: about 6)", 4,
+                     (const int64_t[]){s.batch_size < 60000 ? s.batch_size : 60000, s.channels, 784, 6},
+                     sizeof(float));
   /*md show*/
   ct_cli_begin(&cli); // "device: ...", ct_manual_seed(seed)
   ct_device dev = cli.device;

@@ -950,6 +950,11 @@ int main(int argc, char **argv) {
   if (!s.width) s.width = cli.quick ? 64 : gpu ? 2048 : 256;
   if (!s.layers) s.layers = 2;
   if (!s.reps) s.reps = cli.quick ? 1 : 3;
+  // before anything is allocated: the chunks three times (host, device, result), the square layers
+  ct_cli_need_memory(&cli, "--chunks x --rows x --width floats (three copies)", 4,
+                     (const int64_t[]){s.chunks, s.rows, s.width, 3}, sizeof(float));
+  ct_cli_need_memory(&cli, "--layers x --width x --width floats", 3, (const int64_t[]){s.layers, s.width, s.width},
+                     sizeof(float));
   /*md show*/
   ct_metrics *m = ct_metrics_open(cli.metrics_path);
   if (!m) ct_cli_die(&cli);

@@ -1018,7 +1018,8 @@ static int estimate_loss(trainer *t, const corpus *c, bool val, int64_t iters, d
   ct_progress *bar = ct_progress_start_label(NULL, val ? "val loss" : "train loss", iters); // a terminal's only
   double sum = 0;
   int rc = CT_OK;
-  for (int64_t j = 0; j < iters && rc == CT_OK; ++j) {
+  int64_t done = 0;
+  for (int64_t j = 0; j < iters && rc == CT_OK && !ct_cli_interrupt_pending(); ++j, ++done) { // Ctrl-C ends it
     ct_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
     double l = NAN;
     rc = draw_batch(c, val, t->s->seed, val ? TAG_EVAL_VAL : TAG_EVAL_TRAIN, j, 0, B, T, t->dev, &x, &y, starts);
@@ -1036,7 +1037,7 @@ static int estimate_loss(trainer *t, const corpus *c, bool val, int64_t iters, d
   ct_progress_clear(bar);
   ct_module_train(t->g->root, true);
   free(starts);
-  *out = sum / (double)iters;
+  *out = done ? sum / (double)done : NAN;
   return rc;
 }
 
@@ -1711,6 +1712,8 @@ static void apply_preset(settings *s, const preset *p) {
   if (s->min_lr == 0) s->min_lr = p->min_lr;
 }
 
+#define MAX_SAMPLE_LEN 100000 // --sample-len's limit
+
 static const char *check_settings(settings *s) {
   if (s->n_layer < 1 || s->n_head < 1 || s->n_embd < 1 || s->block_size < 1 || s->batch_size < 1 || s->max_iters < 1)
     return "--n-layer, --n-head, --n-embd, --block-size, --batch-size and --max-iters must be >= 1";
@@ -1719,6 +1722,8 @@ static const char *check_settings(settings *s) {
   if (s->eval_interval < 1 || s->eval_iters < 1 || s->log_interval < 1 || s->sample_len < 0 || s->top_k < 0 ||
       s->init_steps < 1)
     return "--eval-interval, --eval-iters, --log-interval and --init-steps must be >= 1, --sample-len and --top-k >= 0";
+  if (s->sample_len > MAX_SAMPLE_LEN) // one forward pass a character: minutes past this on a CPU
+    return "--sample-len must be at most 100000 (one forward pass per character)";
   if (!(s->lr > 0) || !(s->min_lr >= 0) || !(s->weight_decay >= 0) || !(s->grad_clip >= 0) ||
       !(s->beta2 >= 0 && s->beta2 < 1) || !(s->temperature >= 0))
     return "--lr must be > 0; --min-lr, --weight-decay, --grad-clip, --temperature >= 0; --beta2 in [0, 1)";
@@ -1747,7 +1752,7 @@ int main(int argc, char **argv) {
       {"eval-interval", CT_OPT_INT, &s.eval_interval, "steps between evaluations (0: the preset's)"},
       {"eval-iters", CT_OPT_INT, &s.eval_iters, "batches per loss estimate (0: the preset's)"},
       {"log-interval", CT_OPT_INT, &s.log_interval, "steps between log lines (0: the preset's)"},
-      {"sample-len", CT_OPT_INT, &s.sample_len, "characters per sample (0: the preset's)"},
+      {"sample-len", CT_OPT_INT, &s.sample_len, "characters per sample, at most 100000 (0: the preset's)"},
       {"temperature", CT_OPT_DOUBLE, &s.temperature, "sampling temperature (0: greedy)"},
       {"top-k", CT_OPT_INT, &s.top_k, "sample from the k most likely characters (0: all)"},
       {"prompt", CT_OPT_STRING, &s.prompt, "text the final sample and --generate continue (default: a newline)"},
@@ -1777,6 +1782,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ch14: %s\nusage: ch14 [--help] ...\n", bad);
     return 2;
   }
+  // before anything is allocated (sizes from flags: issue 23): the weights with their grads and
+  // AdamW's state, the activations of a step, and the attention matrices
+  ct_cli_need_memory(&cli, "--n-layer x --n-embd x --n-embd floats (weights, grads, AdamW state: about 48)", 4,
+                     (const int64_t[]){s.n_layer, s.n_embd, s.n_embd, 48}, sizeof(float));
+  ct_cli_need_memory(&cli, "--batch-size x --block-size x --n-embd x --n-layer floats (activations: about 16)", 5,
+                     (const int64_t[]){s.batch_size, s.block_size, s.n_embd, s.n_layer, 16}, sizeof(float));
+  ct_cli_need_memory(&cli, "--batch-size x --n-head x --block-size x --block-size x --n-layer floats (attention: "
+                     "about 3)", 6, (const int64_t[]){s.batch_size, s.n_head, s.block_size, s.block_size, s.n_layer, 3},
+                     sizeof(float));
   if (getenv("RANK")) ct_cli_launch("ch14", argc, argv, 1); // under tools/launch: ranks > 0 print nothing
   /*md show*/
   ct_cli_begin(&cli); // "device: ...", ct_manual_seed(seed)
@@ -1808,6 +1822,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ch14: --corpus %s: %" PRId64 " characters leave %" PRId64 " for validation, fewer than "
             "--block-size %ld + 1; use a longer text or a smaller --block-size\n", s.corpus, c.n, c.n - c.n_train,
             s.block_size);
+    corpus_free(&c);
     return 1;
   }
   show_data(&s, &c, m);

@@ -38,6 +38,7 @@
 #include <cblas.h> // openblas_get_parallel
 
 #include "atomic_file.h"
+#include "checked.h"
 #include "error.h"
 #include "random.h"
 #include "strbuf.h"
@@ -90,6 +91,8 @@ static void print_usage(FILE *f, const ct_cli *cli, const ct_cli_opt *opts, int 
   fprintf(f, " (default: %s)\n", cli->metrics_path ? cli->metrics_path : "none, not written");
   usage_line(f, "help", "", "show this help and exit");
   fputc('\n', f);
+  fprintf(f, "  integer flags take -2147483647..2147483647; sizes must fit this machine's memory (%.3g GiB)\n",
+          (double)ct_cli_memory_bytes() / (1 << 30));
   for (int i = 0; i < n_opts; i++) {
     const ct_cli_opt *o = &opts[i];
     if (!o->name) continue;
@@ -164,7 +167,7 @@ static bool parse_double(const char *s, double *out) {
   errno = 0;
   char *end;
   double v = strtod(s, &end);
-  if (errno == ERANGE || *end || !isfinite(v)) return false;
+  if ((errno == ERANGE && !(fabs(v) < 1)) || *end || !isfinite(v)) return false; // underflow (1e-320) is a number
   *out = v;
   return true;
 }
@@ -185,6 +188,56 @@ static void passive_openmp(char **argv) {
   if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
   fflush(NULL);
   execv("/proc/self/exe", argv);
+}
+
+// The thread counts the OpenMP runtime and OpenBLAS read from the
+// environment at start-up. libgomp ignores a malformed value with a warning
+// but starts as many threads as a huge one asks, and crashes when it cannot
+// (OMP_NUM_THREADS=100000: a segfault in the first parallel region). So,
+// before any parallel region runs, each must be a list of whole numbers (one
+// for all but OMP_NUM_THREADS, which takes one per nesting level) from 1 (0
+// too for OpenBLAS's: "all cores") to the limit below, or the run stops,
+// exit 1, naming the variable and the limit.
+int64_t ct_cli_thread_limit(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t lim = n > 0 ? 8 * (int64_t)n : 256;
+  return lim < 256 ? 256 : lim > 4096 ? 4096 : lim;
+}
+
+static void check_thread_env(const ct_cli *cli) {
+  static const struct { const char *name; bool list; bool zero; } vars[] = {
+      {"OMP_NUM_THREADS", true, false}, {"OMP_THREAD_LIMIT", false, false},
+      {"OPENBLAS_NUM_THREADS", false, true}, {"GOTO_NUM_THREADS", false, true}};
+  int64_t lim = ct_cli_thread_limit();
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i].name);
+    if (!v || !v[0]) continue; // unset or empty: the runtime's default
+    const char *p = v;
+    bool ok = true;
+    int items = 0;
+    while (ok) {
+      while (*p == ' ' || *p == '\t') p++;
+      if (!isdigit((unsigned char)*p)) { ok = false; break; }
+      int64_t n = 0;
+      while (isdigit((unsigned char)*p) && n <= lim) n = n * 10 + (*p++ - '0');
+      while (isdigit((unsigned char)*p)) p++;
+      ok = n <= lim && (n >= 1 || vars[i].zero);
+      items++;
+      while (*p == ' ' || *p == '\t') p++;
+      if (!*p) break;
+      if (*p != ',' || !vars[i].list) ok = false;
+      else p++;
+    }
+    if (ok && items > 0) continue;
+    fflush(stdout);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    fprintf(stderr, "%s: %s=\"%.64s\": expected %s from %d to %lld (this machine has %ld cores); "
+            "unset it to use them all\n", cli_program(cli), vars[i].name, v,
+            vars[i].list ? "a number of threads (or a comma-separated list, one per nesting level)"
+                         : "a number of threads",
+            vars[i].zero ? 0 : 1, (long long)lim, cores);
+    exit(1);
+  }
 }
 
 // An output the program cannot write fails now, before any work: exit 1
@@ -287,11 +340,12 @@ static void check_outputs(const ct_cli *cli, const ct_cli_opt *opts, int n_opts)
 }
 
 void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts) {
-  if (argc > 0 && argv && argv[0]) passive_openmp(argv);
   if (!cli->program || !cli->program[0]) {
     const char *base = (argc > 0 && argv[0]) ? strrchr(argv[0], '/') : NULL;
     cli->program = base ? base + 1 : (argc > 0 && argv[0] ? argv[0] : "ct");
   }
+  check_thread_env(cli);
+  if (argc > 0 && argv && argv[0]) passive_openmp(argv);
   if (!cli->device_spec) cli->device_spec = "auto";
   if (n_opts < 0 || !opts) n_opts = 0;
   cli->device = ct_device_cpu();
@@ -366,6 +420,10 @@ void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, in
     case CT_OPT_INT: {
       long v;
       if (!parse_long(value, &v)) usage_error(cli, opts, n_opts, "--%s expects an integer, got \"%s\"", name, value);
+      // Chapters keep sizes and counts in int: nothing past int's range is meant.
+      if (v > INT32_MAX || v < -INT32_MAX)
+        usage_error(cli, opts, n_opts, "--%s expects an integer from %d to %d, got \"%s\"", name, -INT32_MAX,
+                    INT32_MAX, value);
       if (own->out) *(long *)own->out = v;
       break;
     }
@@ -450,6 +508,28 @@ void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64
   fprintf(stderr, "%s: the loss is %s %s: training diverged; lower --lr (this run: %g) or check the inputs "
           "for NaN/inf\n", cli_program(cli), isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf", at, lr);
   exit(1);
+}
+
+int64_t ct_cli_memory_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int64_t b;
+  if (pages <= 0 || page <= 0 || !ct_checked_mul(pages, page, &b)) return INT64_MAX;
+  return b;
+}
+
+void ct_cli_need_memory(const ct_cli *cli, const char *what, int n, const int64_t *factors, int64_t elsize) {
+  int64_t bytes;
+  bool ok = ct_checked_product(n, factors, &bytes) && ct_checked_mul(bytes, elsize, &bytes);
+  int64_t mem = ct_cli_memory_bytes();
+  if (ok && bytes <= mem) return;
+  fflush(stdout);
+  if (!ok)
+    fprintf(stderr, "%s: %s: Storage size calculation overflowed (more than 2^63 - 1 bytes); use smaller values\n",
+            cli_program(cli), what);
+  else
+    fprintf(stderr, "%s: %s take %.3g GiB, more than this machine's memory (%.3g GiB); use smaller values\n",
+            cli_program(cli), what, (double)bytes / (1 << 30), (double)mem / (1 << 30));
+  exit(2);
 }
 
 _Noreturn void ct_cli_die(const ct_cli *cli) {
@@ -558,6 +638,8 @@ bool ct_cli_interrupted(void) {
   test_sigint();
   return interrupts > 0;
 }
+
+bool ct_cli_interrupt_pending(void) { return interrupts > 0; }
 
 // Stops the run now: after Ctrl-C (or SIGTERM), at a point where nothing is
 // half-written; exit 130 (143 for SIGTERM), what a shell reports.

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "san_hooks.h"
 #include "stream.h"
 
 #ifdef CT_HAVE_CUDA
@@ -64,6 +65,7 @@ struct ct_cuda_graph {
   ct_stream *prev;         // the device's current stream before capture_begin
   const cti_backend *real; // the device's own backend
   bool invalid;            // a refused operation spoiled the capture
+  uint32_t san_id;         // the sanitizer's id of the capture (san_hooks.h), 0 if none
   char cause[384];         // the first refusal's message
   char op[64];             // the op being dispatched, for messages
   // CPU: the recorded calls
@@ -246,6 +248,7 @@ static void drop_capture(ct_cuda_graph *g) {
 // on CUDA the stream out of capture mode (instantiated when still valid).
 static int leave_capture(ct_cuda_graph *g) {
   capturing = NULL;
+  cti_san_capture_end();
   int rc = g->prev ? ct_set_stream(g->prev) : CT_OK;
 #ifdef CT_HAVE_CUDA
   if (g->device.type == CT_CUDA) {
@@ -297,6 +300,7 @@ int ct_cuda_graph_capture_begin(ct_cuda_graph *g, ct_stream *s, ct_graph_pool *p
 #endif
   g->state = GRAPH_CAPTURING;
   capturing = g;
+  g->san_id = cti_san_capture_begin(s);
   return ct_set_stream(s);
 }
 
@@ -325,6 +329,7 @@ int ct_cuda_graph_replay(ct_cuda_graph *g) {
     return ct_fail(CT_ERR_CAPTURE, "%s: replaying a graph while this thread captures one is not supported", op);
   ct_stream *s = ct_current_stream(g->device);
   if (!s) return ct_last_status();
+  if (cti_san_replay(g->san_id, s) != CT_OK) return ct_last_status(); // the sanitizer's race: nothing runs
 #ifdef CT_HAVE_CUDA
   if (g->device.type == CT_CUDA) return cuda_replay(g, s);
 #endif

@@ -74,9 +74,25 @@ typedef struct ct_cli {
 // that cannot be written prints "<program>: --save <path>: <why>" and
 // exits 1, having created nothing.
 void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, int n_opts);
+// Before that, the thread counts in the environment (OMP_NUM_THREADS,
+// OMP_THREAD_LIMIT, OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS) are checked:
+// a value that is not a whole number from 1 to ct_cli_thread_limit()
+// (OMP_NUM_THREADS: a comma-separated list of them) prints
+// "<program>: OMP_NUM_THREADS="abc": expected ..." and exits 1.
+// The most threads a variable may ask for: 8 per online core, from 256 to 4096.
+int64_t ct_cli_thread_limit(void);
 // Selects the device, seeds the generators and prints the "device: ..." line.
 // On an error (cuda asked for and absent, bad index) prints it and exits 1.
 void ct_cli_begin(ct_cli *cli);
+// Integer flags (CT_OPT_INT) are refused (exit 2) outside [-2^31 + 1, 2^31 - 1].
+// Sizes from flags: the machine's memory (sysconf), and a check made before
+// anything is allocated: the product of n factors times elsize bytes must
+// neither overflow ("<program>: WHAT: Storage size calculation overflowed")
+// nor pass the machine's memory ("<program>: WHAT take 3e+03 GiB, more than
+// this machine's memory (15.6 GiB)"); either prints that and exits 2. WHAT
+// names the flags: "--rows x --width floats".
+int64_t ct_cli_memory_bytes(void);
+void ct_cli_need_memory(const ct_cli *cli, const char *what, int n, const int64_t *factors, int64_t elsize);
 // Prints "<program>: <last error>" to stderr and exits 1. For chapters'
 // `if (!x) ct_cli_die(&cli);`.
 _Noreturn void ct_cli_die(const ct_cli *cli);
@@ -113,6 +129,9 @@ int ct_cli_interrupt_status(void);
 // SIGTERM); else returns.
 // cli may be NULL (a helper deep in a chapter): the program ct_cli_begin named.
 void ct_cli_exit_if_interrupted(const ct_cli *cli);
+// The same question without counting as a poll for $CT_TEST_SIGINT_AFTER: for long loops
+// inside a step (an evaluation), which end early on Ctrl-C.
+bool ct_cli_interrupt_pending(void);
 // ---- a loss that is not a number -------------------------------------------
 // A training loop's guard, for the loss it reads anyway (a step's loss, or
 // the sum of the steps' losses since the last read): when `loss` is NaN or

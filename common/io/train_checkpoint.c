@@ -19,6 +19,7 @@
 // integers). A load that fails (another model, another optimizer, a damaged
 // file) says which; the caller must not go on with a half-restored run.
 #define _POSIX_C_SOURCE 200809L // strdup
+#include <errno.h>
 #include "checkpoint.h"
 
 #include <inttypes.h>
@@ -140,8 +141,9 @@ out:
 static int get_i64(const char *path, char *const *meta, const char *key, int64_t *out) {
   const char *v = ct_metadata_get(meta, key);
   char *end = NULL;
+  errno = 0;
   long long x = v ? strtoll(v, &end, 10) : -1;
-  if (!v || end == v || *end || x < 0)
+  if (!v || end == v || *end || x < 0 || errno == ERANGE || x > (1LL << 53)) // a count, with room to add to it
     return ct_fail(CT_ERR_IO, OP_LOAD ": %s: metadata \"%s\" is %s%s%s, expected a count: the file is damaged", path,
                    key, v ? "\"" : "missing", v ? v : "", v ? "\"" : "");
   *out = x;

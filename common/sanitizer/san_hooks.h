@@ -18,6 +18,7 @@
 #define CT_SAN_HOOKS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "stream.h"
 #include "tensor_impl.h"
@@ -42,5 +43,13 @@ void cti_san_event_record(void **clock, ct_stream *s);
 void cti_san_wait_event(ct_stream *s, void *const *clock);
 void cti_san_host_waits_event(void *const *clock);
 void cti_san_event_free(void **clock);
+
+// Graphs: a capture on stream s begins on this thread (returns the capture's
+// id, 0 while the sanitizer is off) and ends; ops on s in between are the
+// graph's, checked at each replay. cti_san_replay(id, s) before a replay on
+// s: CT_OK, or in error mode CT_ERR_RACE recorded and the replay must not run.
+uint32_t cti_san_capture_begin(const ct_stream *s);
+void cti_san_capture_end(void);
+int cti_san_replay(uint32_t graph, ct_stream *s);
 
 #endif

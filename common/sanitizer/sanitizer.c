@@ -64,6 +64,14 @@ struct cti_san_rec {
   int nreads;
   uint16_t recorded[MAX_READS]; // streams named by ct_record_stream
   int nrecorded;
+  // A graph's accesses (see "graphs" below): the last capture that used the
+  // storage (0: none), whether it wrote it, and the op.
+  uint32_t graph;
+  bool graph_writes;
+  char graph_op[OP_MAX];
+  // every live record, for a replay to find its graph's storages
+  cti_storage *st;
+  struct cti_san_rec *prev, *next;
 };
 typedef struct cti_san_rec rec;
 
@@ -80,6 +88,10 @@ static vclock host;
 static atomic_uint_least64_t nreports;
 static char last[1024];
 static _Thread_local char last_copy[1024];
+static rec *live;              // the records of live storages, linked
+static uint32_t ncaptures;     // captures begun (a capture's id is its number)
+static _Thread_local const ct_stream *cap_stream; // the stream this thread captures on, or NULL
+static _Thread_local uint32_t cap_id;
 
 // ---- mode -----------------------------------------------------------------------------------------
 static int current_mode(void) {
@@ -171,6 +183,12 @@ static const char *short_label(int id, char *buf, size_t n) {
 
 static const char *tensor_label(const rec *r, const ct_tensor *t, char *buf, size_t n) {
   char shape[96], dev[CT_DEVICE_STR_MAX];
+  if (!t) { // a replay knows the storage only
+    if (r->name[0]) snprintf(buf, n, "tensor '%s'", r->name);
+    else snprintf(buf, n, "the tensor at %p (%zu bytes on %s)", r->st->data, r->st->nbytes,
+                  ct_device_str(r->st->device, dev));
+    return buf;
+  }
   ct_shape_str(ct_shape_of(t), shape, sizeof shape);
   ct_device_str(ct_device_of(t), dev);
   if (r->name[0]) snprintf(buf, n, "tensor '%s' (%s %s on %s)", r->name, ct_dtype_name(ct_dtype_of(t)), shape, dev);
@@ -181,14 +199,24 @@ static const char *tensor_label(const rec *r, const ct_tensor *t, char *buf, siz
 // ---- records (callers hold mu) -------------------------------------------------------------------
 static rec *rec_of(const ct_tensor *t) {
   cti_storage *st = t->storage;
-  if (!st->san && !(st->san = calloc(1, sizeof(rec)))) return NULL; // untracked: nothing is invented
+  if (!st->san) {
+    if (!(st->san = calloc(1, sizeof(rec)))) return NULL; // untracked: nothing is invented
+    st->san->st = st;
+    st->san->next = live;
+    if (live) live->prev = st->san;
+    live = st->san;
+  }
   rec *r = st->san;
   unsigned g = atomic_load(&generation);
   if (r->gen != g) { // new, or written before the sanitizer was last off
     char name[NAME_MAX_];
+    rec *prev = r->prev, *next = r->next;
     memcpy(name, r->name, sizeof name);
     memset(r, 0, sizeof *r);
     memcpy(r->name, name, sizeof name);
+    r->st = st;
+    r->prev = prev;
+    r->next = next;
     r->gen = g;
     r->owner = NONE;
     r->write.stream = NONE;
@@ -268,6 +296,77 @@ static void report_locked(const char *msg, bool print) {
   fflush(stderr);
 }
 
+// ---- graphs ------------------------------------------------------------------------------------
+// A captured op does not run when it is issued: its work runs at each replay,
+// on the stream the replay is issued on. So an access on the capturing
+// stream is not checked or counted then; the storage is marked as used by
+// the capture instead, and a replay checks and records all its capture's
+// storages as one op of the replay's stream. Limit: a storage remembers only
+// the last capture that used it (an older graph's replay then misses it: a
+// race could be missed, none invented).
+static void graph_use(rec *r, bool writes, const char *op) {
+  if (r->graph != cap_id) {
+    r->graph = cap_id;
+    r->graph_writes = false;
+    snprintf(r->graph_op, sizeof r->graph_op, "%s", op);
+  }
+  if (writes && !r->graph_writes) {
+    r->graph_writes = true;
+    snprintf(r->graph_op, sizeof r->graph_op, "%s", op);
+  }
+}
+
+uint32_t cti_san_capture_begin(const ct_stream *s) {
+  if (!cti_san_on()) return 0;
+  pthread_mutex_lock(&mu);
+  cap_id = ++ncaptures;
+  cap_stream = s;
+  pthread_mutex_unlock(&mu);
+  return cap_id;
+}
+
+void cti_san_capture_end(void) {
+  cap_stream = NULL;
+  cap_id = 0;
+}
+
+int cti_san_replay(uint32_t graph, ct_stream *s) {
+  int m = current_mode();
+  if (m == CT_SANITIZER_OFF || graph == 0) return CT_OK;
+  pthread_mutex_lock(&mu);
+  int id = stream_id(s, true);
+  if (id < 0) {
+    pthread_mutex_unlock(&mu);
+    return CT_OK;
+  }
+  learn(id);
+  unsigned gen = atomic_load(&generation);
+  char msg[1024];
+  for (rec *r = live; r; r = r->next) {
+    if (r->graph != graph || r->gen != gen ||
+        !find_race(msg, sizeof msg, "ct_cuda_graph_replay", r->graph_writes, r, NULL, id, &streams[id].vc))
+      continue;
+    report_locked(msg, m == CT_SANITIZER_WARN);
+    if (m == CT_SANITIZER_ERROR) {
+      pthread_mutex_unlock(&mu);
+      return ct_fail(CT_ERR_RACE, "%s", msg);
+    }
+    break;
+  }
+  uint32_t at = ++streams[id].vc.c[id];
+  for (rec *r = live; r; r = r->next) {
+    if (r->graph != graph || r->gen != gen) continue;
+    if (r->graph_writes) {
+      set_access(&r->write, id, at, r->graph_op);
+      r->nreads = 0;
+    } else {
+      add_read(r, id, at, r->graph_op);
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return CT_OK;
+}
+
 // ---- hooks -------------------------------------------------------------------------------------------
 int cti_san_access(const char *op, ct_stream *s, const ct_tensor *const *reads, int nr,
                    const ct_tensor *const *writes, int nw) {
@@ -276,6 +375,15 @@ int cti_san_access(const char *op, ct_stream *s, const ct_tensor *const *reads, 
   pthread_mutex_lock(&mu);
   int id = stream_id(s, true);
   if (id < 0) {
+    pthread_mutex_unlock(&mu);
+    return CT_OK;
+  }
+  if (s == cap_stream) { // captured: it runs at replay, on the replay's stream
+    for (int k = 0; k < nr + nw; ++k) {
+      const ct_tensor *t = k < nr ? reads[k] : writes[k - nr];
+      rec *r = t ? rec_of(t) : NULL;
+      if (r) graph_use(r, k >= nr, op);
+    }
     pthread_mutex_unlock(&mu);
     return CT_OK;
   }
@@ -315,7 +423,9 @@ void cti_san_allocated(const ct_tensor *t, ct_stream *s) {
   pthread_mutex_lock(&mu);
   int id = stream_id(s, true);
   rec *r = id >= 0 ? rec_of(t) : NULL;
-  if (r) {
+  if (r && s == cap_stream) { // the graph's private pool: its first write is the replay's
+    graph_use(r, true, ALLOCATION);
+  } else if (r) {
     learn(id);
     r->owner = (uint16_t)id;
     set_access(&r->write, id, ++streams[id].vc.c[id], ALLOCATION);
@@ -351,6 +461,11 @@ void cti_san_storage_free(cti_storage *st) {
   rec *r = st->san;
   if (!r) return;
   st->san = NULL;
+  pthread_mutex_lock(&mu);
+  if (r->prev) r->prev->next = r->next;
+  else live = r->next;
+  if (r->next) r->next->prev = r->prev;
+  pthread_mutex_unlock(&mu);
   if (cti_san_on() && r->owner != NONE && r->gen == atomic_load(&generation)) {
     pthread_mutex_lock(&mu);
     const access *bad = unsafe_at_free(r, &r->write) ? &r->write : NULL;

@@ -10,6 +10,8 @@
 #   chapter.badinput_device      --device strings malformed (2) or absent (1), every chapter
 #   chapter.badinput_sizes       zero/negative sizes, a batch larger than the data, out of memory
 #   chapter.badinput_numerics    a diverging loss stops ch05/ch06 naming the step; NaN in the data
+#   chapter.badinput_divergence  the same in ch07, ch08, ch09, ch10 and ch14: exit 1, nothing saved
+#   chapter.badinput_limits      thread variables, integer flags past int, sizes past memory
 #   chapter.badinput_files       bad flags and values; outputs into missing, read-only, full or
 #                                wrong-kind destinations, every chapter; links, FIFOs, devices
 #   chapter.badinput_outputs     two flags on one file, planted temporaries, long paths, FIFOs/devices/
@@ -25,7 +27,7 @@ endforeach()
 set(CT_BADINPUT_CHECK ${CMAKE_CURRENT_LIST_DIR}/check_badinput.py)
 set(CT_BADINPUT_WORK ${CMAKE_BINARY_DIR}/badinput_test)
 
-foreach(mode data checkpoint device sizes numerics files outputs)
+foreach(mode data checkpoint device sizes numerics divergence limits files outputs)
   add_test(NAME chapter.badinput_${mode}
            COMMAND ${CT_BADINPUT_PYTHON} ${CT_BADINPUT_CHECK} ${mode} ${CT_BADINPUT_WORK} ${ct_badinput_progs})
   set_tests_properties(chapter.badinput_${mode} PROPERTIES LABELS chapter SKIP_RETURN_CODE 77 TIMEOUT 300

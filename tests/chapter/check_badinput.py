@@ -90,12 +90,12 @@ def expect_no_crash(r, what):
         expect(mark not in r.stderr, f"{what}: {mark!r} on stderr", r)
 
 
-def refused(cmd, code, needles, watch, what, before_work=False, cwd=None, absent=()):
+def refused(cmd, code, needles, watch, what, before_work=False, cwd=None, absent=(), env=None):
     """Run cmd, which must be refused: exit `code`, every needle in stderr, no crash, the folders
     in `watch` unchanged and the paths in `absent` not created. before_work: the refusal comes
     before the chapter starts (no "device:" line, no section). Returns the run."""
     before = snapshot(*watch)
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=cwd)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=cwd, env=env)
     print(f"$ {' '.join(cmd)}\n  -> exit {r.returncode}: {r.stderr.strip().splitlines()[-1:]}", flush=True)
     expect_no_crash(r, what)
     expect(r.returncode == code, f"{what}: exit code {r.returncode}, expected {code}", r)
@@ -431,10 +431,11 @@ def cmd_sizes(work, *args):
               ["a step takes --batch-size 200 x --accumulate 1 images on each rank, more than its shard of 128 "
                "(256 training images over 2 ranks)", "lower --batch-size or --accumulate"],
               "ch08 --batch-size 200 on 128 images per rank")
-    # A model too large for memory: the allocator's error with its numbers, exit 1.
-    w.refused([ch06, "--device", "cpu", "--quick", "--data", data, "--channels", "3000000", "--metrics", w.keep], 1,
-              ["CPU out of memory. Tried to allocate ", "has a total capacity of", " is free."],
-              "ch06 --channels 3000000")
+    # A model too large for memory: refused before anything is allocated, naming the flag (exit 2;
+    # the allocator's own out-of-memory error is unit.alloc's and ch03's).
+    w.refused([ch06, "--device", "cpu", "--quick", "--data", data, "--channels", "3000000", "--metrics", w.keep], 2,
+              ["--channels x --channels x 18 and --channels x 12544 floats", "more than this machine's memory"],
+              "ch06 --channels 3000000", before_work=True)
     print("PASS: zero and negative sizes, batches larger than the data, a model larger than memory")
 
 
@@ -519,6 +520,95 @@ def cmd_numerics(work, *args):
         expect(len(losses) == step - 1 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in losses),
                f"ch06 stopped at step {step}, but the steps before it logged {losses}")
     print(f"PASS: ch05 and ch06 stop when the loss diverges (ch06 at step {step}), naming the step and the fix")
+
+
+def cmd_divergence(work, *args):
+    """BADINPUT 120: every training chapter (ch07, ch08, ch09, ch10, ch14) stops when its loss becomes
+    NaN/inf: exit 1, the step named, and no output written (a planted --save file stays as it was,
+    ch09 writes no checkpoint into --out-dir)."""
+    chs = chapters_of(args)
+    w = Work(work, "divergence")
+    data = write_set(w.path("data"), fake_set())
+    planted = w.path("out", "model.safetensors")
+    with open(planted, "wb") as f:
+        f.write(b"an older checkpoint")
+    runs = {"ch07": ["--data", data, "--save", planted], "ch08": ["--data", data, "--save", planted],
+            "ch09": ["--out-dir", w.out], "ch10": ["--save", planted], "ch14": ["--save", planted]}
+    tried = 0
+    for ch, extra in runs.items():
+        if ch not in chs:
+            continue
+        tried += 1
+        cmd = [chs[ch], "--device", "cpu", "--quick", "--lr", "1e30", "--metrics", w.keep] + extra
+        lr = "" if ch == "ch14" else " (this run: 1e+30)"  # ch14 names the scheduled lr of the step
+        r = w.refused(cmd, 1, [ch + ": the loss is ", "training diverged; lower --lr" + lr],
+                      f"{ch} --lr 1e30")
+        m = re.search(r"the loss is (nan|inf|-inf) (at step (\d+)|between steps (\d+) and (\d+))", r.stderr)
+        expect(m, f"{ch} --lr 1e30: the message names no step", r)
+        if ch == "ch07":  # one step less runs through: its losses are all finite
+            step = int(m.group(3))
+            if step > 1:
+                met = w.path("ch07-before.json")
+                w.ok([chs[ch], "--device", "cpu", "--quick", "--lr", "1e30", "--data", data, "--steps",
+                      str(step - 1), "--metrics", met], f"ch07 --lr 1e30 --steps {step - 1}")
+        print(f"{ch}: stopped {m.group(2)}")
+    expect(tried > 0, "no training chapter among the arguments")
+    print(f"PASS: {tried} training chapters stop when the loss diverges, naming the step, saving nothing")
+
+
+def cmd_limits(work, *args):
+    """BADINPUT 121-123: thread variables the OpenMP runtime would crash on or ignore (exit 1, before
+    any work); integer flags past int's range (exit 2, naming the flag and the range); sizes whose
+    product overflows or passes the machine's memory (exit 2, before anything is allocated)."""
+    chs = chapters_of(args)
+    w = Work(work, "limits")
+    prog = chs.get("ch04") or chs[sorted(chs)[0]]
+    name = os.path.basename(prog).split("_")[0]
+    for var, value in (("OMP_NUM_THREADS", "100000"), ("OMP_NUM_THREADS", "0"), ("OMP_NUM_THREADS", "-1"),
+                       ("OMP_NUM_THREADS", "abc"), ("OMP_THREAD_LIMIT", "0"), ("OPENBLAS_NUM_THREADS", "1e9")):
+        env = dict(os.environ, **{var: value})
+        r = w.refused([prog, "--device", "cpu", "--quick", "--metrics", w.keep], 1,
+                      [f'{var}="{value}": expected a number of threads', "unset it to use them all"],
+                      f"{var}={value}", before_work=True, env=env)
+    for value in ("1,2,3", "2", ""):  # a list (one per nesting level) and an empty value are fine
+        r = subprocess.run([prog, "--device", "cpu", "--help"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, OMP_NUM_THREADS=value))
+        expect(r.returncode == 0, f"OMP_NUM_THREADS={value!r} refused", r)
+    # every chapter's integer flags: 2^31 and 2^63 - 1 refused by the parser
+    tried = 0
+    for ch, prog in sorted(chs.items()):
+        help_text = subprocess.run([prog, "--help"], capture_output=True, text=True, timeout=60).stdout
+        ints = [f for f in re.findall(r"^  --([a-z0-9-]+) N\s", help_text, re.M) if f != "seed"]
+        for flag in ints[:2]:
+            for value in ("2147483648", "9223372036854775807"):
+                w.refused([prog, "--device", "cpu", "--quick", f"--{flag}", value, "--metrics", w.keep], 2,
+                          [f"--{flag} expects an integer from -2147483647 to 2147483647, got \"{value}\""],
+                          f"{ch} --{flag} {value}", before_work=True)
+                tried += 1
+    # products of in-range sizes: refused before anything is allocated
+    cases = [("ch12", ["--width", "2000000000"], "--chunks x --rows x --width floats (three copies) take "),
+             ("ch12", ["--width", "2147483647", "--rows", "2147483647", "--chunks", "64"],
+              "Storage size calculation overflowed"),
+             ("ch09", ["--hidden", "2000000"], "--hidden x --hidden floats (about 8 copies) take "),
+             ("ch14", ["--batch-size", "2147483647"],
+              "--batch-size x --block-size x --n-embd x --n-layer floats (activations: about 16) take "),
+             ("ch14", ["--block-size", "100000"], "floats (attention: about 3) take "),
+             ("ch06", ["--channels", "100000"], "--channels x --channels x 18 and --channels x 12544 floats"),
+             ("ch11", ["--channels", "2147483647"], "Storage size calculation overflowed")]
+    for ch, flags, needle in cases:
+        if ch in chs:
+            w.refused([chs[ch], "--device", "cpu", "--quick"] + flags + ["--metrics", w.keep], 2,
+                      [needle], f"{ch} {' '.join(flags)}")
+    if "ch09" in chs:  # a number too small for a normal double is still a number (argparse's float takes it)
+        r = subprocess.run([chs["ch09"], "--device", "cpu", "--lr", "1e-320", "--help"], capture_output=True,
+                           text=True, timeout=60)
+        expect(r.returncode == 0, "ch09 --lr 1e-320 refused", r)
+        w.refused([chs["ch09"], "--device", "cpu", "--quick", "--lr", "1e400", "--metrics", w.keep], 2,
+                  ['--lr expects a finite number, got "1e400"'], "ch09 --lr 1e400", before_work=True)
+    if "ch14" in chs:  # a run of minutes asked for by one flag: refused with the limit
+        w.refused([chs["ch14"], "--device", "cpu", "--quick", "--sample-len", "2147483647", "--metrics", w.keep], 2,
+                  ["--sample-len must be at most 100000"], "ch14 --sample-len 2147483647", before_work=True)
+    print(f"PASS: thread variables, {tried} integer flags past int's range and {len(cases)} oversized products refused")
 
 
 def readonly_dir(path):
@@ -794,7 +884,8 @@ def cmd_gpu(work, have_cuda, *args):
 
 
 MODES = {"data": cmd_data, "checkpoint": cmd_checkpoint, "device": cmd_device, "sizes": cmd_sizes,
-         "numerics": cmd_numerics, "files": cmd_files, "outputs": cmd_outputs, "gpu": cmd_gpu}
+         "numerics": cmd_numerics, "divergence": cmd_divergence, "limits": cmd_limits, "files": cmd_files,
+         "outputs": cmd_outputs, "gpu": cmd_gpu}
 
 
 def main(argv):

@@ -912,6 +912,30 @@ static void test_sigkill_mid_save(void **state) {
   ct_free(w);
 }
 
+// A training checkpoint's progress past any count a run could reach (a
+// damaged or hostile file: 2^63 - 1 steps) is refused on load, so that the
+// resumed loop's arithmetic on it cannot overflow (BADINPUT 129).
+static void test_train_progress_limits(void **state) {
+  (void)state;
+  ct_module *lin = ct_nn_linear(3, 2, true);
+  TU_CHECK(lin);
+  int np = 0;
+  ct_param **ps = ct_module_parameters(lin, &np);
+  ct_optimizer *opt = ct_optim_sgd(ps, np, ct_sgd_defaults(0.1));
+  TU_CHECK(opt);
+  const char *path = tpath("progress.safetensors");
+  ct_train_progress p = {.epoch = 1, .batch = 2, .step = INT64_MAX}, got = {0};
+  TU_OK(ct_save_train_checkpoint(path, lin, opt, &p, NULL));
+  assert_int_equal(ct_load_train_checkpoint(path, lin, opt, &got, NULL), CT_ERR_IO);
+  assert_non_null(strstr(ct_last_error(), "metadata \"step\" is \"9223372036854775807\", expected a count"));
+  p.step = 12;
+  TU_OK(ct_save_train_checkpoint(path, lin, opt, &p, NULL));
+  TU_OK(ct_load_train_checkpoint(path, lin, opt, &got, NULL));
+  assert_true(got.step == 12 && got.epoch == 1 && got.batch == 2);
+  ct_optimizer_free(opt);
+  ct_module_free(lin);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
@@ -921,6 +945,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fuzz_truncations), cmocka_unit_test(test_fuzz_flips),
       cmocka_unit_test(test_atomic_save),      cmocka_unit_test(test_sigkill_mid_save),
       cmocka_unit_test(test_planted_temp_links),      cmocka_unit_test(test_module_round_trip),
+      cmocka_unit_test(test_train_progress_limits),
   };
   return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }

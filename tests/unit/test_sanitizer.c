@@ -308,6 +308,43 @@ static void test_host_and_gpu(void **state) {
   ct_free(back), ct_free(g), ct_free(h);
 }
 
+// A graph's ops run at replay, on the replay's stream: captured on a (the
+// capture stream) and replayed on the default stream, where the input was
+// written, nothing races; replayed on b, which does not know that write,
+// the replay is refused before it runs, naming the tensor.
+static void test_graph_replay_on_its_stream(void **state) {
+  two *t = *state;
+  TU_OK(ct_sanitizer_set_mode(CT_SANITIZER_ERROR));
+  uint64_t before = ct_sanitizer_reports();
+  ct_tensor *in = ct_full(CT_SHAPE(64), 1.0, CT_F32, t->d);
+  TU_CHECK(in);
+  TU_OK(ct_sanitizer_name_tensor(in, "static_in"));
+  ct_cuda_graph *g = ct_cuda_graph_new();
+  TU_CHECK(g);
+  TU_OK(ct_stream_wait_stream(t->a, t->def));
+  TU_OK(ct_cuda_graph_capture_begin(g, t->a, NULL));
+  ct_tensor *out = ct_mul_scalar(in, 2.0); // recorded, from the graph's pool
+  TU_OK(ct_cuda_graph_capture_end(g));
+  TU_CHECK(out);
+  TU_OK(ct_sanitizer_name_tensor(out, "static_out"));
+  TU_OK(ct_fill_(in, 3.0)); // copy_ of new data into the static input, on the default stream
+  TU_OK(ct_cuda_graph_replay(g));
+  assert_true(first(out) == 6.0);
+  assert_true(ct_sanitizer_reports() == before); // the capture's accesses were the replay's
+  TU_OK(ct_fill_(in, 4.0));
+  TU_OK(ct_set_stream(t->b)); // b does not know the write on the default stream
+  assert_int_equal(ct_cuda_graph_replay(g), CT_ERR_RACE);
+  const char *msg = ct_last_error();
+  print_message("%s\n", msg);
+  assert_non_null(strstr(msg, "ct_cuda_graph_replay: stream-ordering race on tensor 'static_"));
+  assert_non_null(strstr(msg, "on stream 'compute'"));
+  assert_true(ct_sanitizer_reports() == before + 1);
+  TU_OK(ct_set_stream(t->def));
+  ct_cuda_graph_free(g);
+  ct_free(out);
+  ct_free(in);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
@@ -319,6 +356,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_warn_and_off),
       cmocka_unit_test(test_off_gap_invents_nothing),
       cmocka_unit_test(test_host_and_gpu),
+      cmocka_unit_test(test_graph_replay_on_its_stream),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
