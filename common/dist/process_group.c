@@ -430,6 +430,50 @@ int ct_dist_barrier(ct_process_group *pg) {
 #endif
 }
 
+// ---- agreement after setup ----------------------------------------------------------------------
+// One all-reduce (MIN of "my rank if I failed, else world size": the lowest
+// failing rank) and, only when some rank failed, one broadcast of that rank's
+// status and message from it. Every rank learns the same thing at once, so
+// all of them stop together in the program's words instead of the healthy
+// ones waiting in a later collective until mpirun ends them.
+#define AGREE_MSG 1024
+int ct_dist_agree(ct_process_group *pg, int status, const char *message) {
+  char mine[AGREE_MSG] = "";
+  char *full = NULL; // the failing rank's whole message, copied: `message` may lie in ct_last_error()'s buffer
+  if (status != CT_OK) {
+    const char *m = message && message[0] ? message : ct_last_error();
+    if (!m || !m[0]) m = "unknown error";
+    size_t n = strlen(m);
+    if (n < sizeof mine) memcpy(mine, m, n + 1);
+    else memcpy(mine, m, sizeof mine - 4), memcpy(mine + sizeof mine - 4, "...", 4);
+    if ((full = malloc(n + 1))) memcpy(full, m, n + 1);
+  }
+  int rc = CT_OK;
+  if (!pg) rc = status != CT_OK ? ct_fail((ct_status)status, "%s", full ? full : mine)
+                                : ct_fail(CT_ERR_VALUE, "ct_dist_agree: NULL process group");
+#ifdef CT_HAVE_MPI
+  int first = status != CT_OK && pg ? pg->rank : pg ? pg->world : 0;
+  int err = pg ? MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, pg->comm) : MPI_SUCCESS;
+  if (pg && err != MPI_SUCCESS) rc = mpi_fail("ct_dist_agree", err);
+  else if (pg && first < pg->world) {
+    struct { int status; char msg[AGREE_MSG]; } what = {status, ""};
+    memcpy(what.msg, mine, sizeof mine);
+    err = MPI_Bcast(&what, (int)sizeof what, MPI_BYTE, first, pg->comm);
+    what.msg[sizeof what.msg - 1] = '\0';
+    if (err != MPI_SUCCESS) rc = mpi_fail("ct_dist_agree", err);
+    else if (status != CT_OK) rc = ct_fail((ct_status)status, "%s", full ? full : mine); // its own words
+    else rc = ct_fail(what.status != CT_OK ? (ct_status)what.status : CT_ERR_VALUE, "rank %d failed: %s", first,
+                      what.msg);
+  }
+#else
+  if (pg) rc = status != CT_OK ? ct_fail((ct_status)status, "%s", full ? full : mine)
+                               : ct_fail(CT_ERR_UNAVAILABLE, "ct_dist_agree: no MPI in this build");
+#endif
+  free(full);
+  return rc;
+}
+
+
 // ---- asynchronous all-reduce --------------------------------------------------------------------
 ct_work *ct_dist_all_reduce_async(ct_process_group *pg, ct_tensor *t, ct_dist_reduce_op op_kind) {
   static const char op[] = "ct_dist_all_reduce";

@@ -78,6 +78,14 @@ int ct_dist_all_gather(ct_process_group *pg, ct_tensor *const *out, const ct_ten
 // of out's shape (torch's reduce_scatter(output, input_list)).
 int ct_dist_reduce_scatter(ct_process_group *pg, ct_tensor *out, ct_tensor *const *in, ct_dist_reduce_op op);
 int ct_dist_barrier(ct_process_group *pg);
+// Agreement after setup (data, vocabulary, model): every rank calls it with
+// its own status (CT_OK or the failure's) and message (NULL: ct_last_error()).
+// CT_OK when every rank is ok. Otherwise every rank gets a failure back
+// together: the failing rank its own status and message, the others the
+// lowest failing rank's status and "rank K failed: <its message>" (at most
+// 1023 bytes, longer ones end in "..."), so each can print it and exit 1
+// instead of waiting in a later collective for a rank that has given up.
+int ct_dist_agree(ct_process_group *pg, int status, const char *message);
 // async_op=True: the collective starts and a handle comes back.
 ct_work *ct_dist_all_reduce_async(ct_process_group *pg, ct_tensor *t, ct_dist_reduce_op op);
 bool ct_work_is_completed(ct_work *w); // also drives MPI's progress

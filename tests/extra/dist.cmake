@@ -11,6 +11,9 @@
 #   dist.netns          two network namespaces as two hosts, over TCP (77 where not possible)
 #   dist.fault          a rank that exits, is killed or fails ends the job non-zero within
 #                       60 s; without the launcher, a clear error
+#   dist.agree          ct_dist_agree: rank 1 (or 1 and 2) fails its setup; every rank prints the
+#                       program's words ("rank 1 failed: ..." or its own), all exit 1 together,
+#                       no MPI abort or kill noise; a 3000-byte message ends in "..."
 #   dist.launch_signal  SIGTERM/SIGINT to tools/launch ends every rank; none outlives it
 set(CT_DIST_DIR ${CMAKE_CURRENT_LIST_DIR}/../dist)
 add_executable(sampler_dump ${CT_DIST_DIR}/sampler_dump.c)
@@ -21,7 +24,7 @@ if(CT_TORCH_PYTHON)
   set_tests_properties(unit.dist_sampler PROPERTIES LABELS unit SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
 if(CT_HAVE_MPI)
-  foreach(t test_dist dist_fault)
+  foreach(t test_dist dist_fault dist_agree)
     add_executable(${t} ${CT_DIST_DIR}/${t}.c)
     target_link_libraries(${t} PRIVATE ct)
     target_compile_options(${t} PRIVATE ${CT_WARNINGS})
@@ -37,6 +40,10 @@ if(CT_HAVE_MPI)
            COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_fault.py ${PROJECT_SOURCE_DIR}/tools/launch
                    $<TARGET_FILE:dist_fault> $<TARGET_FILE:test_dist>)
   set_tests_properties(dist.fault PROPERTIES LABELS dist TIMEOUT 300 ENVIRONMENT "${CT_MPI_TEST_ENV};OMP_NUM_THREADS=1")
+  add_test(NAME dist.agree
+           COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_agree.py ${PROJECT_SOURCE_DIR}/tools/launch
+                   $<TARGET_FILE:dist_agree>)
+  set_tests_properties(dist.agree PROPERTIES LABELS dist TIMEOUT 300 ENVIRONMENT "${CT_MPI_TEST_ENV};OMP_NUM_THREADS=1")
   add_test(NAME dist.launch_signal
            COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_launch_signal.py ${PROJECT_SOURCE_DIR}/tools/launch)
   set_tests_properties(dist.launch_signal PROPERTIES LABELS dist TIMEOUT 200 ENVIRONMENT "${CT_MPI_TEST_ENV}")
