@@ -447,21 +447,31 @@ static int train(const settings *st, ct_process_group *pg, trained *t, ct_metric
   ct_device d = ct_dist_device(pg);
   t->s.ds = ct_fashion_mnist(st->data, true, FMNIST_MEAN, FMNIST_STD);
   t->test = ct_fashion_mnist(st->data, false, FMNIST_MEAN, FMNIST_STD);
-  if (!t->s.ds || !t->test) return -1;
-  int64_t len = st->train_size > 0 && st->train_size < ct_dataset_len(t->s.ds) ? st->train_size
-                                                                               : ct_dataset_len(t->s.ds);
+  int rc = t->s.ds && t->test ? CT_OK : ct_last_status() ? ct_last_status() : CT_ERR_IO;
+  int64_t len = rc ? 0 : st->train_size > 0 && st->train_size < ct_dataset_len(t->s.ds) ? st->train_size
+                                                                                       : ct_dataset_len(t->s.ds);
   ct_distributed_sampler sampler = {.length = len, .num_replicas = w, .rank = r, .shuffle = true, .seed = 0};
   int64_t n = ct_distributed_sampler_len(&sampler), B = st->batch_size;
-  if (st->accumulate > n || B > n / st->accumulate) // not one whole step: every rank stops here, before any collective
-    return ct_fail(CT_ERR_VALUE, "a step takes --batch-size %lld x --accumulate %ld images on each rank, more than its "
-                   "shard of %lld (%lld training images over %d ranks): lower --batch-size or --accumulate, or raise "
-                   "--train-size", (long long)B, st->accumulate, (long long)n, (long long)len, w);
-  t->s.idx = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-  t->s.x = ct_empty(CT_SHAPE(B, 1, 28, 28), CT_F32, ct_device_cpu());
-  t->s.y = ct_empty(CT_SHAPE(B), CT_I64, ct_device_cpu());
-  ct_manual_seed(1000 + (uint64_t)r); // a different start on every rank: DDP's broadcast makes them equal
-  t->model = build_mlp();
-  if (!t->s.idx || !t->s.x || !t->s.y || !t->model || ct_module_to(t->model, d) != CT_OK) return -1;
+  if (!rc && (st->accumulate > n || B > n / st->accumulate)) // not one whole step
+    rc = ct_fail(CT_ERR_VALUE, "a step takes --batch-size %lld x --accumulate %ld images on each rank, more than its "
+                 "shard of %lld (%lld training images over %d ranks): lower --batch-size or --accumulate, or raise "
+                 "--train-size", (long long)B, st->accumulate, (long long)n, (long long)len, w);
+  if (!rc) {
+    t->s.idx = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    t->s.x = ct_empty(CT_SHAPE(B, 1, 28, 28), CT_F32, ct_device_cpu());
+    t->s.y = ct_empty(CT_SHAPE(B), CT_I64, ct_device_cpu());
+    ct_manual_seed(1000 + (uint64_t)r); // a different start on every rank: DDP's broadcast makes them equal
+    t->model = build_mlp();
+    if (!t->s.idx || !t->s.x || !t->s.y || !t->model || ct_module_to(t->model, d) != CT_OK)
+      rc = ct_last_status() ? ct_last_status() : CT_ERR_OOM;
+  }
+  // One rank's missing --data folder must not leave the others waiting in
+  // DDP's first broadcast: all ranks compare notes here and stop together,
+  // each saying which rank failed and why.
+  if (ct_dist_agree(pg, rc, NULL) != CT_OK) {
+    ct_dist_destroy_process_group(pg); // leave MPI cleanly: no "exited without finalize" from mpirun
+    ct_cli_die(g_cli);
+  }
   ct_ddp_options o = ct_ddp_defaults();
   o.bucket_cap_mb = st->bucket_mb;
   if (!(t->ddp = ct_ddp_create(t->model, pg, o))) return -1; // DDP(model): rank 0's weights everywhere
@@ -480,7 +490,7 @@ static int train(const settings *st, ct_process_group *pg, trained *t, ct_metric
   t->s.n = n;
   int64_t steps = n / (B * acc); // whole steps only (a DataLoader with drop_last=True)
   double losses[64], accs[64];
-  int rc = CT_OK;
+  rc = CT_OK;
   for (long e = 0; rc == CT_OK && e < st->epochs && e < 64; ++e) {
     sampler.epoch = e;                                     // sampler.set_epoch(e)
     rc = ct_distributed_sampler_indices(&sampler, t->s.idx);

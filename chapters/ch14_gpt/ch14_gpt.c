@@ -1730,6 +1730,46 @@ static const char *check_settings(settings *s) {
   return NULL;
 }
 
+// Several processes: setup (the corpus, the model) fails on one rank only
+// when that rank's files or memory differ, and the others would then wait in
+// DDP's first broadcast until mpirun killed them. ct_dist_agree makes every
+// rank stop together instead, each saying which rank failed and why. One
+// process (pg NULL): the failure is printed as it is.
+static void agree_or_die(ct_process_group *pg, const ct_cli *cli, int rc) {
+  if (!pg) {
+    if (rc != CT_OK) ct_cli_die(cli);
+    return;
+  }
+  const char *e = rc != CT_OK ? ct_last_error() : "";
+  if (!strncmp(e, "ch14: ", 6)) e += 6; // "ch14: rank 1 failed: ...", not "...failed: ch14: ..."
+  if (ct_dist_agree(pg, rc, e) == CT_OK) return;
+  ct_dist_destroy_process_group(pg); // leave MPI cleanly, so mpirun adds nothing of its own
+  ct_cli_die(cli);
+}
+
+// Every rank must train on the same text: a 64-bit FNV-1a hash of the
+// vocabulary and the corpus's length, the largest and smallest over the
+// ranks (one all-reduce of {h, n, -h, -n} with MAX), must agree.
+static void same_corpus_or_die(ct_process_group *pg, const ct_cli *cli, const settings *s, const corpus *c) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int64_t i = 0; i < c->voc.size; ++i)
+    for (int b = 0; b < 4; ++b) h = (h ^ ((c->voc.chars[i] >> (8 * b)) & 0xffu)) * 1099511628211ULL;
+  int64_t mine = (int64_t)(h & 0x3fffffffffffffffULL), v[4] = {mine, c->n, -mine, -c->n}, got[4] = {0};
+  ct_tensor *t = ct_from_host(v, CT_SHAPE(4), CT_I64, ct_dist_device(pg)); // nccl reduces GPU tensors only
+  int rc = t ? ct_dist_all_reduce(pg, t, CT_REDUCE_MAX) : (int)ct_last_status();
+  if (rc == CT_OK) rc = ct_copy_to_host(t, got, sizeof got);
+  ct_free(t);
+  if (rc == CT_OK && (got[0] != -got[2] || got[1] != -got[3]))
+    rc = ct_fail(CT_ERR_VALUE, "ch14: the ranks read different texts: --corpus %s gives rank %d %" PRId64
+                 " characters and a vocabulary of %" PRId64 ", and another rank has %s; give every rank the same "
+                 "--corpus (the same file, with the same contents, on every machine)", s->corpus,
+                 ct_dist_get_rank(pg), c->n, c->voc.size,
+                 got[1] != -got[3] ? "a different length" : "a different vocabulary");
+  if (rc == CT_OK) return;
+  ct_dist_destroy_process_group(pg);
+  ct_cli_die(cli);
+}
+
 int main(int argc, char **argv) {
   ct_cli cli = {.program = "ch14", .summary = "Chapter 14: a character-level GPT trained in C (nanoGPT's model)."};
   settings s = {.corpus = "en", .preset = "cpu", .amp = "off", .weight_decay = 0.1, .beta2 = 0.99, .grad_clip = 1.0,
@@ -1817,23 +1857,23 @@ int main(int argc, char **argv) {
   }
 
   corpus c;
-  if (corpus_open(s.corpus, &c) != CT_OK) ct_cli_die(&cli);
-  if (c.n - c.n_train <= s.block_size) {
-    fprintf(stderr, "ch14: --corpus %s: %" PRId64 " characters leave %" PRId64 " for validation, fewer than "
-            "--block-size %ld + 1; use a longer text or a smaller --block-size\n", s.corpus, c.n, c.n - c.n_train,
-            s.block_size);
-    corpus_free(&c);
-    return 1;
-  }
+  int rc = corpus_open(s.corpus, &c);
+  if (rc == CT_OK && c.n - c.n_train <= s.block_size)
+    rc = ct_fail(CT_ERR_VALUE, "ch14: --corpus %s: %" PRId64 " characters leave %" PRId64 " for validation, fewer "
+                 "than --block-size %ld + 1; use a longer text or a smaller --block-size", s.corpus, c.n,
+                 c.n - c.n_train, s.block_size);
+  agree_or_die(pg, &cli, rc);          // every rank read its corpus, or all stop saying which did not
+  if (pg) same_corpus_or_die(pg, &cli, &s, &c); // and it is the same text everywhere
   show_data(&s, &c, m);
 
   gpt g;
   gpt_config cfg = {c.voc.size, s.block_size, s.n_layer, s.n_head, s.n_embd};
-  if (gpt_build(&g, cfg, dev) != CT_OK) ct_cli_die(&cli);
-  show_model(&g, m);
+  rc = gpt_build(&g, cfg, dev);
+  if (rc == CT_OK) show_model(&g, m);
 
   trainer t;
-  if (trainer_init(&t, &s, &g, dev) != CT_OK) ct_cli_die(&cli);
+  if (rc == CT_OK) rc = trainer_init(&t, &s, &g, dev);
+  agree_or_die(pg, &cli, rc);          // every rank built its model before DDP's first broadcast
   t.cli = &cli;
   if (pg) {
     t.pg = pg, t.rank = ct_dist_get_rank(pg), t.world = ct_dist_get_world_size(pg);

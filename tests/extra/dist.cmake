@@ -13,7 +13,8 @@
 #                       60 s; without the launcher, a clear error
 #   dist.agree          ct_dist_agree: rank 1 (or 1 and 2) fails its setup; every rank prints the
 #                       program's words ("rank 1 failed: ..." or its own), all exit 1 together,
-#                       no MPI abort or kill noise; a 3000-byte message ends in "..."
+#                       no MPI abort or kill noise; a 3000-byte message ends in "..."; ch14 on
+#                       2 ranks, rank 1 with a missing or another --corpus: both stop in ch14's words
 #   dist.launch_signal  SIGTERM/SIGINT to tools/launch ends every rank; none outlives it
 set(CT_DIST_DIR ${CMAKE_CURRENT_LIST_DIR}/../dist)
 add_executable(sampler_dump ${CT_DIST_DIR}/sampler_dump.c)
@@ -42,7 +43,7 @@ if(CT_HAVE_MPI)
   set_tests_properties(dist.fault PROPERTIES LABELS dist TIMEOUT 300 ENVIRONMENT "${CT_MPI_TEST_ENV};OMP_NUM_THREADS=1")
   add_test(NAME dist.agree
            COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_agree.py ${PROJECT_SOURCE_DIR}/tools/launch
-                   $<TARGET_FILE:dist_agree>)
+                   $<TARGET_FILE:dist_agree> $<TARGET_FILE:ch14>)
   set_tests_properties(dist.agree PROPERTIES LABELS dist TIMEOUT 300 ENVIRONMENT "${CT_MPI_TEST_ENV};OMP_NUM_THREADS=1")
   add_test(NAME dist.launch_signal
            COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_launch_signal.py ${PROJECT_SOURCE_DIR}/tools/launch)
