@@ -43,7 +43,7 @@ if(CT_HAVE_MPI)
   set_tests_properties(dist.fault PROPERTIES LABELS dist TIMEOUT 300 ENVIRONMENT "${CT_MPI_TEST_ENV};OMP_NUM_THREADS=1")
   add_test(NAME dist.agree
            COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_agree.py ${PROJECT_SOURCE_DIR}/tools/launch
-                   $<TARGET_FILE:dist_agree> $<TARGET_FILE:ch14>)
+                   $<TARGET_FILE:dist_agree> $<TARGET_FILE:ch14_gpt>)
   set_tests_properties(dist.agree PROPERTIES LABELS dist TIMEOUT 300 ENVIRONMENT "${CT_MPI_TEST_ENV};OMP_NUM_THREADS=1")
   add_test(NAME dist.launch_signal
            COMMAND ${CT_DIST_PYTHON} ${CT_DIST_DIR}/check_launch_signal.py ${PROJECT_SOURCE_DIR}/tools/launch)
