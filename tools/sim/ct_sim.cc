@@ -470,6 +470,9 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
   if (!p) return ct_sim_set(cudaErrorInvalidValue);
   *p = nullptr;
   if (!bytes) return cudaSuccess;
+  // the emulated device's memory, as cudaMemGetInfo reports it (ct_sim_runtime.cc):
+  // a larger request fails as it does on a GPU, before the host is asked
+  if (bytes > ((size_t)8 << 30)) return ct_sim_set(cudaErrorMemoryAllocation);
   *p = malloc(bytes);
   return *p ? cudaSuccess : ct_sim_set(cudaErrorMemoryAllocation);
 }

@@ -63,7 +63,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
   if (device != 0) return set_last_error(cudaErrorInvalidDevice);
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "%s", k_name);
-  p->totalGlobalMem = (size_t)8 << 30; // what cudaMemGetInfo reports (not enforced)
+  p->totalGlobalMem = (size_t)8 << 30; // what cudaMemGetInfo reports; cudaMalloc refuses more
   p->sharedMemPerBlock = 48 * 1024;
   p->regsPerBlock = 65536;
   p->warpSize = 32;
@@ -140,6 +140,24 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
 cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
   return e ? cudaSuccess : set_last_error(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t, int *priority) {
+  if (!priority) return set_last_error(cudaErrorInvalidValue);
+  *priority = 0;
+  return cudaSuccess;
+}
+// Runs fn in issue order: now, or at each replay when the stream captures.
+// (A host function that waits for something issued later deadlocks a GPU's
+// stream; here it waits on the calling thread.)
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *arg) {
+  if (!fn) return set_last_error(cudaErrorInvalidValue);
+  if (ct_sim::capturing(s)) {
+    ct_sim::capture(s, [fn, arg]() { fn(arg); });
+    return cudaSuccess;
+  }
+  fn(arg);
+  return cudaSuccess;
 }
 
 // ---- events ---------------------------------------------------------------------------------

@@ -43,13 +43,16 @@ def kernels(root):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", required=True)
-    ap.add_argument("--log", required=True)
+    ap.add_argument("--log", action="append", required=True,
+                    help="a launch log (repeatable; one that does not exist counts nothing)")
     ap.add_argument("--not-yet", default=os.path.join(os.path.dirname(__file__), "not_yet.txt"))
     a = ap.parse_args()
     all_k = kernels(a.root)
     launched = {}
-    if os.path.exists(a.log):
-        with open(a.log, encoding="utf-8") as fh:
+    for log in a.log:
+        if not os.path.exists(log):
+            continue
+        with open(log, encoding="utf-8") as fh:
             for line in fh:
                 name, _, count = line.rstrip("\n").partition("\t")
                 base = re.sub(r"<.*", "", name).strip().split("::")[-1]

@@ -6,4 +6,6 @@
 #define CT_SIM_TOOLKIT_API_INCLUDED 1
 #include_next <cuda_runtime_api.h>
 #endif
+#ifdef __cplusplus
 #include "ct_sim.h"
+#endif
