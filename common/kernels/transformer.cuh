@@ -34,7 +34,7 @@
 #include "async_error.h"
 #include "kernel_util.cuh"
 #include "transformer_kernels.h"
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(CT_SIM) // CT_SIM: the SIMT emulator (tools/sim)
 #include "async_error.cuh"
 #endif
 
@@ -75,7 +75,7 @@ template <class A> __host__ __device__ inline cti_acc2<A> cti_acc2_sum(cti_acc2<
 constexpr int CT_TF_ROW_THREADS = 256; // 8 warps, 8 rows per block
 constexpr int CT_TF_MAX_PASSES = 2;
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(CT_SIM)
 template <class A> __device__ inline cti_acc2<A> cti_tf_shfl_xor(cti_acc2<A> v, int m) {
   return {__shfl_xor_sync(0xffffffffu, v.a, m), __shfl_xor_sync(0xffffffffu, v.b, m)};
 }

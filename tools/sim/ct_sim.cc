@@ -23,6 +23,7 @@
 #include <ucontext.h>
 
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -302,9 +303,40 @@ uint64_t warp_op(int op, unsigned mask, uint64_t value, int arg, int width) {
   return f->result;
 }
 
+// ---- stream capture --------------------------------------------------------------------------
+namespace {
+std::mutex g_capture_mu;
+std::map<cudaStream_t, std::vector<std::function<void()>>> g_captures;
+} // namespace
+bool capturing(cudaStream_t stream) {
+  std::lock_guard<std::mutex> l(g_capture_mu);
+  return !g_captures.empty() && g_captures.count(stream);
+}
+void capture(cudaStream_t stream, std::function<void()> op) {
+  std::lock_guard<std::mutex> l(g_capture_mu);
+  g_captures[stream].push_back(std::move(op));
+}
+bool capture_begin(cudaStream_t stream) {
+  std::lock_guard<std::mutex> l(g_capture_mu);
+  return g_captures.emplace(stream, std::vector<std::function<void()>>()).second;
+}
+bool capture_end(cudaStream_t stream, std::vector<std::function<void()>> *ops) {
+  std::lock_guard<std::mutex> l(g_capture_mu);
+  auto it = g_captures.find(stream);
+  if (it == g_captures.end()) return false;
+  *ops = std::move(it->second);
+  g_captures.erase(it);
+  return true;
+}
+
+// One launch at a time: the scheduler's state is the process's (a program
+// that launches from several OS threads has its launches run one by one).
+static std::recursive_mutex g_launch_mu;
+
 void launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
             Trampoline run, void *ctx) {
   (void)stream;
+  std::lock_guard<std::recursive_mutex> launch_lock(g_launch_mu);
   if (g_in_kernel) { fprintf(stderr, "ct_sim: %s launched from inside a kernel (dynamic parallelism is not emulated)\n", name); abort(); }
   const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
   if (!grid.x || !grid.y || !grid.z || !threads || threads > 1024 || block.z > 64 ||
@@ -354,6 +386,10 @@ void launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t s
 // ---- for the racecheck and the tests (ct_sim_internal.h) ---------------------------------
 int current_thread(void) { return g_in_kernel && g_cur ? g_cur->linear : -1; }
 const char *current_kernel(void) { return g_kernel; }
+cudaError_t set_last_error(cudaError_t e) {
+  if (e != cudaSuccess) g_last_error = e;
+  return e;
+}
 void report_error(const char *what) { report(what); }
 long error_count(void) { return g_errors; }
 long launch_count(const char *name) {
@@ -434,6 +470,9 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
   if (!p) return ct_sim_set(cudaErrorInvalidValue);
   *p = nullptr;
   if (!bytes) return cudaSuccess;
+  // the emulated device's memory, as cudaMemGetInfo reports it (ct_sim_runtime.cc):
+  // a larger request fails as it does on a GPU, before the host is asked
+  if (bytes > ((size_t)8 << 30)) return ct_sim_set(cudaErrorMemoryAllocation);
   *p = malloc(bytes);
   return *p ? cudaSuccess : ct_sim_set(cudaErrorMemoryAllocation);
 }
@@ -446,7 +485,12 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
   if (bytes) memmove(dst, src, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
+  if (ct_sim::capturing(s)) {
+    if ((unsigned)kind > cudaMemcpyDefault || (bytes && (!dst || !src))) return ct_sim_set(cudaErrorInvalidValue);
+    ct_sim::capture(s, [=]() { (void)cudaMemcpy(dst, src, bytes, kind); });
+    return cudaSuccess;
+  }
   return cudaMemcpy(dst, src, bytes, kind);
 }
 cudaError_t cudaMemset(void *p, int value, size_t bytes) {
@@ -454,7 +498,14 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes) {
   if (bytes) memset(p, value, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t) { return cudaMemset(p, value, bytes); }
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
+  if (ct_sim::capturing(s)) {
+    if (bytes && !p) return ct_sim_set(cudaErrorInvalidValue);
+    ct_sim::capture(s, [=]() { (void)cudaMemset(p, value, bytes); });
+    return cudaSuccess;
+  }
+  return cudaMemset(p, value, bytes);
+}
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaStreamCreate(cudaStream_t *s) {
   if (!s) return ct_sim_set(cudaErrorInvalidValue);

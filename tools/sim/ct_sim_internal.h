@@ -7,10 +7,21 @@
 
 #include <stddef.h>
 
+#include <functional>
+#include <vector>
+
 namespace ct_sim {
 // the running CUDA thread's linear index in its block, -1 outside a kernel
 int current_thread(void);
 const char *current_kernel(void);
+#ifdef CT_SIM_H
+// records e (unless cudaSuccess) for cudaGetLastError, and returns it
+cudaError_t set_last_error(cudaError_t e);
+// stream capture (ct_sim.cc): begin fails when the stream captures already,
+// end when it does not; end hands over what was recorded, in issue order
+bool capture_begin(cudaStream_t stream);
+bool capture_end(cudaStream_t stream, std::vector<std::function<void()>> *ops);
+#endif
 // prints "ct_sim: kernel K, block B, thread T: what" and counts an error
 void report_error(const char *what);
 long error_count(void);

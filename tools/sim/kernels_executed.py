@@ -7,8 +7,8 @@ chapters/, *.cu and *.cuh; tests/ and tools/ hold the emulator's own planted
 kernels and are not counted). N: those the sim tests launched, from the
 launch log the emulator appends to at exit (CT_SIM_LAUNCH_LOG; a template's
 instantiations count for its name). A kernel never launched is listed with
-the reason tools/sim/not_yet.txt gives for its file; one with no reason
-there fails the run (exit 1).
+the reason tools/sim/not_yet.txt gives for its file (or for file:kernel);
+one with no reason there fails the run (exit 1).
 """
 import argparse
 import fnmatch
@@ -43,13 +43,16 @@ def kernels(root):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", required=True)
-    ap.add_argument("--log", required=True)
+    ap.add_argument("--log", action="append", required=True,
+                    help="a launch log (repeatable; one that does not exist counts nothing)")
     ap.add_argument("--not-yet", default=os.path.join(os.path.dirname(__file__), "not_yet.txt"))
     a = ap.parse_args()
     all_k = kernels(a.root)
     launched = {}
-    if os.path.exists(a.log):
-        with open(a.log, encoding="utf-8") as fh:
+    for log in a.log:
+        if not os.path.exists(log):
+            continue
+        with open(log, encoding="utf-8") as fh:
             for line in fh:
                 name, _, count = line.rstrip("\n").partition("\t")
                 base = re.sub(r"<.*", "", name).strip().split("::")[-1]
@@ -66,7 +69,8 @@ def main():
         print(f"  launched  {k:32s} {all_k[k]}  ({launched[k]} launches)")
     unexplained = 0
     for k in sorted(set(all_k) - set(ran), key=lambda k: (all_k[k], k)):
-        why = next((w for g, w in reasons if fnmatch.fnmatch(all_k[k], g)), None)
+        why = next((w for g, w in reasons
+                    if fnmatch.fnmatch(all_k[k], g) or fnmatch.fnmatch(f"{all_k[k]}:{k}", g)), None)
         if why is None:
             unexplained += 1
             why = "NO REASON GIVEN (tools/sim/not_yet.txt): it must be launched by a sim test"

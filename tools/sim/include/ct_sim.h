@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <functional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -46,6 +47,10 @@
 #include <driver_types.h>
 #include <vector_functions.h>
 #include <vector_types.h>
+// the toolkit's runtime declarations (through the stand-in, which takes the
+// toolkit's header with #include_next): ct_sim.cc and ct_sim_runtime.cc
+// implement the subset the runtime calls, under the toolkit's own names
+#include <cuda_runtime_api.h>
 #else
 struct uint3 { unsigned x, y, z; };
 struct dim3 {
@@ -113,6 +118,7 @@ typedef struct CUevent_st *cudaEvent_t;
 
 #endif
 
+#if !defined(CT_SIM_TOOLKIT_VECTOR_TYPES) // else the toolkit's cuda_runtime_api.h declares them
 extern "C" {
 cudaError_t cudaGetLastError(void);
 cudaError_t cudaPeekAtLastError(void);
@@ -134,6 +140,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaDeviceGetPCIBusId(char *buf, int len, int device);
 }
+#endif
 
 // ---- device math the kernels use that libm lacks -----------------------------------------
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
@@ -180,6 +187,12 @@ void syncthreads(void);
 int syncthreads_count(int pred, int how); // how: 0 count, 1 and, 2 or
 uint64_t warp_op(int op, unsigned mask, uint64_t value, int arg, int width);
 
+// Stream capture (cudaStreamBeginCapture ... cudaStreamEndCapture): while a
+// stream captures, what is issued to it is recorded, not run; a graph
+// launch runs the records in order (ct_sim.cc).
+bool capturing(cudaStream_t stream);
+void capture(cudaStream_t stream, std::function<void()> op);
+
 typedef void (*Trampoline)(void *ctx);
 // Runs the grid; returns through cudaGetLastError what a failed launch would.
 void launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
@@ -196,6 +209,17 @@ template <class Call> struct Bound {
   size_t smem;
   cudaStream_t stream;
   template <class... A> void operator()(A &&...a) const {
+    if (capturing(stream)) { // recorded with copies of its arguments, launched at each replay
+      Bound self = *this;
+      std::tuple<std::decay_t<A>...> args(std::forward<A>(a)...);
+      capture(stream, [self, args]() {
+        Bound run = self;
+        run.stream = nullptr; // a replay runs on the stream the graph is launched on (one issue order)
+        std::tuple<std::decay_t<A>...> mine = args;
+        std::apply([&run](auto &...x) { run(x...); }, mine);
+      });
+      return;
+    }
     // The launch's arguments, copied once; every CUDA thread then calls the
     // kernel with its own copy, as every GPU thread reads its own parameters.
     struct Ctx {
