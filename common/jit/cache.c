@@ -101,15 +101,16 @@ static int make_dirs(const char *op, const char *path) {
 // checks) must be owned by root or by this user and writable by nobody
 // else: otherwise whoever could write there could rename the cache away
 // and put their own in its place. One exception, for /tmp and its like: a
-// directory with the sticky bit that others may write is accepted when the
-// directory below it is this user's, mode 0700 (no one else can rename or
-// replace that one).
+// directory with the sticky bit that others may write is accepted, since
+// there no one can rename or remove an entry they do not own, and the
+// directory below it must itself pass the rule (this user's or root's,
+// writable by no one else): a name someone else created first is theirs and
+// refused.
 static int trusted_path(const char *op, const char *shown, const char *real) {
   int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ct_fail(CT_ERR_IO, "%s: cannot open /: %s", op, strerror(errno));
   uid_t me = geteuid();
   char cur[4096] = "/";
-  bool sticky_above = false;
   const char *p = real;
   for (;;) {
     struct stat st;
@@ -121,8 +122,6 @@ static int trusted_path(const char *op, const char *shown, const char *real) {
     bool loose = st.st_mode & (S_IWGRP | S_IWOTH);
     const char *why = NULL;
     if (st.st_uid != me && st.st_uid != 0) why = "belongs to another user";
-    else if (sticky_above && (st.st_uid != me || (st.st_mode & 077)))
-      why = "sits in a directory others may write (sticky, like /tmp) and is not yours with mode 0700";
     else if (loose && !(st.st_mode & S_ISVTX)) why = "is writable by others than you and root";
     if (why) {
       close(fd);
@@ -130,7 +129,6 @@ static int trusted_path(const char *op, const char *shown, const char *real) {
                      "load code from it (set CT_JIT_CACHE to a directory of your own, under your home)",
                      op, shown, cur, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), why);
     }
-    sticky_above = loose; // loose and sticky: the next one must be ours, 0700
     while (*p == '/') p++;
     if (!*p) break;
     const char *e = strchr(p, '/');

@@ -1056,16 +1056,25 @@ static void test_cache_hardening(void **state) {
   snprintf(p, sizeof p, "%s/cache", open_dir);
   assert_int_equal(mkdir(p, 0700), 0);
   expect_refused(p, "writable by others than you and root");
-  // a sticky one (like /tmp): only above a 0700 directory of the user's
+  // a sticky one (like /tmp): accepted above a directory of the user's that no one else may write
+  // (a checkout under /tmp, 0755), refused above one others may write or another user created
   const char *sticky = tpath("sticky");
   assert_int_equal(mkdir(sticky, 0700), 0);
   assert_int_equal(chmod(sticky, 01777), 0);
   snprintf(p, sizeof p, "%s/mine", sticky);
   assert_int_equal(mkdir(p, 0700), 0);
+  assert_int_equal(chmod(p, 0775), 0);
+  expect_refused(p, "writable by its group");
   assert_int_equal(chmod(p, 0755), 0);
-  expect_refused(p, "sticky");
-  assert_int_equal(chmod(p, 0700), 0);
+  if (geteuid() == 0) {
+    assert_int_equal(chown(p, 65534, 65534), 0); // a name nobody created first
+    expect_refused(p, "not to you");
+    assert_int_equal(chown(p, 0, 0), 0);
+  }
+  assert_int_equal(chmod(p, 0755), 0);
   setenv("CT_JIT_CACHE", p, 1);
+  TU_OK(ct_jit_cache_dir(buf, sizeof buf));
+  assert_int_equal(chmod(p, 0700), 0);
   TU_OK(ct_jit_cache_dir(buf, sizeof buf));
   // a FIFO (or a directory) planted as an entry: refused at once, the kernel compiled and run
   fresh_cache("fifo");
