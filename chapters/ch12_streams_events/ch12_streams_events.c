@@ -488,6 +488,7 @@ static void measure(const workload *w, schedule sc, int reps, timeline *tl) {
   timeline t;
   tl->total_ms = INFINITY;
   for (int r = 0; r < reps; ++r) {
+    ct_cli_exit_if_interrupted(NULL); // Ctrl-C: stop between timed runs
     ok(run_pipeline(w, w->n, sc, &k, &t));
     if (t.total_ms < tl->total_ms) *tl = t;
   }

@@ -46,6 +46,7 @@
 // ---- parsing ------------------------------------------------------------------
 
 static const char *interrupted_program = "ct"; // who says "interrupted" (set by ct_cli_begin)
+static void catch_signals(void); // Ctrl-C and SIGTERM stop at a clean point (below)
 
 static const char *cli_program(const ct_cli *cli) {
   return (cli->program && cli->program[0]) ? cli->program : "ct";
@@ -450,7 +451,7 @@ void ct_cli_begin(ct_cli *cli) {
   // Ctrl-C ends every chapter at a clean point: the end of a training step
   // (loops that poll ct_cli_interrupted) or the start of the next section.
   interrupted_program = cli_program(cli);
-  ct_cli_catch_interrupt();
+  catch_signals();
   const char *spec = cli->device_spec ? cli->device_spec : "auto";
   char why[sizeof cli->fallback_reason] = "";
   char preset[sizeof cli->fallback_reason]; // a chapter's own reason for "cpu" (set after ct_cli_parse)
@@ -589,9 +590,29 @@ static volatile sig_atomic_t interrupts; // SIGINTs and SIGTERMs received since 
 // is: the first ends the run after this step, the second at once.
 static volatile sig_atomic_t first_signal = SIGINT;
 
+// A chapter whose loop saves and stops by itself (ct_cli_catch_interrupt)
+// gets all the time it needs. Every other program (ct_cli_begin's default)
+// stops at its next poll or section, and at the latest CT_STOP_GRACE_S
+// seconds after the first signal: a loop that never polls is not deaf to
+// Ctrl-C (the flag fuzzer found ch12 --reps 2147483647 running on).
+#define CT_STOP_GRACE_S 5
+#define CTI_STR_(x) #x
+#define CTI_STR(x) CTI_STR_(x)
+static volatile sig_atomic_t managed;
+
+static void on_deadline(int sig) {
+  (void)sig;
+  static const char msg[] = "no clean stopping point within " CTI_STR(CT_STOP_GRACE_S) " s of the signal: quitting now\n";
+  ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)w;
+  cti_atomic_unlink_pending(); // a save cut short leaves no temporary; its target is intact
+  _exit(128 + first_signal);
+}
+
 static void on_sigint(int sig) {
   if (interrupts++ == 0) {
     first_signal = sig;
+    if (!managed) alarm(CT_STOP_GRACE_S);
     static const char msg_int[] = "\ninterrupted: stopping after this step (Ctrl-C again to quit now)\n";
     static const char msg_term[] = "\nterminated (SIGTERM): stopping after this step (a second SIGTERM or Ctrl-C quits now)\n";
     ssize_t w = sig == SIGTERM ? write(STDERR_FILENO, msg_term, sizeof msg_term - 1)
@@ -603,7 +624,12 @@ static void on_sigint(int sig) {
   _exit(128 + sig);             // 130 for SIGINT, 143 for SIGTERM, what a shell reports
 }
 
-void ct_cli_catch_interrupt(void) {
+static void catch_signals(void) {
+  struct sigaction al;
+  memset(&al, 0, sizeof al);
+  al.sa_handler = on_deadline;
+  sigemptyset(&al.sa_mask);
+  sigaction(SIGALRM, &al, NULL);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
@@ -613,6 +639,12 @@ void ct_cli_catch_interrupt(void) {
   sa.sa_flags = SA_RESTART; // reads and waits go on; the loop polls the flag
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+}
+
+void ct_cli_catch_interrupt(void) {
+  managed = 1; // this program's loop stops and saves by itself: no deadline
+  alarm(0);
+  catch_signals();
 }
 
 // The test aid: counts calls and raises SIGINT (SIGTERM with $CT_TEST_SIGNAL=TERM) at the ones

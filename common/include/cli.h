@@ -117,9 +117,13 @@ void ct_cli_launch(const char *program, int argc, char **argv, int nproc);
 // $CT_TEST_SIGNAL=TERM makes that a SIGTERM. ct_cli_interrupt_status() is
 // the exit status for a run the first signal stopped: 130 (SIGINT) or 143
 // (SIGTERM).
-// ct_cli_begin calls it for every chapter, so the first Ctrl-C always stops
-// at a clean point: where a loop polls ct_cli_interrupted(), or at the start
-// of the next section (ct_cli_section says "<program>: interrupted: stopped
+// ct_cli_begin installs the same handlers for every chapter, so the first
+// Ctrl-C always stops at a clean point: where a loop polls
+// ct_cli_interrupted(), or at the start of the next section, and at the
+// latest 5 s after the signal (then "no clean stopping point within 5 s of
+// the signal: quitting now", the temporary of a save removed); a program that
+// calls ct_cli_catch_interrupt itself (its loop saves and stops: ch06, ch14)
+// has no such deadline. At the next section (ct_cli_section says "<program>: interrupted: stopped
 // before section "x"; nothing more was run" and exits 130, or 143 after SIGTERM).
 void ct_cli_catch_interrupt(void);
 bool ct_cli_interrupted(void);
