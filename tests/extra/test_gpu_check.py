@@ -261,7 +261,7 @@ def stage_checks(tmp):
           "record: in the plan's order, a failed run FAILED, a hung run cut at the deadline", repr(res))
     check(res[3:] == [("ch01-again", "not run (deadline)"), ("ch04", "FAILED (not built)")],
           "record: what the deadline left is not run; a chapter not built is named", repr(res))
-    check(3.5 < ctx.now() - t < 5.5, "record: the stage ends at its deadline", f"{ctx.now() - t:.1f} s")
+    check(3.5 < ctx.now() - t < 7, "record: the stage ends at its deadline", f"{ctx.now() - t:.1f} s")
     phases = [l.split("\t") for l in open(os.path.join(ctx.work, "phases.tsv"))]
     check(phases and phases[-1][0] == "transcripts" and phases[-1][1] == "FAILED",
           "record: a failed run fails the stage", repr(phases))
