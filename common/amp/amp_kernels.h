@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 //
 // amp_kernels: the amp family's loops (internal): GradScaler's scale update
-// and its reciprocal, on the CPU (cpu/cpu_amp.c) and on CUDA (kernels/amp.cu).
+// and its reciprocal, on the CPU (cpu/cpu_amp.c) and on CUDA (kernels/amp.cu):
+// entry `x` is cpu_amp.c's static `x` and kernels/amp.cu's static `cuda_x`.
 //
 // Invariant: the rules are written once, below, as functions both compilers
 // build (plain C for the CPU backend, __host__ __device__ for nvcc), and
@@ -15,17 +16,12 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "hostdev.h"
 #include "oplist.h"
 #include "stream.h"
 
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-#ifdef __CUDACC__
-#define CTI_AMP_HD __host__ __device__
-#else
-#define CTI_AMP_HD
 #endif
 
 // torch._amp_update_scale_ (aten/src/ATen/native/cuda/AmpKernels.cu), with
@@ -35,7 +31,7 @@ extern "C" {
 //   else:           tracker + 1 == growth_interval ? (scale *= growth_factor
 //                   unless that overflows float32; tracker = 0) : tracker += 1
 // *skipped (may be NULL) counts the found_inf updates (ct's addition).
-static inline CTI_AMP_HD void cti_amp_update_scale_rule(float *scale, int32_t *tracker, float found_inf,
+static inline CTI_HD void cti_amp_update_scale_rule(float *scale, int32_t *tracker, float found_inf,
                                                          double growth_factor, double backoff_factor,
                                                          int64_t growth_interval, int64_t *skipped) {
   if (found_inf != 0.0f) {
@@ -55,7 +51,7 @@ static inline CTI_AMP_HD void cti_amp_update_scale_rule(float *scale, int32_t *t
 }
 
 // GradScaler.unscale_'s inv_scale = scale.double().reciprocal().float().
-static inline CTI_AMP_HD float cti_amp_inv_scale_rule(float scale) { return (float)(1.0 / (double)scale); }
+static inline CTI_HD float cti_amp_inv_scale_rule(float scale) { return (float)(1.0 / (double)scale); }
 
 #define CTI_AMP_OPS(X)                                                                               \
   X(amp, update_scale, OP, int, "_amp_update_scale_", CTI_SH_CONST("[[1], [1], [1]]"),                \

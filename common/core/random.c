@@ -18,6 +18,7 @@
 #include <stdbool.h>
 
 #include "error.h"
+#include "hostdev.h"
 
 #define CT_DEFAULT_SEED UINT64_C(67280421310721)
 #define NSLOTS (1 + CT_MAX_CUDA_DEVICES) // slot 0: CPU; 1 + i: cuda:i
@@ -89,13 +90,6 @@ uint64_t ct_philox_offset(ct_device d) {
   return o;
 }
 
-// ---- the block function ---------------------------------------------------------------
-// Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3"
-// (SC'11), with the constants of Random123's philox.h. One round maps
-// (c0, c1, c2, c3) with key (k0, k1) to
-//   (hi(M1*c2) ^ c1 ^ k0, lo(M1*c2), hi(M0*c0) ^ c3 ^ k1, lo(M0*c0))
-// and the key is bumped by the Weyl constants between rounds.
-
 int ct_get_rng_state(ct_device d, ct_rng_state *out) {
   if (!out) return ct_fail(CT_ERR_VALUE, "ct_get_rng_state: NULL state");
   int slot = slot_of("ct_get_rng_state", d);
@@ -119,32 +113,7 @@ int ct_set_rng_state(ct_device d, ct_rng_state state) {
   return CT_OK;
 }
 
-#define PHILOX_M0 UINT32_C(0xD2511F53)
-#define PHILOX_M1 UINT32_C(0xCD9E8D57)
-#define PHILOX_W0 UINT32_C(0x9E3779B9) // golden ratio
-#define PHILOX_W1 UINT32_C(0xBB67AE85) // sqrt(3) - 1
-
+// The block function is hostdev.h's, the one the CUDA kernels run too.
 void ct_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
-  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
-  uint32_t k0 = key[0], k1 = key[1];
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += PHILOX_W0;
-      k1 += PHILOX_W1;
-    }
-    uint64_t p0 = (uint64_t)PHILOX_M0 * c0;
-    uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-    uint32_t n1 = (uint32_t)p1;
-    uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    uint32_t n3 = (uint32_t)p0;
-    c0 = n0;
-    c1 = n1;
-    c2 = n2;
-    c3 = n3;
-  }
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
+  cti_philox4x32_10(ctr, key[0], key[1], out);
 }

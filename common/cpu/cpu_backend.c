@@ -36,6 +36,7 @@
 #include "cpu_kernels.h"
 #include "dtype.h"
 #include "error.h"
+#include "hostdev.h"
 #include "nn_kernels.h"
 #include "optim_kernels.h"
 #include "transformer_kernels.h"
@@ -67,22 +68,7 @@ static inline uint8_t wrap_u8(int64_t v) { return (uint8_t)v; }
 static inline int32_t wrap_i32(int64_t v) { return (int32_t)(uint32_t)(uint64_t)v; }
 static inline int64_t wrap_i64(int64_t v) { return v; }
 
-// Integer power with wrap-around, as PyTorch's integer pow (negative
-// exponents give 1 for base 1, +-1 for base -1, else 0).
-static int64_t cti_ipow(int64_t base, int64_t e) {
-  if (e < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (e % 2) ? -1 : 1;
-    return 0;
-  }
-  uint64_t r = 1, b = (uint64_t)base;
-  while (e) {
-    if (e & 1) r *= b;
-    b *= b;
-    e >>= 1;
-  }
-  return (int64_t)r;
-}
+// Integer power with wrap-around: hostdev.h's cti_ipow, the CUDA kernels' too.
 
 // ---- more per-dtype traits (ST_, CT_, LD_, ISNAN_ are in cpu_kernels.h) --------
 // UT_: the type add/sub/mul/neg wrap in; STO_: compute -> storage; CV_: any
@@ -361,18 +347,18 @@ static row_fn fill_fn(size_t size) {
 }
 
 // Room for one element of any dtype.
-typedef union ct_elem {
+typedef union elem_value {
   uint8_t u8;
   uint16_t u16;
   uint32_t u32;
   uint64_t u64;
   float f32;
   double f64;
-} ct_elem;
+} elem_value;
 
 // v converted to dt with copy semantics (a double -> dt cast).
-static ct_elem elem_from_double(ct_dtype dt, double v) {
-  ct_elem e;
+static elem_value elem_from_double(ct_dtype dt, double v) {
+  elem_value e;
   memset(&e, 0, sizeof e);
   k_copy[CT_F64][dt](&e, &v, NULL, 1, 1, 1, 0);
   return e;
@@ -404,7 +390,7 @@ static int cti_cpu_binary_scalar(ct_binary_op op, ct_dtype dt, const cti_iter *i
   // PyTorch's CPU kernels convert the scalar to the tensor's dtype first; a
   // Python int is an int64, so for integer dtypes it wraps (uint8 + (-3)
   // adds 253) rather than saturating as a float cast would.
-  ct_elem sv;
+  elem_value sv;
   if (dt == CT_U8 || dt == CT_I32 || dt == CT_I64) {
     const int64_t iv = sat_i64(scalar);
     memset(&sv, 0, sizeof sv);
@@ -447,7 +433,7 @@ static int cti_cpu_copy(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it, voi
 static int cti_cpu_fill(ct_dtype dt, const cti_iter *it, void *out, double v, ct_stream *s) {
   (void)s;
   if (!dt_ok(dt)) return bad_dtype("fill_", dt);
-  const ct_elem e = elem_from_double(dt, v);
+  const elem_value e = elem_from_double(dt, v);
   const size_t es = cti_cpu_elsize(dt);
   cti_cpu_ew_run(it, 1, fill_fn(es), out, NULL, &e, es, 0, es);
   return CT_OK;

@@ -30,13 +30,13 @@
 #include "error.h"
 #include "tensor_impl.h"
 
-typedef struct ct_dataset_ops {
+typedef struct dataset_ops {
   int (*get_batch)(const ct_dataset *ds, const int64_t *idx, int64_t n, ct_tensor *x, ct_tensor *y);
   void (*destroy)(ct_dataset *ds);
-} ct_dataset_ops;
+} dataset_ops;
 
 struct ct_dataset {
-  const ct_dataset_ops *ops;
+  const dataset_ops *ops;
   const char *name; // for messages: "TensorDataset", "FashionMNIST"
   int64_t len;
   ct_shape x_shape, y_shape; // one sample
@@ -127,7 +127,7 @@ static void tensor_destroy(ct_dataset *ds) {
   ct_free(ds->y);
 }
 
-static const ct_dataset_ops tensor_ops = {tensor_get_batch, tensor_destroy};
+static const dataset_ops tensor_ops = {tensor_get_batch, tensor_destroy};
 
 static ct_shape sample_shape(const ct_tensor *t) {
   ct_shape s = ct_shape_of(t), r = {.ndim = s.ndim - 1};
@@ -230,7 +230,7 @@ static void fashion_destroy(ct_dataset *ds) {
   ct_free(ds->y);
 }
 
-static const ct_dataset_ops fashion_ops = {fashion_get_batch, fashion_destroy};
+static const dataset_ops fashion_ops = {fashion_get_batch, fashion_destroy};
 
 static bool is_file(const char *path) {
   struct stat st;

@@ -13,25 +13,25 @@
 #include "error.h"
 #include <cuda_runtime.h>
 
-static cti_async_record *ct_async_records[CT_MAX_CUDA_DEVICES];
+static cti_async_record *async_records[CT_MAX_CUDA_DEVICES];
 // Each device's own non-blocking stream for reading the record: a copy there
 // waits for no other work, so the check costs only itself and sees what any
 // finished kernel wrote, whichever stream ran it.
-static cudaStream_t ct_async_streams[CT_MAX_CUDA_DEVICES];
-static pthread_mutex_t ct_async_mu = PTHREAD_MUTEX_INITIALIZER;
+static cudaStream_t async_streams[CT_MAX_CUDA_DEVICES];
+static pthread_mutex_t async_mu = PTHREAD_MUTEX_INITIALIZER;
 
 // Enters with the lock held and no record for `device`; leaves with a zeroed
 // record in *out or an error. The calling thread's device is kept.
-static int ct_async_make(int device, cti_async_record **out) {
+static int async_make(int device, cti_async_record **out) {
   int prev = 0;
   CT_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != device) CT_CUDA_CHECK(cudaSetDevice(device));
   void *p = NULL;
-  cudaStream_t cs = ct_async_streams[device];
+  cudaStream_t cs = async_streams[device];
   cudaError_t e = cs ? cudaSuccess : cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking);
   const char *call = "cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking)";
   if (e == cudaSuccess) {
-    ct_async_streams[device] = cs;
+    async_streams[device] = cs;
     e = cudaMalloc(&p, sizeof(cti_async_record));
     call = "cudaMalloc(&p, sizeof(cti_async_record))";
   }
@@ -59,20 +59,20 @@ extern "C" cti_async_record *cti_cuda_async_record(int device) {
     ct_fail(CT_ERR_DEVICE, "cti_cuda_async_record: invalid CUDA device index %d", device);
     return NULL;
   }
-  cti_async_record *r = __atomic_load_n(&ct_async_records[device], __ATOMIC_ACQUIRE);
+  cti_async_record *r = __atomic_load_n(&async_records[device], __ATOMIC_ACQUIRE);
   if (r) return r;
-  pthread_mutex_lock(&ct_async_mu);
-  r = ct_async_records[device];
-  if (!r && ct_async_make(device, &r) == CT_OK) __atomic_store_n(&ct_async_records[device], r, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&ct_async_mu);
+  pthread_mutex_lock(&async_mu);
+  r = async_records[device];
+  if (!r && async_make(device, &r) == CT_OK) __atomic_store_n(&async_records[device], r, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&async_mu);
   return r;
 }
 
 extern "C" int cti_cuda_async_check(int device, const char *op) {
   if (device < 0 || device >= CT_MAX_CUDA_DEVICES) return CT_OK;
-  cti_async_record *r = __atomic_load_n(&ct_async_records[device], __ATOMIC_ACQUIRE);
+  cti_async_record *r = __atomic_load_n(&async_records[device], __ATOMIC_ACQUIRE);
   if (!r) return CT_OK; // no kernel on this device has ever been given the record
-  cudaStream_t s = ct_async_streams[device]; // set before the record was published
+  cudaStream_t s = async_streams[device]; // set before the record was published
   cti_async_record h;
   memset(&h, 0, sizeof h);
   CT_CUDA_CHECK(cudaMemcpyAsync(&h, r, sizeof h, cudaMemcpyDeviceToHost, s));

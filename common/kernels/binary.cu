@@ -12,12 +12,12 @@
 #include "elementwise.cuh"
 
 // ---- functors: one element each -------------------------------------------------------------
-// out (it's shape) [OutT] = a [T] OP b [T]; off = {out, a, b} element offsets.
+// out (it's shape) [out_t] = a [T] OP b [T]; off = {out, a, b} element offsets.
 template <ct_dtype D, ct_binary_op OP>
-struct BinaryFn {
-  using T = ct_T<D>;
-  using OutT = typename std::conditional<cti_is_comparison(OP), uint8_t, T>::type;
-  OutT *out;
+struct binary_fn {
+  using T = cti_T<D>;
+  using out_t = typename std::conditional<cti_is_comparison(OP), uint8_t, T>::type;
+  out_t *out;
   const T *a, *b;
   __host__ __device__ void operator()(const int64_t *off) const {
     const auto r = cti_binary_apply<OP>(cti_load<D>(a[off[1]]), cti_load<D>(b[off[2]]));
@@ -26,14 +26,14 @@ struct BinaryFn {
   }
 };
 
-// out [OutT] = a [T] OP s, s already in the compute type.
+// out [out_t] = a [T] OP s, s already in the compute type.
 template <ct_dtype D, ct_binary_op OP>
-struct BinaryScalarFn {
-  using T = ct_T<D>;
-  using OutT = typename std::conditional<cti_is_comparison(OP), uint8_t, T>::type;
-  OutT *out;
+struct binary_scalar_fn {
+  using T = cti_T<D>;
+  using out_t = typename std::conditional<cti_is_comparison(OP), uint8_t, T>::type;
+  out_t *out;
   const T *a;
-  ct_C<D> s;
+  cti_C<D> s;
   __host__ __device__ void operator()(const int64_t *off) const {
     const auto r = cti_binary_apply<OP>(cti_load<D>(a[off[1]]), s);
     if constexpr (cti_is_comparison(OP)) out[off[0]] = (uint8_t)r;
@@ -46,7 +46,7 @@ struct BinaryScalarFn {
   X(CT_OP_ADD) X(CT_OP_SUB) X(CT_OP_MUL) X(CT_OP_MAXIMUM) X(CT_OP_MINIMUM) X(CT_OP_EQ)        \
   X(CT_OP_NE) X(CT_OP_LT) X(CT_OP_LE) X(CT_OP_GT) X(CT_OP_GE)
 
-struct BinaryLaunch {
+struct binary_launch {
   ct_binary_op op;
   const cti_iter *it;
   void *out;
@@ -54,9 +54,9 @@ struct BinaryLaunch {
   cudaStream_t stream;
 
   template <ct_dtype D, ct_binary_op OP> int go() const {
-    using F = BinaryFn<D, OP>;
-    F f{static_cast<typename F::OutT *>(out), static_cast<const ct_T<D> *>(a),
-        static_cast<const ct_T<D> *>(b)};
+    using F = binary_fn<D, OP>;
+    F f{static_cast<typename F::out_t *>(out), static_cast<const cti_T<D> *>(a),
+        static_cast<const cti_T<D> *>(b)};
     return cti_launch_elementwise<3>(it, f, stream);
   }
   template <ct_dtype D> int operator()() const {
@@ -75,7 +75,7 @@ struct BinaryLaunch {
   }
 };
 
-struct BinaryScalarLaunch {
+struct binary_scalar_launch {
   ct_binary_op op;
   const cti_iter *it;
   void *out;
@@ -84,9 +84,9 @@ struct BinaryScalarLaunch {
   cudaStream_t stream;
 
   template <ct_dtype D, ct_binary_op OP> int go() const {
-    using F = BinaryScalarFn<D, OP>;
-    const ct_C<D> s = cti_scalar_operand<D>(scalar);
-    F f{static_cast<typename F::OutT *>(out), static_cast<const ct_T<D> *>(a), s};
+    using F = binary_scalar_fn<D, OP>;
+    const cti_C<D> s = cti_scalar_operand<D>(scalar);
+    F f{static_cast<typename F::out_t *>(out), static_cast<const cti_T<D> *>(a), s};
     return cti_launch_elementwise<2>(it, f, stream);
   }
   template <ct_dtype D> int operator()() const {
@@ -111,9 +111,9 @@ extern "C" int cti_cuda_binary(ct_binary_op op, ct_dtype dt, const cti_iter *it,
   if ((unsigned)op >= CT_NUM_BINARY_OPS) return ct_fail(CT_ERR_VALUE, "ct_binary: invalid op %d", (int)op);
   if (!ct_dtype_valid(dt)) return cti_bad_dtype("ct_binary", dt);
   if (it->numel <= 0) return CT_OK;
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
-  return cti_dispatch_dtype(dt, BinaryLaunch{op, it, out, a, b, scope.stream()});
+  return cti_dispatch_dtype(dt, binary_launch{op, it, out, a, b, scope.stream()});
 }
 
 extern "C" int cti_cuda_binary_scalar(ct_binary_op op, ct_dtype dt, const cti_iter *it, void *out,
@@ -122,8 +122,8 @@ extern "C" int cti_cuda_binary_scalar(ct_binary_op op, ct_dtype dt, const cti_it
     return ct_fail(CT_ERR_VALUE, "ct_binary_scalar: invalid op %d", (int)op);
   if (!ct_dtype_valid(dt)) return cti_bad_dtype("ct_binary_scalar", dt);
   if (it->numel <= 0) return CT_OK;
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
-  return cti_dispatch_dtype(dt, BinaryScalarLaunch{op, it, out, a, scalar, scope.stream()});
+  return cti_dispatch_dtype(dt, binary_scalar_launch{op, it, out, a, scalar, scope.stream()});
 }
 

@@ -118,46 +118,46 @@ __global__ void bn_backward_kernel(const T *__restrict__ x, const T *__restrict_
 } // namespace
 
 // ---- entries ----------------------------------------------------------------------------------------
-static int ct_cuda_im2col(ct_dtype dt, const cti_conv_geom *g, const void *x, void *cols, ct_stream *s) {
-  CtCudaScope scope;
+static int cuda_im2col(ct_dtype dt, const cti_conv_geom *g, const void *x, void *cols, ct_stream *s) {
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_im2col_run(cti_device_exec{scope.stream()}, dt, g, x, cols);
 }
 
-static int ct_cuda_col2im(ct_dtype dt, const cti_conv_geom *g, const void *cols, void *dx, ct_stream *s) {
-  CtCudaScope scope;
+static int cuda_col2im(ct_dtype dt, const cti_conv_geom *g, const void *cols, void *dx, ct_stream *s) {
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_col2im_run(cti_device_exec{scope.stream()}, dt, g, cols, dx);
 }
 
-static int ct_cuda_cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
+static int cuda_cnhw_from_nchw(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *src,
                                   void *dst, ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_cnhw_run(cti_device_exec{scope.stream()}, dt, n, c, p, src, dst);
 }
 
-static int ct_cuda_maxpool_forward(ct_dtype dt, const cti_pool_geom *g, const void *x, void *y,
+static int cuda_maxpool_forward(ct_dtype dt, const cti_pool_geom *g, const void *x, void *y,
                                    int32_t *idx, ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_maxpool_forward_run(cti_device_exec{scope.stream()}, dt, g, x, y, idx);
 }
 
-static int ct_cuda_maxpool_backward(ct_dtype dt, const cti_pool_geom *g, const void *dy,
+static int cuda_maxpool_backward(ct_dtype dt, const cti_pool_geom *g, const void *dy,
                                     const int32_t *idx, void *dx, ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_maxpool_backward_run(cti_device_exec{scope.stream()}, dt, g, dy, idx, dx);
 }
 
-static int ct_cuda_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
+static int cuda_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, double eps,
                                 void *mean, void *invstd, void *running_mean, void *running_var,
                                 double momentum, ct_stream *s) {
   if (c <= 0) return CT_OK;
   if (c > 0x7fffffff)
     return ct_fail(CT_ERR_VALUE, "BatchNorm2d: %lld channels exceed a CUDA grid", (long long)c);
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_dispatch_float(dt, "BatchNorm2d", [&](auto tag) -> int {
     using T = decltype(tag);
@@ -172,32 +172,32 @@ static int ct_cuda_bn_stats(ct_dtype dt, int64_t n, int64_t c, int64_t p, const 
 static int bn_affine(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x, const void *shift,
                      const void *scale, bool scale_is_var, double eps, const void *gamma,
                      const void *beta, void *y, ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_bn_affine_run(cti_device_exec{scope.stream()}, dt, n, c, p, x, shift, scale,
                           scale_is_var, eps, gamma, beta, y);
 }
 
-static int ct_cuda_bn_apply(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+static int cuda_bn_apply(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
                                 const void *mean, const void *invstd, const void *gamma,
                                 const void *beta, void *y, ct_stream *s) {
   return bn_affine(dt, n, c, p, x, mean, invstd, false, 0.0, gamma, beta, y, s);
 }
 
-static int ct_cuda_bn_eval(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+static int cuda_bn_eval(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
                                const void *running_mean, const void *running_var, double eps,
                                const void *gamma, const void *beta, void *y, ct_stream *s) {
   return bn_affine(dt, n, c, p, x, running_mean, running_var, true, eps, gamma, beta, y, s);
 }
 
-static int ct_cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
+static int cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, const void *x,
                                    const void *dy, const void *mean, const void *invstd,
                                    const void *gamma, void *dx, void *dgamma, void *dbeta,
                                    ct_stream *s) {
   if (c <= 0) return CT_OK;
   if (c > 0x7fffffff)
     return ct_fail(CT_ERR_VALUE, "BatchNorm2d: %lld channels exceed a CUDA grid", (long long)c);
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_dispatch_float(dt, "BatchNorm2d", [&](auto tag) -> int {
     using T = decltype(tag);
@@ -212,6 +212,6 @@ static int ct_cuda_bn_backward(ct_dtype dt, int64_t n, int64_t c, int64_t p, con
 
 // ---- the family's table ------------------------------------------------------------------------
 // In the family list's order (nvcc's C++17 has no designated initializers),
-// so the order cannot drift from the table's: each entry is ct_cuda_<entry>.
-#define CTI_OP_CUDA_PREFIX ct_cuda_
+// so the order cannot drift from the table's: each entry is the static cuda_<entry>.
+#define CTI_OP_CUDA_PREFIX cuda_
 extern "C" const cti_conv_kernels cti_cuda_conv_kernels = {CTI_CONV_OPS(CTI_OP_CUDA_INIT)};

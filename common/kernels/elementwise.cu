@@ -10,12 +10,12 @@
 #include "elementwise.cuh"
 
 // ---- functors: one element each -------------------------------------------------------------
-// out [OutT] = OP(a [T]).
+// out [out_t] = OP(a [T]).
 template <ct_dtype D, ct_unary_op OP>
-struct UnaryFn {
-  using T = ct_T<D>;
-  using OutT = typename std::conditional<OP == CT_OP_ISFINITE, uint8_t, T>::type;
-  OutT *out;
+struct unary_fn {
+  using T = cti_T<D>;
+  using out_t = typename std::conditional<OP == CT_OP_ISFINITE, uint8_t, T>::type;
+  out_t *out;
   const T *a;
   __host__ __device__ void operator()(const int64_t *off) const {
     const auto r = cti_unary_apply<OP>(cti_load<D>(a[off[1]]));
@@ -26,22 +26,22 @@ struct UnaryFn {
 
 // out [To] = (To) in [From].
 template <ct_dtype To, ct_dtype From>
-struct CopyFn {
-  ct_T<To> *out;
-  const ct_T<From> *in;
+struct copy_fn {
+  cti_T<To> *out;
+  const cti_T<From> *in;
   __host__ __device__ void operator()(const int64_t *off) const { out[off[0]] = cti_cast<To, From>(in[off[1]]); }
 };
 
 // out [W] = in [W]: a same-dtype copy moves the bits (NaN payloads and all),
 // W an unsigned integer of the element's size.
-template <size_t N> struct ct_uint_of_size;
-template <> struct ct_uint_of_size<1> { using type = uint8_t; };
-template <> struct ct_uint_of_size<2> { using type = uint16_t; };
-template <> struct ct_uint_of_size<4> { using type = uint32_t; };
-template <> struct ct_uint_of_size<8> { using type = uint64_t; };
+template <size_t N> struct uint_of_size;
+template <> struct uint_of_size<1> { using type = uint8_t; };
+template <> struct uint_of_size<2> { using type = uint16_t; };
+template <> struct uint_of_size<4> { using type = uint32_t; };
+template <> struct uint_of_size<8> { using type = uint64_t; };
 
 template <class W>
-struct MoveFn {
+struct move_fn {
   W *out;
   const W *in;
   __host__ __device__ void operator()(const int64_t *off) const { out[off[0]] = in[off[1]]; }
@@ -49,13 +49,13 @@ struct MoveFn {
 
 // out [T] = v, v already stored as T.
 template <ct_dtype D>
-struct FillFn {
-  ct_T<D> *out;
-  ct_T<D> v;
+struct fill_fn {
+  cti_T<D> *out;
+  cti_T<D> v;
   __host__ __device__ void operator()(const int64_t *off) const { out[off[0]] = v; }
 };
 
-struct UnaryLaunch {
+struct unary_launch {
   ct_unary_op op;
   const cti_iter *it;
   void *out;
@@ -63,8 +63,8 @@ struct UnaryLaunch {
   cudaStream_t stream;
 
   template <ct_dtype D, ct_unary_op OP> int go() const {
-    using F = UnaryFn<D, OP>;
-    F f{static_cast<typename F::OutT *>(out), static_cast<const ct_T<D> *>(a)};
+    using F = unary_fn<D, OP>;
+    F f{static_cast<typename F::out_t *>(out), static_cast<const cti_T<D> *>(a)};
     return cti_launch_elementwise<2>(it, f, stream);
   }
   template <ct_dtype D> int operator()() const {
@@ -96,41 +96,41 @@ struct UnaryLaunch {
 };
 
 template <ct_dtype To>
-struct CopyFromLaunch {
+struct copy_from_launch {
   const cti_iter *it;
   void *out;
   const void *in;
   cudaStream_t stream;
   template <ct_dtype From> int operator()() const {
     if constexpr (To == From) { // same dtype, strided: move the bits
-      using W = typename ct_uint_of_size<sizeof(ct_T<To>)>::type;
-      MoveFn<W> f{static_cast<W *>(out), static_cast<const W *>(in)};
+      using W = typename uint_of_size<sizeof(cti_T<To>)>::type;
+      move_fn<W> f{static_cast<W *>(out), static_cast<const W *>(in)};
       return cti_launch_elementwise<2>(it, f, stream);
     } else {
-      CopyFn<To, From> f{static_cast<ct_T<To> *>(out), static_cast<const ct_T<From> *>(in)};
+      copy_fn<To, From> f{static_cast<cti_T<To> *>(out), static_cast<const cti_T<From> *>(in)};
       return cti_launch_elementwise<2>(it, f, stream);
     }
   }
 };
 
-struct CopyLaunch {
+struct copy_launch {
   ct_dtype in_dt;
   const cti_iter *it;
   void *out;
   const void *in;
   cudaStream_t stream;
   template <ct_dtype To> int operator()() const {
-    return cti_dispatch_dtype(in_dt, CopyFromLaunch<To>{it, out, in, stream});
+    return cti_dispatch_dtype(in_dt, copy_from_launch<To>{it, out, in, stream});
   }
 };
 
-struct FillLaunch {
+struct fill_launch {
   const cti_iter *it;
   void *out;
   double v;
   cudaStream_t stream;
   template <ct_dtype D> int operator()() const {
-    FillFn<D> f{static_cast<ct_T<D> *>(out), cti_convert<D>(v)}; // converted once, on the host
+    fill_fn<D> f{static_cast<cti_T<D> *>(out), cti_convert<D>(v)}; // converted once, on the host
     return cti_launch_elementwise<1>(it, f, stream);
   }
 };
@@ -138,21 +138,21 @@ struct FillLaunch {
 // out[i] (n, contiguous) = start + i * step, in double, then converted. The
 // product and the sum are rounded separately (cti_rn): nvcc would otherwise
 // fuse them into one fma, and the CPU does not.
-template <ct_dtype D> struct ArangeFn {
-  ct_T<D> *out;
+template <ct_dtype D> struct arange_fn {
+  cti_T<D> *out;
   double start, step;
   __host__ __device__ void operator()(int64_t i) const {
     out[i] = cti_convert<D>(cti_rn<double>::add(start, cti_rn<double>::mul((double)i, step)));
   }
 };
 
-struct ArangeLaunch {
+struct arange_launch {
   int64_t n;
   void *out;
   double start, step;
   cudaStream_t stream;
   template <ct_dtype D> int operator()() const {
-    return cti_device_exec{stream}.run(n, ArangeFn<D>{static_cast<ct_T<D> *>(out), start, step});
+    return cti_device_exec{stream}.run(n, arange_fn<D>{static_cast<cti_T<D> *>(out), start, step});
   }
 };
 
@@ -162,9 +162,9 @@ extern "C" int cti_cuda_unary(ct_unary_op op, ct_dtype dt, const cti_iter *it, v
   if ((unsigned)op >= CT_NUM_UNARY_OPS) return ct_fail(CT_ERR_VALUE, "ct_unary: invalid op %d", (int)op);
   if (!ct_dtype_valid(dt)) return cti_bad_dtype("ct_unary", dt);
   if (it->numel <= 0) return CT_OK;
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
-  return cti_dispatch_dtype(dt, UnaryLaunch{op, it, out, a, scope.stream()});
+  return cti_dispatch_dtype(dt, unary_launch{op, it, out, a, scope.stream()});
 }
 
 extern "C" int cti_cuda_copy(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it, void *out,
@@ -172,7 +172,7 @@ extern "C" int cti_cuda_copy(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it
   if (!ct_dtype_valid(out_dt)) return cti_bad_dtype("ct_copy", out_dt);
   if (!ct_dtype_valid(in_dt)) return cti_bad_dtype("ct_copy", in_dt);
   if (it->numel <= 0) return CT_OK;
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   if (out_dt == in_dt && it->contiguous) { // the bits move unchanged, in one copy
     if (out != in)
@@ -180,26 +180,26 @@ extern "C" int cti_cuda_copy(ct_dtype out_dt, ct_dtype in_dt, const cti_iter *it
                                     cudaMemcpyDeviceToDevice, scope.stream()));
     return CT_OK;
   }
-  return cti_dispatch_dtype(out_dt, CopyLaunch{in_dt, it, out, in, scope.stream()});
+  return cti_dispatch_dtype(out_dt, copy_launch{in_dt, it, out, in, scope.stream()});
 }
 
 extern "C" int cti_cuda_fill(ct_dtype dt, const cti_iter *it, void *out, double v, ct_stream *s) {
   if (!ct_dtype_valid(dt)) return cti_bad_dtype("ct_fill_", dt);
   if (it->numel <= 0) return CT_OK;
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   if (it->contiguous && v == 0.0 && !signbit(v)) { // +0 is all-zero bytes in every dtype
     CT_CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)it->numel * ct_dtype_size(dt), scope.stream()));
     return CT_OK;
   }
-  return cti_dispatch_dtype(dt, FillLaunch{it, out, v, scope.stream()});
+  return cti_dispatch_dtype(dt, fill_launch{it, out, v, scope.stream()});
 }
 
 extern "C" int cti_cuda_arange(ct_dtype dt, int64_t n, void *out, double start, double step,
                               ct_stream *s) {
   if (!ct_dtype_valid(dt)) return cti_bad_dtype("ct_arange", dt);
   if (n <= 0) return CT_OK;
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
-  return cti_dispatch_dtype(dt, ArangeLaunch{n, out, start, step, scope.stream()});
+  return cti_dispatch_dtype(dt, arange_launch{n, out, start, step, scope.stream()});
 }

@@ -22,6 +22,7 @@
 
 #include <type_traits>
 
+#include "hostdev.h"
 #include "kernel_util.cuh"
 
 // ---- the loop ----------------------------------------------------------------------------
@@ -95,23 +96,7 @@ __host__ __device__ inline double cti_m_tanh(double x) { return tanh(x); }
 __host__ __device__ inline float cti_m_abs(float x) { return fabsf(x); }
 __host__ __device__ inline double cti_m_abs(double x) { return fabs(x); }
 
-// Integer power with wrap-around, as the CPU backend's cti_ipow (and
-// PyTorch's integer pow): a negative exponent gives 1 for base 1, +-1 for
-// base -1, else 0.
-__host__ __device__ inline int64_t cti_ipow(int64_t base, int64_t e) {
-  if (e < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (e % 2) ? -1 : 1;
-    return 0;
-  }
-  uint64_t r = 1, b = (uint64_t)base;
-  while (e) {
-    if (e & 1) r *= b;
-    b *= b;
-    e >>= 1;
-  }
-  return (int64_t)r;
-}
+// Integer power with wrap-around: hostdev.h's cti_ipow, the CPU backend's too.
 
 // a OP b in compute type C (int64_t, float or double). Comparisons give bool.
 // Integer add/sub/mul/neg go through uint64 so that overflow wraps (defined)
@@ -170,7 +155,7 @@ __host__ __device__ inline auto cti_unary_apply(C x) {
     else return x != x ? x : (x > C(0) ? x : C(0));
   } else if constexpr (OP == CT_OP_ISFINITE) {
     if constexpr (is_int) return true;
-    else return ct_isfinite(x);
+    else return cti_isfinite(x);
   } else {
     static_assert(!is_int, "exp, log, sqrt, sigmoid and tanh take floating dtypes only");
     if constexpr (OP == CT_OP_EXP) return cti_m_exp(x);
@@ -190,7 +175,7 @@ __host__ __device__ inline auto cti_unary_apply(C x) {
 // CUDA kernels would use float(0.1)). An integer dtype takes the (integral)
 // scalar modulo its range, as PyTorch does, so uint8 + (-3) subtracts 3: the
 // scalar goes to int64 first (truncating, saturating), then wraps to D.
-template <ct_dtype D> __host__ __device__ inline ct_C<D> cti_scalar_operand(double scalar) {
+template <ct_dtype D> __host__ __device__ inline cti_C<D> cti_scalar_operand(double scalar) {
   if constexpr (!cti_dt<D>::floating && D != CT_BOOL) return cti_load<D>(cti_convert<D>(cti_convert<CT_I64>(scalar)));
   else return cti_load<D>(cti_convert<D>(scalar));
 }

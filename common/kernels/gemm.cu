@@ -41,20 +41,20 @@
 // PyTorch's default CUBLAS_WORKSPACE_CONFIG ":4096:2:16:8": 2 x 4 MiB + 8 x 16 KiB.
 #define CT_CUBLAS_WORKSPACE_BYTES ((size_t)4096 * 1024 * 2 + (size_t)16 * 1024 * 8)
 
-struct CtCublasWorkspace {
+struct cublas_workspace {
   cudaStream_t stream;
   void *ptr; // CT_CUBLAS_WORKSPACE_BYTES on the device
-  CtCublasWorkspace *next;
+  cublas_workspace *next;
 };
 
-struct CtCublasSlot {
+struct cublas_slot {
   pthread_mutex_t use; // held around cublasSetStream + the gemm, and the workspaces
   cublasHandle_t handle;
-  CtCublasWorkspace *workspaces; // one per stream that ran a gemm
+  cublas_workspace *workspaces; // one per stream that ran a gemm
 };
 
-static pthread_mutex_t ct_cublas_create_mu = PTHREAD_MUTEX_INITIALIZER;
-static CtCublasSlot ct_cublas_slots[CT_MAX_CUDA_DEVICES] = {
+static pthread_mutex_t cublas_create_mu = PTHREAD_MUTEX_INITIALIZER;
+static cublas_slot cublas_slots[CT_MAX_CUDA_DEVICES] = {
 #define CT_SLOT {PTHREAD_MUTEX_INITIALIZER, nullptr, nullptr}
     CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT,
     CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT, CT_SLOT,
@@ -62,12 +62,12 @@ static CtCublasSlot ct_cublas_slots[CT_MAX_CUDA_DEVICES] = {
 };
 static_assert(CT_MAX_CUDA_DEVICES == 16, "one initializer per device slot");
 
-class CtLock {
+class mutex_guard {
  public:
-  explicit CtLock(pthread_mutex_t *mu) : mu_(mu) { pthread_mutex_lock(mu_); }
-  ~CtLock() { pthread_mutex_unlock(mu_); }
-  CtLock(const CtLock &) = delete;
-  CtLock &operator=(const CtLock &) = delete;
+  explicit mutex_guard(pthread_mutex_t *mu) : mu_(mu) { pthread_mutex_lock(mu_); }
+  ~mutex_guard() { pthread_mutex_unlock(mu_); }
+  mutex_guard(const mutex_guard &) = delete;
+  mutex_guard &operator=(const mutex_guard &) = delete;
 
  private:
   pthread_mutex_t *mu_;
@@ -75,12 +75,12 @@ class CtLock {
 
 // Enters with `device` current; leaves with *out its handle (created now if
 // this is the first call for the device).
-static int ct_cublas_handle(int device, cublasHandle_t *out) {
+static int cublas_handle_for(int device, cublasHandle_t *out) {
   if (device < 0 || device >= CT_MAX_CUDA_DEVICES)
     return ct_fail(CT_ERR_DEVICE, "ct_gemm: CUDA device %d beyond the %d this runtime supports", device,
                    CT_MAX_CUDA_DEVICES);
-  CtLock lock(&ct_cublas_create_mu);
-  CtCublasSlot *slot = &ct_cublas_slots[device];
+  mutex_guard lock(&cublas_create_mu);
+  cublas_slot *slot = &cublas_slots[device];
   if (!slot->handle) {
     // Created into a local first: a failed cublasCreate must not leave a
     // half-made handle in the slot for the next call to use.
@@ -103,13 +103,13 @@ static int ct_cublas_handle(int device, cublasHandle_t *out) {
 
 // Enters with `device` current and its slot's `use` mutex held; leaves with
 // h bound to `stream` and to that stream's own workspace (made now if new).
-static int ct_cublas_bind(CtCublasSlot *slot, cublasHandle_t h, cudaStream_t stream) {
-  CtCublasWorkspace *w = slot->workspaces;
+static int cublas_bind(cublas_slot *slot, cublasHandle_t h, cudaStream_t stream) {
+  cublas_workspace *w = slot->workspaces;
   while (w && w->stream != stream) w = w->next;
   if (!w) {
     void *p = nullptr;
     CT_CUDA_CHECK(cudaMalloc(&p, CT_CUBLAS_WORKSPACE_BYTES));
-    w = static_cast<CtCublasWorkspace *>(calloc(1, sizeof *w));
+    w = static_cast<cublas_workspace *>(calloc(1, sizeof *w));
     if (!w) {
       (void)cudaFree(p);
       return ct_fail(CT_ERR_OOM, "ct_gemm: out of host memory for a cuBLAS workspace record");
@@ -128,7 +128,7 @@ static int ct_cublas_bind(CtCublasSlot *slot, cublasHandle_t h, cudaStream_t str
 // is at least max(1, rows). Ours is a row stride, which the dispatcher sets
 // sensibly except that a matrix of at most one column (one row-major row)
 // may come with any; only then is it raised to what cuBLAS checks for.
-static int64_t ct_fix_ld(int64_t ld, int64_t rows, int64_t cols) {
+static int64_t fix_ld(int64_t ld, int64_t rows, int64_t cols) {
   const int64_t need = rows > 1 ? rows : 1;
   return cols <= 1 && ld < need ? need : ld;
 }
@@ -149,9 +149,9 @@ extern "C" int cti_cuda_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n
   // First operand: B as stored, read column-major: (n, k) if !tb, else (k, n) transposed.
   const cublasOperation_t op1 = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op2 = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int64_t ld1 = tb ? ct_fix_ld(ldb, k, n) : ct_fix_ld(ldb, n, k);
-  const int64_t ld2 = ta ? ct_fix_ld(lda, m, k) : ct_fix_ld(lda, k, m);
-  const int64_t ldc2 = ct_fix_ld(ldc, n, m);
+  const int64_t ld1 = tb ? fix_ld(ldb, k, n) : fix_ld(ldb, n, k);
+  const int64_t ld2 = ta ? fix_ld(lda, m, k) : fix_ld(lda, k, m);
+  const int64_t ldc2 = fix_ld(ldc, n, m);
   const int64_t lim = INT_MAX;
   if (m > lim || n > lim || k > lim || ld1 > lim || ld2 > lim || ldc2 > lim || batch > lim)
     return ct_fail(CT_ERR_VALUE, "ct_gemm: sizes beyond cuBLAS's 32-bit limits (m %lld, n %lld, k %lld, "
@@ -159,12 +159,12 @@ extern "C" int cti_cuda_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n
                    (long long)lda, (long long)ldb, (long long)ldc, (long long)batch);
   const int M = (int)n, N = (int)m, K = (int)k, nb = (int)batch;
 
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   cublasHandle_t h = nullptr;
-  if (int rc = ct_cublas_handle(scope.device(), &h)) return rc;
-  CtLock lock(&ct_cublas_slots[scope.device()].use);
-  if (int rc = ct_cublas_bind(&ct_cublas_slots[scope.device()], h, scope.stream())) return rc;
+  if (int rc = cublas_handle_for(scope.device(), &h)) return rc;
+  mutex_guard lock(&cublas_slots[scope.device()].use);
+  if (int rc = cublas_bind(&cublas_slots[scope.device()], h, scope.stream())) return rc;
 
   if (dt == CT_F64) {
     CT_CUBLAS_CHECK(cublasDgemmStridedBatched(

@@ -41,11 +41,11 @@ template <> struct cti_dt<CT_BF16> { using T = __nv_bfloat16; using C = float; s
 template <> struct cti_dt<CT_F32> { using T = float; using C = float; static constexpr bool floating = true; };
 template <> struct cti_dt<CT_F64> { using T = double; using C = double; static constexpr bool floating = true; };
 
-template <ct_dtype D> using ct_T = typename cti_dt<D>::T;
-template <ct_dtype D> using ct_C = typename cti_dt<D>::C;
+template <ct_dtype D> using cti_T = typename cti_dt<D>::T;
+template <ct_dtype D> using cti_C = typename cti_dt<D>::C;
 
 // Storage -> compute type. Exact for every dtype.
-template <ct_dtype D> __host__ __device__ inline ct_C<D> cti_load(ct_T<D> x) {
+template <ct_dtype D> __host__ __device__ inline cti_C<D> cti_load(cti_T<D> x) {
   if constexpr (D == CT_F16) return __half2float(x);
   else if constexpr (D == CT_BF16) return __bfloat162float(x);
   else if constexpr (D == CT_F32 || D == CT_F64) return x;
@@ -54,11 +54,11 @@ template <ct_dtype D> __host__ __device__ inline ct_C<D> cti_load(ct_T<D> x) {
 }
 
 // |x| <= the largest finite value: false for inf and NaN.
-__host__ __device__ inline bool ct_isfinite(float x) { return fabsf(x) <= 3.40282346638528859812e+38f; }
-__host__ __device__ inline bool ct_isfinite(double x) { return fabs(x) <= 1.7976931348623157e308; }
+__host__ __device__ inline bool cti_isfinite(float x) { return fabsf(x) <= 3.40282346638528859812e+38f; }
+__host__ __device__ inline bool cti_isfinite(double x) { return fabs(x) <= 1.7976931348623157e308; }
 
 // ---- conversions into dtype D (see the essay at the top) ------------------------------
-template <ct_dtype D> __host__ __device__ inline ct_T<D> cti_convert(double d) {
+template <ct_dtype D> __host__ __device__ inline cti_T<D> cti_convert(double d) {
   if constexpr (D == CT_F64) {
     return d;
   } else if constexpr (D == CT_F32) {
@@ -89,14 +89,14 @@ template <ct_dtype D> __host__ __device__ inline ct_T<D> cti_convert(double d) {
   }
 }
 
-template <ct_dtype D> __host__ __device__ inline ct_T<D> cti_convert(float f) {
+template <ct_dtype D> __host__ __device__ inline cti_T<D> cti_convert(float f) {
   if constexpr (D == CT_F32) return f;
   else if constexpr (D == CT_F16) return __float2half_rn(f);
   else if constexpr (D == CT_BF16) return __float2bfloat16_rn(f);
   else return cti_convert<D>((double)f); // exact widening, then as a double
 }
 
-template <ct_dtype D> __host__ __device__ inline ct_T<D> cti_convert(int64_t v) {
+template <ct_dtype D> __host__ __device__ inline cti_T<D> cti_convert(int64_t v) {
   if constexpr (D == CT_BOOL) return (uint8_t)(v != 0);
   else if constexpr (D == CT_U8) return (uint8_t)(uint64_t)v;              // wraps mod 2^8
   else if constexpr (D == CT_I32) return (int32_t)(uint32_t)(uint64_t)v;   // wraps mod 2^32
@@ -106,21 +106,21 @@ template <ct_dtype D> __host__ __device__ inline ct_T<D> cti_convert(int64_t v) 
 }
 
 // Storage of dtype `From` -> storage of dtype `To`: ct_copy's cast.
-template <ct_dtype To, ct_dtype From> __host__ __device__ inline ct_T<To> cti_cast(ct_T<From> x) {
+template <ct_dtype To, ct_dtype From> __host__ __device__ inline cti_T<To> cti_cast(cti_T<From> x) {
   return cti_convert<To>(cti_load<From>(x));
 }
 
 // out[pos] := v converted to the run-time dtype dt (reductions' results).
 template <class A> __device__ inline void cti_store_dyn(ct_dtype dt, void *out, int64_t pos, A v) {
   switch (dt) {
-  case CT_BOOL: static_cast<ct_T<CT_BOOL> *>(out)[pos] = cti_convert<CT_BOOL>(v); break;
-  case CT_U8: static_cast<ct_T<CT_U8> *>(out)[pos] = cti_convert<CT_U8>(v); break;
-  case CT_I32: static_cast<ct_T<CT_I32> *>(out)[pos] = cti_convert<CT_I32>(v); break;
-  case CT_I64: static_cast<ct_T<CT_I64> *>(out)[pos] = cti_convert<CT_I64>(v); break;
-  case CT_F16: static_cast<ct_T<CT_F16> *>(out)[pos] = cti_convert<CT_F16>(v); break;
-  case CT_BF16: static_cast<ct_T<CT_BF16> *>(out)[pos] = cti_convert<CT_BF16>(v); break;
-  case CT_F32: static_cast<ct_T<CT_F32> *>(out)[pos] = cti_convert<CT_F32>(v); break;
-  case CT_F64: static_cast<ct_T<CT_F64> *>(out)[pos] = cti_convert<CT_F64>(v); break;
+  case CT_BOOL: static_cast<cti_T<CT_BOOL> *>(out)[pos] = cti_convert<CT_BOOL>(v); break;
+  case CT_U8: static_cast<cti_T<CT_U8> *>(out)[pos] = cti_convert<CT_U8>(v); break;
+  case CT_I32: static_cast<cti_T<CT_I32> *>(out)[pos] = cti_convert<CT_I32>(v); break;
+  case CT_I64: static_cast<cti_T<CT_I64> *>(out)[pos] = cti_convert<CT_I64>(v); break;
+  case CT_F16: static_cast<cti_T<CT_F16> *>(out)[pos] = cti_convert<CT_F16>(v); break;
+  case CT_BF16: static_cast<cti_T<CT_BF16> *>(out)[pos] = cti_convert<CT_BF16>(v); break;
+  case CT_F32: static_cast<cti_T<CT_F32> *>(out)[pos] = cti_convert<CT_F32>(v); break;
+  case CT_F64: static_cast<cti_T<CT_F64> *>(out)[pos] = cti_convert<CT_F64>(v); break;
   default: break;
   }
 }
@@ -165,12 +165,12 @@ __host__ __device__ inline int64_t cti_ceil_div(int64_t a, int64_t b) { return (
 // stream) and the stream's device made current for the op's duration (the
 // dispatcher has normally done so already; then this costs one
 // cudaGetDevice). The destructor restores the caller's device.
-class CtCudaScope {
+class cti_cuda_scope {
  public:
-  CtCudaScope() = default;
-  CtCudaScope(const CtCudaScope &) = delete;
-  CtCudaScope &operator=(const CtCudaScope &) = delete;
-  ~CtCudaScope() {
+  cti_cuda_scope() = default;
+  cti_cuda_scope(const cti_cuda_scope &) = delete;
+  cti_cuda_scope &operator=(const cti_cuda_scope &) = delete;
+  ~cti_cuda_scope() {
     if (restore_) (void)cudaSetDevice(prev_);
   }
   // Returns CT_OK or the CUDA error (recorded).

@@ -18,8 +18,8 @@
 // ---- ReLU backward ----------------------------------------------------------------------------
 // out[i] = y[i] <= 0 ? 0 : g[i] (y, g, out: n elements, contiguous).
 template <ct_dtype D> struct cti_relu_backward_op {
-  const ct_T<D> *y, *g;
-  ct_T<D> *out;
+  const cti_T<D> *y, *g;
+  cti_T<D> *out;
   __host__ __device__ void operator()(int64_t i) const {
     out[i] = cti_load<D>(y[i]) <= 0 ? cti_convert<D>(0.0f) : g[i];
   }
@@ -35,8 +35,8 @@ template <class X> struct cti_relu_backward_launch {
       return ct_fail(CT_ERR_DTYPE, "cti_relu_backward: not supported for %s on cuda (floating dtypes only)",
                      cti_dt_name(D));
     } else {
-      return x.run(n, cti_relu_backward_op<D>{static_cast<const ct_T<D> *>(y),
-                                             static_cast<const ct_T<D> *>(g), static_cast<ct_T<D> *>(out)});
+      return x.run(n, cti_relu_backward_op<D>{static_cast<const cti_T<D> *>(y),
+                                             static_cast<const cti_T<D> *>(g), static_cast<cti_T<D> *>(out)});
     }
   }
 };
@@ -53,13 +53,13 @@ int cti_relu_backward_run(const X &x, ct_dtype dt, int64_t n, const void *y, con
 // mask[i] = u[i] >= p ? keep : 0, y[i] = x[i] * mask[i] in the compute type,
 // rounded once (n elements, contiguous; u float32; keep = scale in dtype D).
 template <ct_dtype D> struct cti_dropout_op {
-  const ct_T<D> *x;
+  const cti_T<D> *x;
   const float *u;
   double p;
-  ct_T<D> keep;
-  ct_T<D> *y, *mask;
+  cti_T<D> keep;
+  cti_T<D> *y, *mask;
   __host__ __device__ void operator()(int64_t i) const {
-    using C = ct_C<D>;
+    using C = cti_C<D>;
     const bool k = (double)u[i] >= p;
     mask[i] = k ? keep : cti_convert<D>(0.0f);
     y[i] = cti_convert<D>(cti_load<D>(x[i]) * (k ? cti_load<D>(keep) : C(0)));
@@ -78,9 +78,9 @@ template <class X> struct cti_dropout_launch {
       return ct_fail(CT_ERR_DTYPE, "cti_dropout: not supported for %s on cuda (floating dtypes only)",
                      cti_dt_name(D));
     } else {
-      const ct_T<D> keep = cti_convert<D>((ct_C<D>)scale);
-      return x.run(n, cti_dropout_op<D>{static_cast<const ct_T<D> *>(src), u, p, keep,
-                                       static_cast<ct_T<D> *>(y), static_cast<ct_T<D> *>(mask)});
+      const cti_T<D> keep = cti_convert<D>((cti_C<D>)scale);
+      return x.run(n, cti_dropout_op<D>{static_cast<const cti_T<D> *>(src), u, p, keep,
+                                       static_cast<cti_T<D> *>(y), static_cast<cti_T<D> *>(mask)});
     }
   }
 };

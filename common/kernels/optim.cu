@@ -30,17 +30,17 @@
 #include "optim_kernels.h"
 
 // ---- SGD, Adam, AdamW: per-element bodies in optim.cuh ----------------------------------------
-static int ct_cuda_sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
+static int cuda_sgd_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *buf,
                             const cti_sgd_step_args *a, ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_sgd_step_run(cti_device_exec{scope.stream()}, dt, n, param, grad, buf, a);
 }
 
-static int ct_cuda_adam_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
+static int cuda_adam_step(ct_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
                              void *exp_avg_sq, void *max_exp_avg_sq, const cti_adam_step_args *a,
                              ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_adam_step_run(cti_device_exec{scope.stream()}, dt, n, param, grad, exp_avg, exp_avg_sq,
                           max_exp_avg_sq, a);
@@ -85,14 +85,14 @@ static __global__ void sumsq_finish_kernel(int nparts, const double *__restrict_
   if (threadIdx.x == 0) *out = s;
 }
 
-static int64_t ct_cuda_sum_squares_workspace(void) { return SUMSQ_MAX_BLOCKS; }
+static int64_t cuda_sum_squares_workspace(void) { return SUMSQ_MAX_BLOCKS; }
 
-static int ct_cuda_sum_squares(ct_dtype dt, int64_t n, const void *x, double *out,
+static int cuda_sum_squares(ct_dtype dt, int64_t n, const void *x, double *out,
                                    double *workspace, ct_stream *s) {
   if (dt != CT_F32 && dt != CT_F64)
     return ct_fail(CT_ERR_DTYPE, "ct_clip_grad_norm_: not supported for %s grads on cuda",
                    cti_dt_name(dt));
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   int rc = scope.enter(s);
   if (rc != CT_OK) return rc;
   int64_t want = cti_ceil_div(n > 0 ? n : 1, SUMSQ_THREADS);
@@ -121,9 +121,9 @@ static __global__ void clip_coef_kernel(int64_t n, const double *__restrict__ su
   out[1] = coef;
 }
 
-static int ct_cuda_clip_coef(int64_t n, const double *sumsq, double max_norm, double *out,
+static int cuda_clip_coef(int64_t n, const double *sumsq, double max_norm, double *out,
                                  ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   int rc = scope.enter(s);
   if (rc != CT_OK) return rc;
   CT_LAUNCH(clip_coef_kernel)(1, 1, 0, scope.stream())(n, sumsq, max_norm, out);
@@ -131,8 +131,8 @@ static int ct_cuda_clip_coef(int64_t n, const double *sumsq, double max_norm, do
   return CT_OK;
 }
 
-static int ct_cuda_scale_by(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stream *s) {
-  CtCudaScope scope;
+static int cuda_scale_by(ct_dtype dt, int64_t n, void *x, const double *coef, ct_stream *s) {
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_scale_by_run(cti_device_exec{scope.stream()}, dt, n, x, coef);
 }
@@ -143,9 +143,9 @@ static __global__ void amp_prologue_kernel(const float *found_inf, double *state
   cti_amp_prologue_rule(*found_inf, state, adam, lr, beta1, beta2);
 }
 
-static int ct_cuda_amp_prologue(const float *found_inf, double *state, bool adam, double lr,
+static int cuda_amp_prologue(const float *found_inf, double *state, bool adam, double lr,
                                 double beta1, double beta2, ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   CT_LAUNCH(amp_prologue_kernel)(1, 1, 0, scope.stream())(found_inf, state, adam, lr, beta1, beta2);
   CT_CUDA_CHECK(cudaGetLastError());
@@ -154,6 +154,6 @@ static int ct_cuda_amp_prologue(const float *found_inf, double *state, bool adam
 
 // ---- the family's table ------------------------------------------------------------------------
 // In the family list's order (nvcc's C++17 has no designated initializers),
-// so the order cannot drift from the table's: each entry is ct_cuda_<entry>.
-#define CTI_OP_CUDA_PREFIX ct_cuda_
+// so the order cannot drift from the table's: each entry is the static cuda_<entry>.
+#define CTI_OP_CUDA_PREFIX cuda_
 extern "C" const cti_optim_kernels cti_cuda_optim_kernels = {CTI_OPTIM_OPS(CTI_OP_CUDA_INIT)};

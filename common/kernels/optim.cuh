@@ -51,7 +51,7 @@ template <class T> struct cti_sgd_op {
 // float16/bfloat16 parameters: each torch op in float32, rounded to D
 // (cpu_optim.c's GEN_SGD_LP, operation for operation).
 template <ct_dtype D> struct cti_sgd_lp_op {
-  using T = ct_T<D>;
+  using T = cti_T<D>;
   T *param;
   const T *grad;
   T *buf;
@@ -95,9 +95,9 @@ template <class X, ct_dtype D>
 int cti_sgd_lp_run(const X &x, int64_t n, void *param, const void *grad, void *buf,
                    const cti_sgd_step_args *a) {
   cti_sgd_lp_op<D> k;
-  k.param = static_cast<ct_T<D> *>(param);
-  k.grad = static_cast<const ct_T<D> *>(grad);
-  k.buf = static_cast<ct_T<D> *>(buf);
+  k.param = static_cast<cti_T<D> *>(param);
+  k.grad = static_cast<const cti_T<D> *>(grad);
+  k.buf = static_cast<cti_T<D> *>(buf);
   cti_sgd_fill<cti_sgd_lp_op<D>, float>(k, a);
   return x.run(n, k);
 }

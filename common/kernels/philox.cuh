@@ -3,47 +3,18 @@
 // philox: the Philox 4x32-10 block function and random.h's recipe for turning
 // its output into uniform and normal numbers, for device (and host) code.
 //
-// Invariant: these are the same functions as random.c's ct_philox4x32_10 and
-// the CPU backend's, operation for operation, so that a seed gives the same
-// bits on every device. Nothing here may depend on the thread computing it.
+// Invariant: the block function is the CPU's own (core/hostdev.h), and the
+// recipe is the CPU backend's operation for operation, so that a seed gives
+// the same bits on every device. Nothing here may depend on the thread computing it.
 #ifndef CT_PHILOX_CUH
 #define CT_PHILOX_CUH
 
 #include <stdint.h>
 
+#include "hostdev.h"
 #include "kernel_util.cuh"
 
-#define CT_PHILOX_M0 0xD2511F53u
-#define CT_PHILOX_M1 0xCD9E8D57u
-#define CT_PHILOX_W0 0x9E3779B9u // golden ratio
-#define CT_PHILOX_W1 0xBB67AE85u // sqrt(3) - 1
-
-// 10 rounds on counter c with key (k0, k1); the key is bumped between rounds.
-// One round: (c0, c1, c2, c3) -> (hi(M1*c2) ^ c1 ^ k0, lo(M1*c2), hi(M0*c0) ^ c3 ^ k1, lo(M0*c0)).
-__host__ __device__ inline void cti_philox4x32_10_dev(const uint32_t ctr[4], uint32_t k0, uint32_t k1,
-                                                     uint32_t out[4]) {
-  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += CT_PHILOX_W0;
-      k1 += CT_PHILOX_W1;
-    }
-    const uint64_t p0 = (uint64_t)CT_PHILOX_M0 * c0;
-    const uint64_t p1 = (uint64_t)CT_PHILOX_M1 * c2;
-    const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-    const uint32_t n1 = (uint32_t)p1;
-    const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    const uint32_t n3 = (uint32_t)p0;
-    c0 = n0;
-    c1 = n1;
-    c2 = n2;
-    c3 = n3;
-  }
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
-}
+// The block function is hostdev.h's cti_philox4x32_10, the CPU's too.
 
 // The four uniforms of counter number c (= offset + i/4) of the stream keyed
 // by `seed`: u[l] is element 4*(c - offset) + l's uniform, (u32 >> 8) * 2^-24.
@@ -53,7 +24,7 @@ __host__ __device__ inline void cti_philox_uniform4(uint64_t seed, uint64_t c, d
                                                    int bits = 24) {
   const uint32_t ctr[4] = {(uint32_t)c, (uint32_t)(c >> 32), 0u, 0u};
   uint32_t x[4];
-  cti_philox4x32_10_dev(ctr, (uint32_t)seed, (uint32_t)(seed >> 32), x);
+  cti_philox4x32_10(ctr, (uint32_t)seed, (uint32_t)(seed >> 32), x);
   const double scale = 1.0 / (double)(1u << bits);
   for (int l = 0; l < 4; ++l) u[l] = (double)(x[l] >> (32 - bits)) * scale;
 }
@@ -78,7 +49,7 @@ __host__ __device__ inline void cti_box_muller(double u0, double u1, double *z0,
 // (4q is even); for an odd n the last element 2j = n-1 takes z0, and its
 // partner's uniform (element n, past the end) comes from the same counter.
 template <ct_dtype D>
-__host__ __device__ inline void cti_random_counter(ct_T<D> *out, int64_t n, uint64_t seed, uint64_t offset,
+__host__ __device__ inline void cti_random_counter(cti_T<D> *out, int64_t n, uint64_t seed, uint64_t offset,
                                                   int64_t q, bool normal) {
   double u[4];
   cti_philox_uniform4(seed, offset + (uint64_t)q, u, normal ? 24 : cti_uniform_bits<D>());

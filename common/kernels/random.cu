@@ -12,8 +12,8 @@
 
 // out (n, contiguous) [T] := uniforms, or normals when `normal`; index q of
 // the grid-stride loop (cti_grid_kernel) owns counter q.
-template <ct_dtype D> struct RandomFn {
-  ct_T<D> *out;
+template <ct_dtype D> struct random_fn {
+  cti_T<D> *out;
   int64_t n;
   uint64_t seed, offset;
   bool normal;
@@ -22,7 +22,7 @@ template <ct_dtype D> struct RandomFn {
   }
 };
 
-struct RandomLaunch {
+struct random_launch {
   bool normal;
   int64_t n;
   void *out;
@@ -34,7 +34,7 @@ struct RandomLaunch {
                      normal ? "ct_randn" : "ct_rand", cti_dt_name(D));
     } else {
       return cti_device_exec{stream}.run(
-          cti_ceil_div(n, 4), RandomFn<D>{static_cast<ct_T<D> *>(out), n, seed, offset, normal});
+          cti_ceil_div(n, 4), random_fn<D>{static_cast<cti_T<D> *>(out), n, seed, offset, normal});
     }
   }
 };
@@ -45,7 +45,7 @@ extern "C" int cti_cuda_random(bool normal, ct_dtype dt, int64_t n, void *out, u
     return ct_fail(CT_ERR_DTYPE, "%s: dtype %s not supported on cuda", normal ? "ct_randn" : "ct_rand",
                    cti_dt_name(dt));
   if (n <= 0) return CT_OK;
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
-  return cti_dispatch_dtype(dt, RandomLaunch{normal, n, out, seed, offset, scope.stream()});
+  return cti_dispatch_dtype(dt, random_launch{normal, n, out, seed, offset, scope.stream()});
 }

@@ -3,11 +3,11 @@
 // reduce: sum, mean, max (with its index) and argmax over the middle axis of
 // a contiguous (outer, r, inner) input, and the non-finite scan, on CUDA.
 //
-// A reduction is a State per output element, built from the identity by
+// A reduction is a state_t per output element, built from the identity by
 // `combine`. Two reducers exist:
-//   SumReducer<A>: State {A v}, A the accumulation type (float for f16, bf16
+//   cti_sum_reducer<A>: state_t {A v}, A the accumulation type (float for f16, bf16
 //     and f32; double for f64; int64 for integers and bool, wrapping);
-//   MaxReducer<V>: State {V v, int64 i}, i the position along r, -1 for "no
+//   cti_max_reducer<V>: state_t {V v, int64 i}, i the position along r, -1 for "no
 //     element yet". combine keeps the larger value, a NaN over any number,
 //     and on ties (or two NaNs) the smaller index, so it is associative and
 //     commutative and the first maximum wins whatever order the threads meet.
@@ -15,12 +15,12 @@
 //   inner == 1 (a row per output: the whole-tensor reduction, softmax rows):
 //     one block of 256 threads per (row, chunk); threads stride over the
 //     chunk's elements, then a tree reduction (warp shuffles, then one warp
-//     over the warps' results) leaves the block's State in thread 0;
+//     over the warps' results) leaves the block's state_t in thread 0;
 //   inner > 1 (a column per output): 32 x 8 blocks; x walks 32 adjacent
 //     outputs (coalesced loads), the 8 rows of y split r, and thread y == 0
 //     combines the 8 partial States from shared memory.
 // When there are too few outputs to fill the GPU (few rows, each long),
-// r is cut into `chunks` pieces, one block each; pass 1 writes a State per
+// r is cut into `chunks` pieces, one block each; pass 1 writes a state_t per
 // (output, chunk) to a workspace from the caching allocator and pass 2, the
 // same kernel reading those States, reduces them per output. The order of
 // every addition is fixed by the launch geometry, which depends only on the
@@ -35,36 +35,36 @@
 #include "reduce.cuh"
 
 // ---- where States come from -----------------------------------------------------------------
-// get(pos, k): the State of element `pos` of the (outer, R, inner) array, k
+// get(pos, k): the state_t of element `pos` of the (outer, R, inner) array, k
 // its position along R.
 template <ct_dtype D, class R>
-struct ElemSrc { // the input itself
-  const ct_T<D> *in;
-  __device__ typename R::State get(int64_t pos, int64_t k) const { return R::make(cti_load<D>(in[pos]), k); }
+struct elem_src { // the input itself
+  const cti_T<D> *in;
+  __device__ typename R::state_t get(int64_t pos, int64_t k) const { return R::make(cti_load<D>(in[pos]), k); }
 };
 
 template <class R>
-struct PartialSrc { // pass 1's States, (outer, chunks, inner); their indices are already global
-  const typename R::State *p;
-  __device__ typename R::State get(int64_t pos, int64_t) const { return p[pos]; }
+struct partial_src { // pass 1's States, (outer, chunks, inner); their indices are already global
+  const typename R::state_t *p;
+  __device__ typename R::state_t get(int64_t pos, int64_t) const { return p[pos]; }
 };
 
 // ---- where results go -------------------------------------------------------------------------
 // out (outer, inner) [out_dt], idx (outer, inner) [int64] or NULL.
-struct ReduceOut {
+struct reduce_out {
   ct_reduce_op op;
   ct_dtype out_dt;
   void *out;
   int64_t *idx;
   int64_t r; // the reduced length, for MEAN
 
-  template <class A> __device__ void write(int64_t pos, SumState<A> s) const {
+  template <class A> __device__ void write(int64_t pos, cti_sum_state<A> s) const {
     A v = s.v;
     if constexpr (!std::is_same<A, int64_t>::value) // MEAN takes floating input only
       if (op == CT_OP_MEAN) v = v / (A)r;
     cti_store_dyn(out_dt, out, pos, v);
   }
-  template <class V> __device__ void write(int64_t pos, MaxState<V> s) const {
+  template <class V> __device__ void write(int64_t pos, cti_max_state<V> s) const {
     if (op == CT_OP_ARGMAX) {
       static_cast<int64_t *>(out)[pos] = s.i;
     } else {
@@ -79,7 +79,7 @@ struct ReduceOut {
 // leaves with the combination of all of them in thread 0 (other threads hold
 // partial results) and `smem` free for reuse.
 template <class R>
-__device__ typename R::State ct_block_reduce(typename R::State v, typename R::State *smem /* [32] */) {
+__device__ typename R::state_t block_reduce(typename R::state_t v, typename R::state_t *smem /* [32] */) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int nwarps = (blockDim.x + 31) >> 5;
 #pragma unroll
@@ -100,19 +100,19 @@ __device__ typename R::State ct_block_reduce(typename R::State v, typename R::St
 // inner == 1. src is (outer, r); grid (row blocks, chunks); block (256).
 // Block (x, c) reduces elements [c*chunk_len, min(r, (c+1)*chunk_len)) of
 // rows x, x + gridDim.x, ...; with one chunk it writes the result, else the
-// State to partial (outer, chunks).
+// state_t to partial (outer, chunks).
 template <class R, class Src>
-static __global__ void ct_reduce_rows_kernel(Src src, int64_t outer, int64_t r, int64_t chunk_len,
-                                             typename R::State *partial, ReduceOut res) {
-  using State = typename R::State;
-  __shared__ State smem[32];
+static __global__ void reduce_rows_kernel(Src src, int64_t outer, int64_t r, int64_t chunk_len,
+                                             typename R::state_t *partial, reduce_out res) {
+  using state_t = typename R::state_t;
+  __shared__ state_t smem[32];
   const int64_t chunks = gridDim.y, c = blockIdx.y;
   int64_t k0, k1;
   cti_chunk_range(c, chunk_len, r, &k0, &k1);
   for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) { // uniform across the block
-    State acc = R::identity();
+    state_t acc = R::identity();
     for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) acc = R::combine(acc, src.get(o * r + k, k));
-    acc = ct_block_reduce<R>(acc, smem);
+    acc = block_reduce<R>(acc, smem);
     if (threadIdx.x == 0) {
       if (chunks == 1) res.write(o, acc);
       else partial[o * chunks + c] = acc;
@@ -125,11 +125,11 @@ static __global__ void ct_reduce_rows_kernel(Src src, int64_t outer, int64_t r, 
 // tiles are numbered o * jtiles + j0 / 32. With one chunk the block writes
 // out (outer, inner), else partial (outer, chunks, inner).
 template <class R, class Src>
-static __global__ void ct_reduce_cols_kernel(Src src, int64_t outer, int64_t r, int64_t inner,
-                                             int64_t chunk_len, typename R::State *partial,
-                                             ReduceOut res) {
-  using State = typename R::State;
-  __shared__ State tile[CT_COLS_Y][CT_COLS_X];
+static __global__ void reduce_cols_kernel(Src src, int64_t outer, int64_t r, int64_t inner,
+                                             int64_t chunk_len, typename R::state_t *partial,
+                                             reduce_out res) {
+  using state_t = typename R::state_t;
+  __shared__ state_t tile[CT_COLS_Y][CT_COLS_X];
   const int64_t chunks = gridDim.y, c = blockIdx.y;
   int64_t k0, k1;
   cti_chunk_range(c, chunk_len, r, &k0, &k1);
@@ -138,7 +138,7 @@ static __global__ void ct_reduce_cols_kernel(Src src, int64_t outer, int64_t r, 
   for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) { // uniform across the block
     const int64_t o = t / jtiles;
     const int64_t j = (t - o * jtiles) * CT_COLS_X + threadIdx.x;
-    State acc = R::identity();
+    state_t acc = R::identity();
     if (j < inner)
       for (int64_t k = k0 + threadIdx.y; k < k1; k += CT_COLS_Y)
         acc = R::combine(acc, src.get((o * r + k) * inner + j, k));
@@ -159,15 +159,15 @@ static __global__ void ct_reduce_cols_kernel(Src src, int64_t outer, int64_t r, 
 // holder goes out of scope. Giving it back right after the kernels are queued
 // is safe: the allocator hands a block out again only to requests on the same
 // stream, whose work runs after these kernels.
-class CtWorkspace {
+class workspace_block {
  public:
-  CtWorkspace() = default;
-  CtWorkspace(const CtWorkspace &) = delete;
-  CtWorkspace &operator=(const CtWorkspace &) = delete;
-  ~CtWorkspace() {
+  workspace_block() = default;
+  workspace_block(const workspace_block &) = delete;
+  workspace_block &operator=(const workspace_block &) = delete;
+  ~workspace_block() {
     if (block_) ct_block_free(block_);
   }
-  int alloc(const CtCudaScope &scope, ct_stream *s, size_t nbytes) {
+  int alloc(const cti_cuda_scope &scope, ct_stream *s, size_t nbytes) {
     block_ = ct_block_alloc(ct_device_cuda(scope.device()), nbytes, s, NULL);
     if (block_) return CT_OK;
     const int st = ct_last_status();
@@ -180,29 +180,29 @@ class CtWorkspace {
 };
 
 template <class R, ct_dtype D>
-static int ct_reduce_run(const CtCudaScope &scope, ct_stream *s, const void *in, ReduceOut res,
+static int reduce_run(const cti_cuda_scope &scope, ct_stream *s, const void *in, reduce_out res,
                          int64_t outer, int64_t r, int64_t inner) {
-  using State = typename R::State;
+  using state_t = typename R::state_t;
   const cudaStream_t stream = scope.stream();
-  const ElemSrc<D, R> src{static_cast<const ct_T<D> *>(in)};
+  const elem_src<D, R> src{static_cast<const cti_T<D> *>(in)};
   int64_t chunks, chunk_len;
-  CtWorkspace ws;
+  workspace_block ws;
   if (inner == 1) {
     const int64_t gx = outer < CT_MAX_GRID_X ? outer : CT_MAX_GRID_X;
     cti_reduce_plan(outer, r, inner, &chunks, &chunk_len);
     if (chunks == 1) {
-      CT_LAUNCH(ct_reduce_rows_kernel<R>)(dim3((unsigned)gx, 1), CT_ROWS_THREADS, 0, stream)(
+      CT_LAUNCH(reduce_rows_kernel<R>)(dim3((unsigned)gx, 1), CT_ROWS_THREADS, 0, stream)(
           src, outer, r, chunk_len, nullptr, res);
       CT_CUDA_CHECK(cudaGetLastError());
       return CT_OK;
     }
-    if (int rc = ws.alloc(scope, s, (size_t)(outer * chunks) * sizeof(State))) return rc;
-    State *partial = static_cast<State *>(ws.ptr()); // (outer, chunks)
-    CT_LAUNCH(ct_reduce_rows_kernel<R>)(dim3((unsigned)gx, (unsigned)chunks), CT_ROWS_THREADS, 0, stream)(
+    if (int rc = ws.alloc(scope, s, (size_t)(outer * chunks) * sizeof(state_t))) return rc;
+    state_t *partial = static_cast<state_t *>(ws.ptr()); // (outer, chunks)
+    CT_LAUNCH(reduce_rows_kernel<R>)(dim3((unsigned)gx, (unsigned)chunks), CT_ROWS_THREADS, 0, stream)(
         src, outer, r, chunk_len, partial, res);
     CT_CUDA_CHECK(cudaGetLastError());
-    CT_LAUNCH(ct_reduce_rows_kernel<R>)(dim3((unsigned)gx, 1), CT_ROWS_THREADS, 0, stream)(
-        PartialSrc<R>{partial}, outer, chunks, chunks, nullptr, res);
+    CT_LAUNCH(reduce_rows_kernel<R>)(dim3((unsigned)gx, 1), CT_ROWS_THREADS, 0, stream)(
+        partial_src<R>{partial}, outer, chunks, chunks, nullptr, res);
     CT_CUDA_CHECK(cudaGetLastError());
     return CT_OK;
   }
@@ -211,37 +211,37 @@ static int ct_reduce_run(const CtCudaScope &scope, ct_stream *s, const void *in,
   const dim3 block(CT_COLS_X, CT_COLS_Y);
   cti_reduce_plan(outer, r, inner, &chunks, &chunk_len);
   if (chunks == 1) {
-    CT_LAUNCH(ct_reduce_cols_kernel<R>)(dim3((unsigned)gx, 1), block, 0, stream)(
+    CT_LAUNCH(reduce_cols_kernel<R>)(dim3((unsigned)gx, 1), block, 0, stream)(
         src, outer, r, inner, chunk_len, nullptr, res);
     CT_CUDA_CHECK(cudaGetLastError());
     return CT_OK;
   }
-  if (int rc = ws.alloc(scope, s, (size_t)(outer * chunks * inner) * sizeof(State))) return rc;
-  State *partial = static_cast<State *>(ws.ptr()); // (outer, chunks, inner)
-  CT_LAUNCH(ct_reduce_cols_kernel<R>)(dim3((unsigned)gx, (unsigned)chunks), block, 0, stream)(
+  if (int rc = ws.alloc(scope, s, (size_t)(outer * chunks * inner) * sizeof(state_t))) return rc;
+  state_t *partial = static_cast<state_t *>(ws.ptr()); // (outer, chunks, inner)
+  CT_LAUNCH(reduce_cols_kernel<R>)(dim3((unsigned)gx, (unsigned)chunks), block, 0, stream)(
       src, outer, r, inner, chunk_len, partial, res);
   CT_CUDA_CHECK(cudaGetLastError());
-  CT_LAUNCH(ct_reduce_cols_kernel<R>)(dim3((unsigned)gx, 1), block, 0, stream)(
-      PartialSrc<R>{partial}, outer, chunks, inner, chunks, nullptr, res);
+  CT_LAUNCH(reduce_cols_kernel<R>)(dim3((unsigned)gx, 1), block, 0, stream)(
+      partial_src<R>{partial}, outer, chunks, inner, chunks, nullptr, res);
   CT_CUDA_CHECK(cudaGetLastError());
   return CT_OK;
 }
 
-struct ReduceLaunch {
-  const CtCudaScope &scope;
+struct reduce_launch {
+  const cti_cuda_scope &scope;
   ct_stream *s;
   const void *in;
-  ReduceOut res;
+  reduce_out res;
   int64_t outer, r, inner;
   template <ct_dtype D> int operator()() const {
-    using C = ct_C<D>;
+    using C = cti_C<D>;
     if (res.op == CT_OP_SUM || res.op == CT_OP_MEAN)
-      return ct_reduce_run<SumReducer<C>, D>(scope, s, in, res, outer, r, inner);
-    return ct_reduce_run<MaxReducer<C>, D>(scope, s, in, res, outer, r, inner);
+      return reduce_run<cti_sum_reducer<C>, D>(scope, s, in, res, outer, r, inner);
+    return reduce_run<cti_max_reducer<C>, D>(scope, s, in, res, outer, r, inner);
   }
 };
 
-static const char *ct_reduce_name(ct_reduce_op op) {
+static const char *reduce_name(ct_reduce_op op) {
   switch (op) {
   case CT_OP_SUM: return "ct_sum";
   case CT_OP_MEAN: return "ct_mean";
@@ -254,7 +254,7 @@ static const char *ct_reduce_name(ct_reduce_op op) {
 extern "C" int cti_cuda_reduce(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt, const void *in,
                               void *out, int64_t *idx, int64_t outer, int64_t r, int64_t inner,
                               ct_stream *s) {
-  const char *name = ct_reduce_name(op);
+  const char *name = reduce_name(op);
   if ((unsigned)op >= CT_NUM_REDUCE_OPS) return ct_fail(CT_ERR_VALUE, "ct_reduce: invalid op %d", (int)op);
   if (!ct_dtype_valid(in_dt) || !ct_dtype_valid(out_dt))
     return ct_fail(CT_ERR_DTYPE, "%s: dtypes %s -> %s not supported on cuda", name, cti_dt_name(in_dt),
@@ -273,33 +273,33 @@ extern "C" int cti_cuda_reduce(ct_reduce_op op, ct_dtype in_dt, ct_dtype out_dt,
   if (outer == 0 || inner == 0) return CT_OK;
   if (r == 0 && (op == CT_OP_MAX || op == CT_OP_ARGMAX))
     return ct_fail(CT_ERR_SHAPE, "%s: Expected reduction dim to have non-zero size", name);
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
-  const ReduceOut res{op, out_dt, out, idx, r};
-  return cti_dispatch_dtype(in_dt, ReduceLaunch{scope, s, in, res, outer, r, inner});
+  const reduce_out res{op, out_dt, out, idx, r};
+  return cti_dispatch_dtype(in_dt, reduce_launch{scope, s, in, res, outer, r, inner});
 }
 
 // ---- any_nonfinite ---------------------------------------------------------------------------
 // *flag := 1 if some element of in (n, contiguous) is inf or NaN; else untouched.
 template <ct_dtype D>
-static __global__ void ct_nonfinite_kernel(const ct_T<D> *in, int64_t n, float *flag) {
+static __global__ void nonfinite_kernel(const cti_T<D> *in, int64_t n, float *flag) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   bool bad = false;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    bad |= !ct_isfinite(cti_load<D>(in[i]));
+    bad |= !cti_isfinite(cti_load<D>(in[i]));
   }
   if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1.0f;
 }
 
-struct NonfiniteLaunch {
+struct nonfinite_launch {
   int64_t n;
   const void *in;
   float *flag;
   cudaStream_t stream;
   template <ct_dtype D> int operator()() const {
     if constexpr (cti_dt<D>::floating) {
-      CT_LAUNCH(ct_nonfinite_kernel<D>)(cti_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream)(
-          static_cast<const ct_T<D> *>(in), n, flag);
+      CT_LAUNCH(nonfinite_kernel<D>)(cti_blocks_for(n, CT_THREADS), CT_THREADS, 0, stream)(
+          static_cast<const cti_T<D> *>(in), n, flag);
       CT_CUDA_CHECK(cudaGetLastError());
     }
     return CT_OK;
@@ -314,9 +314,9 @@ extern "C" int cti_cuda_found_nonfinite(ct_dtype dt, int64_t n, const void *in, 
     return ct_fail(CT_ERR_DTYPE, "ct_amp_non_finite_check_: dtype %s not supported on cuda",
                    cti_dt_name(dt));
   if (n <= 0 || !ct_dtype_is_floating(dt)) return CT_OK; // integers are always finite
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
-  return cti_dispatch_dtype(dt, NonfiniteLaunch{n, in, found, scope.stream()});
+  return cti_dispatch_dtype(dt, nonfinite_launch{n, in, found, scope.stream()});
 }
 
 extern "C" int cti_cuda_any_nonfinite(ct_dtype dt, int64_t n, const void *in, bool *out, ct_stream *s) {
@@ -324,13 +324,13 @@ extern "C" int cti_cuda_any_nonfinite(ct_dtype dt, int64_t n, const void *in, bo
     return ct_fail(CT_ERR_DTYPE, "ct_any_nonfinite: dtype %s not supported on cuda", cti_dt_name(dt));
   *out = false;
   if (n <= 0 || !ct_dtype_is_floating(dt)) return CT_OK; // integers are always finite
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
-  CtWorkspace ws;
+  workspace_block ws;
   if (int rc = ws.alloc(scope, s, sizeof(float))) return rc;
   float *flag = static_cast<float *>(ws.ptr()); // (1,) on the device
   CT_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(float), scope.stream()));
-  if (int rc = cti_dispatch_dtype(dt, NonfiniteLaunch{n, in, flag, scope.stream()})) return rc;
+  if (int rc = cti_dispatch_dtype(dt, nonfinite_launch{n, in, flag, scope.stream()})) return rc;
   float host_flag = 0.0f;
   CT_CUDA_CHECK(cudaMemcpyAsync(&host_flag, flag, sizeof(float), cudaMemcpyDeviceToHost, scope.stream()));
   CT_CUDA_CHECK(cudaStreamSynchronize(scope.stream()));

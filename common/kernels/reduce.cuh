@@ -6,8 +6,8 @@
 //
 // Invariants:
 //  - combine is associative and commutative, so any order the threads meet
-//    in gives the same State: SumReducer<A> adds (int64 wrapping mod 2^64);
-//    MaxReducer<V> keeps the larger value, a NaN over any number, and on ties
+//    in gives the same state_t: cti_sum_reducer<A> adds (int64 wrapping mod 2^64);
+//    cti_max_reducer<V> keeps the larger value, a NaN over any number, and on ties
 //    (two equal values, -0 == +0, or two NaNs) the smaller index, so the
 //    first maximum wins as in torch.max;
 //  - the chunk plan cuts r into `chunks` pieces [c * chunk_len, min(r, (c +
@@ -24,8 +24,8 @@
 #include "kernel_util.cuh"
 
 // ---- reducers ------------------------------------------------------------------------------
-template <class A> struct SumState { A v; };
-template <class V> struct MaxState { V v; int64_t i; };
+template <class A> struct cti_sum_state { A v; };
+template <class V> struct cti_max_state { V v; int64_t i; };
 
 __device__ inline float cti_shfl_down(float v, int off) { return __shfl_down_sync(0xffffffffu, v, off); }
 __device__ inline double cti_shfl_down(double v, int off) { return __shfl_down_sync(0xffffffffu, v, off); }
@@ -34,23 +34,23 @@ __device__ inline int64_t cti_shfl_down(int64_t v, int off) {
 }
 
 template <class A>
-struct SumReducer {
-  using State = SumState<A>;
-  __host__ __device__ static State identity() { return State{A(0)}; }
-  __host__ __device__ static State make(A x, int64_t) { return State{x}; }
-  __host__ __device__ static State combine(State a, State b) {
-    if constexpr (std::is_same<A, int64_t>::value) return State{(int64_t)((uint64_t)a.v + (uint64_t)b.v)};
-    else return State{a.v + b.v};
+struct cti_sum_reducer {
+  using state_t = cti_sum_state<A>;
+  __host__ __device__ static state_t identity() { return state_t{A(0)}; }
+  __host__ __device__ static state_t make(A x, int64_t) { return state_t{x}; }
+  __host__ __device__ static state_t combine(state_t a, state_t b) {
+    if constexpr (std::is_same<A, int64_t>::value) return state_t{(int64_t)((uint64_t)a.v + (uint64_t)b.v)};
+    else return state_t{a.v + b.v};
   }
-  __device__ static State shfl_down(State s, int off) { return State{cti_shfl_down(s.v, off)}; }
+  __device__ static state_t shfl_down(state_t s, int off) { return state_t{cti_shfl_down(s.v, off)}; }
 };
 
 template <class V>
-struct MaxReducer {
-  using State = MaxState<V>;
-  __host__ __device__ static State identity() { return State{V(0), -1}; }
-  __host__ __device__ static State make(V x, int64_t k) { return State{x, k}; }
-  __host__ __device__ static State combine(State a, State b) {
+struct cti_max_reducer {
+  using state_t = cti_max_state<V>;
+  __host__ __device__ static state_t identity() { return state_t{V(0), -1}; }
+  __host__ __device__ static state_t make(V x, int64_t k) { return state_t{x, k}; }
+  __host__ __device__ static state_t combine(state_t a, state_t b) {
     if (a.i < 0) return b;
     if (b.i < 0) return a;
     const bool an = a.v != a.v, bn = b.v != b.v; // NaN (never true for integers)
@@ -62,8 +62,8 @@ struct MaxReducer {
     if (b.v > a.v) return b;
     return a.i <= b.i ? a : b; // equal (including -0 == +0): the first index
   }
-  __device__ static State shfl_down(State s, int off) {
-    return State{cti_shfl_down(s.v, off), cti_shfl_down(s.i, off)};
+  __device__ static state_t shfl_down(state_t s, int off) {
+    return state_t{cti_shfl_down(s.v, off), cti_shfl_down(s.i, off)};
   }
 };
 

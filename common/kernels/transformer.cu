@@ -29,38 +29,38 @@
 
 // ---- embedding --------------------------------------------------------------------------------
 // Queues the lookup; a bad index surfaces later (async_error.h), so *bad stays -1.
-static int ct_cuda_embedding(ct_dtype dt, int64_t n, int64_t c, int64_t v, const int64_t *idx,
+static int cuda_embedding(ct_dtype dt, int64_t n, int64_t c, int64_t v, const int64_t *idx,
                              const void *weight, void *out, int64_t *bad, ct_stream *s) {
   *bad = -1;
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   cti_async_record *rec = cti_cuda_async_record(scope.device());
   if (!rec) return ct_last_status();
   return cti_embedding_run(cti_device_exec{scope.stream()}, dt, false, n, c, v, idx, weight, out, rec);
 }
 
-static int ct_cuda_embedding_backward(ct_dtype dt, int64_t n, int64_t c, int64_t v, const int64_t *idx,
+static int cuda_embedding_backward(ct_dtype dt, int64_t n, int64_t c, int64_t v, const int64_t *idx,
                                       const void *dout, void *dweight, ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_embedding_run(cti_device_exec{scope.stream()}, dt, true, n, c, v, idx, dout, dweight, nullptr);
 }
 
 // ---- layer norm, GELU, softmax -----------------------------------------------------------------------
-static int ct_cuda_layernorm(ct_dtype dt, int64_t n, int64_t c, const void *x, const void *w, const void *b,
+static int cuda_layernorm(ct_dtype dt, int64_t n, int64_t c, const void *x, const void *w, const void *b,
                              double eps, void *y, void *mean, void *rstd, ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_layernorm_run(cti_device_exec{scope.stream()}, dt, n, c, x, w, b, eps, y, mean, rstd);
 }
 
-static int ct_cuda_layernorm_backward(ct_dtype dt, int64_t n, int64_t c, const void *x, const void *dy,
+static int cuda_layernorm_backward(ct_dtype dt, int64_t n, int64_t c, const void *x, const void *dy,
                                       const void *mean, const void *rstd, const void *w, void *dx,
                                       void *dw, void *db, void *work, ct_stream *s) {
   if (c <= 0) return CT_OK;
   if (n > 0 && !work)
     return ct_fail(CT_ERR_VALUE, "LayerNorm backward: CUDA needs a work buffer (cti_layernorm_work_bytes)");
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   if (n <= 0) { // no rows: the sums are 0
     const size_t bytes = (size_t)c * (dt == CT_F64 ? 8 : 4);
@@ -72,23 +72,23 @@ static int ct_cuda_layernorm_backward(ct_dtype dt, int64_t n, int64_t c, const v
                                     db, work);
 }
 
-static int ct_cuda_gelu(ct_dtype dt, bool tanh_approx, int64_t n, const void *x, const void *dy, void *out,
+static int cuda_gelu(ct_dtype dt, bool tanh_approx, int64_t n, const void *x, const void *dy, void *out,
                         ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_gelu_run(cti_device_exec{scope.stream()}, dt, tanh_approx, n, x, dy, out);
 }
 
-static int ct_cuda_softmax(ct_dtype dt, int64_t rows, int64_t cols, bool causal, double scale, const void *x,
+static int cuda_softmax(ct_dtype dt, int64_t rows, int64_t cols, bool causal, double scale, const void *x,
                            void *y, ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_softmax_run(cti_device_exec{scope.stream()}, dt, rows, cols, causal, scale, x, y);
 }
 
-static int ct_cuda_softmax_backward(ct_dtype dt, int64_t rows, int64_t cols, double scale, const void *y,
+static int cuda_softmax_backward(ct_dtype dt, int64_t rows, int64_t cols, double scale, const void *y,
                                     const void *dy, void *dx, ct_stream *s) {
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   return cti_softmax_backward_run(cti_device_exec{scope.stream()}, dt, rows, cols, scale, y, dy, dx);
 }
@@ -98,7 +98,7 @@ constexpr int CT_TF_COUNT_THREADS = 256;
 
 // One block: *scale = 1 / (number of targets that are not ignore_index).
 template <class T>
-static __global__ void ct_count_targets_kernel(const int64_t *target, int64_t n, int64_t ignore, T *scale) {
+static __global__ void count_targets_kernel(const int64_t *target, int64_t n, int64_t ignore, T *scale) {
   __shared__ unsigned long long total;
   if (threadIdx.x == 0) total = 0;
   __syncthreads();
@@ -108,17 +108,17 @@ static __global__ void ct_count_targets_kernel(const int64_t *target, int64_t n,
   if (threadIdx.x == 0) *scale = T(1) / T((double)total);
 }
 
-static int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t v, const void *logits, const int64_t *target,
+static int cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t v, const void *logits, const int64_t *target,
                                  int64_t ignore_index, void *loss_rows, void *grad, void *scale, int64_t *bad,
                                  ct_stream *s) {
   *bad = -1;
-  CtCudaScope scope;
+  cti_cuda_scope scope;
   if (int rc = scope.enter(s)) return rc;
   cti_async_record *rec = cti_cuda_async_record(scope.device());
   if (!rec) return ct_last_status();
   int rc = cti_dispatch_float(dt, "ct_cross_entropy", [&](auto tag) -> int {
     using T = decltype(tag);
-    CT_LAUNCH(ct_count_targets_kernel<T>)(1, CT_TF_COUNT_THREADS, 0, scope.stream())(target, n, ignore_index,
+    CT_LAUNCH(count_targets_kernel<T>)(1, CT_TF_COUNT_THREADS, 0, scope.stream())(target, n, ignore_index,
                                                                              static_cast<T *>(scale));
     CT_CUDA_CHECK(cudaGetLastError());
     return CT_OK;
@@ -130,6 +130,6 @@ static int ct_cuda_cross_entropy(ct_dtype dt, int64_t n, int64_t v, const void *
 
 // ---- the family's table ----------------------------------------------------------------------------
 // In the family list's order (nvcc's C++17 has no designated initializers),
-// so the order cannot drift from the table's: each entry is ct_cuda_<entry>.
-#define CTI_OP_CUDA_PREFIX ct_cuda_
+// so the order cannot drift from the table's: each entry is the static cuda_<entry>.
+#define CTI_OP_CUDA_PREFIX cuda_
 extern "C" const cti_transformer_kernels cti_cuda_transformer_kernels = {CTI_TRANSFORMER_OPS(CTI_OP_CUDA_INIT)};

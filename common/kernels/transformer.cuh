@@ -12,8 +12,8 @@
 //    LayerNorm's column sums), run by x.run(n, body) as in conv.cuh;
 //  - per row: a warp owns a row. A row op F makes `passes` reductions over
 //    the row, then writes every element, then finishes the row once:
-//      Acc init(p); Acc step(p, row, j, acc, red)   lane-strided partials
-//      Acc combine(p, a, b)                         the butterfly's operator
+//      acc_t init(p); acc_t step(p, row, j, acc, red)   lane-strided partials
+//      acc_t combine(p, a, b)                         the butterfly's operator
 //      void write(row, j, red); void finish(row, red)
 //    where red[q] is pass q's result. On the GPU lane l steps through
 //    j = l, l + 32, ...; five butterfly rounds (__shfl_xor_sync with 16, 8,
@@ -83,13 +83,13 @@ template <class A> __device__ inline cti_acc2<A> cti_tf_shfl_xor(cti_acc2<A> v, 
 // One warp per row (every lane of a warp has the same row, so the shuffles
 // see full warps); a grid-stride loop over rows.
 template <class F> static __global__ void cti_warp_rows_kernel(int64_t rows, int64_t cols, F f) {
-  using Acc = typename F::Acc;
+  using acc_t = typename F::acc_t;
   const int lane = threadIdx.x & 31, per_block = blockDim.x >> 5;
   const int64_t step = (int64_t)gridDim.x * per_block;
   for (int64_t r = (int64_t)blockIdx.x * per_block + (threadIdx.x >> 5); r < rows; r += step) {
-    Acc red[CT_TF_MAX_PASSES];
+    acc_t red[CT_TF_MAX_PASSES];
     for (int p = 0; p < F::passes; ++p) {
-      Acc a = f.init(p);
+      acc_t a = f.init(p);
       for (int64_t j = lane; j < cols; j += 32) a = f.step(p, r, j, a, red);
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) a = f.combine(p, a, cti_tf_shfl_xor(a, off));
@@ -112,11 +112,11 @@ template <class F> int cti_rows_run(const cti_device_exec &x, int64_t rows, int6
 
 // The warp's work replayed on the host: lanes one by one, then the butterfly.
 template <class F> int cti_rows_run(const cti_host_exec &, int64_t rows, int64_t cols, const F &f) {
-  using Acc = typename F::Acc;
+  using acc_t = typename F::acc_t;
   for (int64_t r = 0; r < rows; ++r) {
-    Acc red[CT_TF_MAX_PASSES];
+    acc_t red[CT_TF_MAX_PASSES];
     for (int p = 0; p < F::passes; ++p) {
-      Acc lane[32], next[32];
+      acc_t lane[32], next[32];
       for (int l = 0; l < 32; ++l) {
         lane[l] = f.init(p);
         for (int64_t j = l; j < cols; j += 32) lane[l] = f.step(p, r, j, lane[l], red);
@@ -139,15 +139,15 @@ template <class F> int cti_rows_run(const cti_host_exec &, int64_t rows, int64_t
 // position, index, v) and becomes NaN.
 template <ct_dtype D> struct cti_embedding_op {
   const int64_t *idx;
-  const ct_T<D> *w;
-  ct_T<D> *out;
+  const cti_T<D> *w;
+  cti_T<D> *out;
   int64_t c, v;
   cti_async_record *rec;
   __host__ __device__ void operator()(int64_t i) const {
     const int64_t row = i / c, j = i - row * c, t = idx[row];
     if (t < 0 || t >= v) {
       if (j == 0) cti_tf_report(rec, CT_ASYNC_INDEX_OUT_OF_RANGE, row, t, v);
-      out[i] = cti_convert<D>((ct_C<D>)NAN);
+      out[i] = cti_convert<D>((cti_C<D>)NAN);
       return;
     }
     out[i] = w[t * c + j];
@@ -158,12 +158,12 @@ template <ct_dtype D> struct cti_embedding_op {
 // idx[k] == r, k ascending, in the compute type (a thread owns its element).
 template <ct_dtype D> struct cti_embedding_backward_op {
   const int64_t *idx;
-  const ct_T<D> *dout;
-  ct_T<D> *dw;
+  const cti_T<D> *dout;
+  cti_T<D> *dw;
   int64_t n, c;
   __host__ __device__ void operator()(int64_t i) const {
     const int64_t r = i / c, j = i - r * c;
-    ct_C<D> acc = 0;
+    cti_C<D> acc = 0;
     for (int64_t k = 0; k < n; ++k)
       if (idx[k] == r) acc = acc + cti_load<D>(dout[k * c + j]);
     dw[i] = cti_convert<D>(acc);
@@ -183,8 +183,8 @@ template <class X> struct cti_embedding_launch {
       return ct_fail(CT_ERR_DTYPE, "Embedding: not implemented for %s on cuda (floating dtypes only)",
                      cti_dt_name(D));
     } else {
-      const ct_T<D> *s = static_cast<const ct_T<D> *>(src);
-      ct_T<D> *d = static_cast<ct_T<D> *>(dst);
+      const cti_T<D> *s = static_cast<const cti_T<D> *>(src);
+      cti_T<D> *d = static_cast<cti_T<D> *>(dst);
       if (backward) return x.run(v * c, cti_embedding_backward_op<D>{idx, s, d, n, c});
       return x.run(n * c, cti_embedding_op<D>{idx, s, d, c, v, rec});
     }
@@ -229,11 +229,11 @@ template <class A> __host__ __device__ inline A cti_gelu_slope(bool tanh_approx,
 
 // out[i] = gelu(x[i]), or dy[i] * gelu'(x[i]) when dy is not NULL.
 template <ct_dtype D> struct cti_gelu_op {
-  const ct_T<D> *x, *dy;
-  ct_T<D> *out;
+  const cti_T<D> *x, *dy;
+  cti_T<D> *out;
   bool tanh_approx;
   __host__ __device__ void operator()(int64_t i) const {
-    const ct_C<D> v = cti_load<D>(x[i]);
+    const cti_C<D> v = cti_load<D>(x[i]);
     out[i] = cti_convert<D>(dy ? cti_load<D>(dy[i]) * cti_gelu_slope(tanh_approx, v)
                                : cti_gelu_value(tanh_approx, v));
   }
@@ -250,8 +250,8 @@ template <class X> struct cti_gelu_launch {
       return ct_fail(CT_ERR_DTYPE, "GELU: not implemented for %s on cuda (floating dtypes only)",
                      cti_dt_name(D));
     } else {
-      return x.run(n, cti_gelu_op<D>{static_cast<const ct_T<D> *>(src), static_cast<const ct_T<D> *>(dy),
-                                     static_cast<ct_T<D> *>(out), tanh_approx});
+      return x.run(n, cti_gelu_op<D>{static_cast<const cti_T<D> *>(src), static_cast<const cti_T<D> *>(dy),
+                                     static_cast<cti_T<D> *>(out), tanh_approx});
     }
   }
 };
@@ -268,26 +268,26 @@ int cti_gelu_run(const X &x, ct_dtype dt, bool tanh_approx, int64_t n, const voi
 // Forward, a warp per row: pass 0 sums x, pass 1 sums (x - mean)^2.
 template <class T> struct cti_layernorm_rows {
   using A = T;
-  using Acc = cti_acc2<A>;
+  using acc_t = cti_acc2<A>;
   static constexpr int passes = 2;
   const T *x, *w, *b;
   T *y, *mean, *rstd;
   int64_t c;
   A eps;
-  __host__ __device__ A mu(const Acc *red) const { return red[0].a / A(c); }
-  __host__ __device__ A rs(const Acc *red) const { return cti_tf_rsqrt(red[1].a / A(c) + eps); }
-  __host__ __device__ Acc init(int) const { return {A(0), A(0)}; }
-  __host__ __device__ Acc step(int p, int64_t r, int64_t j, Acc acc, const Acc *red) const {
+  __host__ __device__ A mu(const acc_t *red) const { return red[0].a / A(c); }
+  __host__ __device__ A rs(const acc_t *red) const { return cti_tf_rsqrt(red[1].a / A(c) + eps); }
+  __host__ __device__ acc_t init(int) const { return {A(0), A(0)}; }
+  __host__ __device__ acc_t step(int p, int64_t r, int64_t j, acc_t acc, const acc_t *red) const {
     const A v = x[r * c + j];
     if (p == 0) return {acc.a + v, acc.b};
     const A d = v - mu(red);
     return {acc.a + d * d, acc.b};
   }
-  __host__ __device__ Acc combine(int, Acc a, Acc b) const { return cti_acc2_sum(a, b); }
-  __host__ __device__ void write(int64_t r, int64_t j, const Acc *red) const {
+  __host__ __device__ acc_t combine(int, acc_t a, acc_t b) const { return cti_acc2_sum(a, b); }
+  __host__ __device__ void write(int64_t r, int64_t j, const acc_t *red) const {
     y[r * c + j] = (x[r * c + j] - mu(red)) * rs(red) * w[j] + b[j];
   }
-  __host__ __device__ void finish(int64_t r, const Acc *red) const {
+  __host__ __device__ void finish(int64_t r, const acc_t *red) const {
     mean[r] = mu(red);
     rstd[r] = rs(red);
   }
@@ -296,23 +296,23 @@ template <class T> struct cti_layernorm_rows {
 // dx, a warp per row: one pass sums g = dy * w and g * xhat together.
 template <class T> struct cti_layernorm_dx_rows {
   using A = T;
-  using Acc = cti_acc2<A>;
+  using acc_t = cti_acc2<A>;
   static constexpr int passes = 1;
   const T *x, *dy, *mean, *rstd, *w;
   T *dx;
   int64_t c;
   __host__ __device__ A xhat(int64_t r, int64_t j) const { return (x[r * c + j] - mean[r]) * rstd[r]; }
-  __host__ __device__ Acc init(int) const { return {A(0), A(0)}; }
-  __host__ __device__ Acc step(int, int64_t r, int64_t j, Acc acc, const Acc *) const {
+  __host__ __device__ acc_t init(int) const { return {A(0), A(0)}; }
+  __host__ __device__ acc_t step(int, int64_t r, int64_t j, acc_t acc, const acc_t *) const {
     const A g = dy[r * c + j] * w[j];
     return {acc.a + g, acc.b + g * xhat(r, j)};
   }
-  __host__ __device__ Acc combine(int, Acc a, Acc b) const { return cti_acc2_sum(a, b); }
-  __host__ __device__ void write(int64_t r, int64_t j, const Acc *red) const {
+  __host__ __device__ acc_t combine(int, acc_t a, acc_t b) const { return cti_acc2_sum(a, b); }
+  __host__ __device__ void write(int64_t r, int64_t j, const acc_t *red) const {
     const A g = dy[r * c + j] * w[j];
     dx[r * c + j] = rstd[r] * (g - red[0].a / A(c) - xhat(r, j) * (red[0].b / A(c)));
   }
-  __host__ __device__ void finish(int64_t, const Acc *) const {}
+  __host__ __device__ void finish(int64_t, const acc_t *) const {}
 };
 
 // Column sums, pass 1: element i = (k, j) sums rows [k*CH, (k+1)*CH) of
@@ -388,7 +388,7 @@ int cti_layernorm_backward_run(const X &x, ct_dtype dt, int64_t n, int64_t c, co
 // j <= r mod cols take part. Pass 0: max z; pass 1: sum exp(z - shift).
 template <class T> struct cti_softmax_rows {
   using A = T;
-  using Acc = cti_acc2<A>;
+  using acc_t = cti_acc2<A>;
   static constexpr int passes = 2;
   const T *x;
   T *y;
@@ -396,42 +396,42 @@ template <class T> struct cti_softmax_rows {
   bool causal;
   A scale;
   __host__ __device__ bool live(int64_t r, int64_t j) const { return !causal || j <= r % cols; }
-  __host__ __device__ A shift(const Acc *red) const { return ct_isfinite(red[0].a) ? red[0].a : A(0); }
-  __host__ __device__ Acc init(int p) const { return {p == 0 ? A(-INFINITY) : A(0), A(0)}; }
-  __host__ __device__ Acc step(int p, int64_t r, int64_t j, Acc acc, const Acc *red) const {
+  __host__ __device__ A shift(const acc_t *red) const { return cti_isfinite(red[0].a) ? red[0].a : A(0); }
+  __host__ __device__ acc_t init(int p) const { return {p == 0 ? A(-INFINITY) : A(0), A(0)}; }
+  __host__ __device__ acc_t step(int p, int64_t r, int64_t j, acc_t acc, const acc_t *red) const {
     if (!live(r, j)) return acc;
     const A z = scale * x[r * cols + j];
     if (p == 0) return {cti_tf_max(acc.a, z), acc.b};
     return {acc.a + cti_tf_exp(z - shift(red)), acc.b};
   }
-  __host__ __device__ Acc combine(int p, Acc a, Acc b) const {
-    return p == 0 ? Acc{cti_tf_max(a.a, b.a), A(0)} : cti_acc2_sum(a, b);
+  __host__ __device__ acc_t combine(int p, acc_t a, acc_t b) const {
+    return p == 0 ? acc_t{cti_tf_max(a.a, b.a), A(0)} : cti_acc2_sum(a, b);
   }
-  __host__ __device__ void write(int64_t r, int64_t j, const Acc *red) const {
+  __host__ __device__ void write(int64_t r, int64_t j, const acc_t *red) const {
     y[r * cols + j] = live(r, j) ? cti_tf_exp(scale * x[r * cols + j] - shift(red)) / red[1].a : A(0);
   }
-  __host__ __device__ void finish(int64_t, const Acc *) const {}
+  __host__ __device__ void finish(int64_t, const acc_t *) const {}
 };
 
 // dx_j = scale * y_j * (dy_j - sum_k y_k dy_k).
 template <class T> struct cti_softmax_backward_rows {
   using A = T;
-  using Acc = cti_acc2<A>;
+  using acc_t = cti_acc2<A>;
   static constexpr int passes = 1;
   const T *y, *dy;
   T *dx;
   int64_t cols;
   A scale;
-  __host__ __device__ Acc init(int) const { return {A(0), A(0)}; }
-  __host__ __device__ Acc step(int, int64_t r, int64_t j, Acc acc, const Acc *) const {
+  __host__ __device__ acc_t init(int) const { return {A(0), A(0)}; }
+  __host__ __device__ acc_t step(int, int64_t r, int64_t j, acc_t acc, const acc_t *) const {
     return {acc.a + y[r * cols + j] * dy[r * cols + j], acc.b};
   }
-  __host__ __device__ Acc combine(int, Acc a, Acc b) const { return cti_acc2_sum(a, b); }
-  __host__ __device__ void write(int64_t r, int64_t j, const Acc *red) const {
+  __host__ __device__ acc_t combine(int, acc_t a, acc_t b) const { return cti_acc2_sum(a, b); }
+  __host__ __device__ void write(int64_t r, int64_t j, const acc_t *red) const {
     const int64_t e = r * cols + j;
     dx[e] = scale * y[e] * (dy[e] - red[0].a);
   }
-  __host__ __device__ void finish(int64_t, const Acc *) const {}
+  __host__ __device__ void finish(int64_t, const acc_t *) const {}
 };
 
 template <class X>
@@ -474,7 +474,7 @@ __host__ __device__ inline long long cti_count_targets(const int64_t *target, in
 // CT_ASYNC_LM_TARGET_OUT_OF_BOUNDS: row, target, v) and its row becomes NaN.
 template <class T> struct cti_lm_cross_entropy_rows {
   using A = T;
-  using Acc = cti_acc2<A>;
+  using acc_t = cti_acc2<A>;
   static constexpr int passes = 2;
   const T *x;
   const int64_t *target;
@@ -483,17 +483,17 @@ template <class T> struct cti_lm_cross_entropy_rows {
   int64_t v, ignore;
   cti_async_record *rec;
   __host__ __device__ bool bad(int64_t t) const { return t != ignore && (t < 0 || t >= v); }
-  __host__ __device__ A shift(const Acc *red) const { return ct_isfinite(red[0].a) ? red[0].a : A(0); }
-  __host__ __device__ Acc init(int p) const { return {p == 0 ? A(-INFINITY) : A(0), A(0)}; }
-  __host__ __device__ Acc step(int p, int64_t r, int64_t j, Acc acc, const Acc *red) const {
+  __host__ __device__ A shift(const acc_t *red) const { return cti_isfinite(red[0].a) ? red[0].a : A(0); }
+  __host__ __device__ acc_t init(int p) const { return {p == 0 ? A(-INFINITY) : A(0), A(0)}; }
+  __host__ __device__ acc_t step(int p, int64_t r, int64_t j, acc_t acc, const acc_t *red) const {
     const A z = x[r * v + j];
     if (p == 0) return {cti_tf_max(acc.a, z), acc.b};
     return {acc.a + cti_tf_exp(z - shift(red)), acc.b};
   }
-  __host__ __device__ Acc combine(int p, Acc a, Acc b) const {
-    return p == 0 ? Acc{cti_tf_max(a.a, b.a), A(0)} : cti_acc2_sum(a, b);
+  __host__ __device__ acc_t combine(int p, acc_t a, acc_t b) const {
+    return p == 0 ? acc_t{cti_tf_max(a.a, b.a), A(0)} : cti_acc2_sum(a, b);
   }
-  __host__ __device__ void write(int64_t r, int64_t j, const Acc *red) const {
+  __host__ __device__ void write(int64_t r, int64_t j, const acc_t *red) const {
     if (!grad) return;
     const int64_t t = target[r];
     A g;
@@ -502,7 +502,7 @@ template <class T> struct cti_lm_cross_entropy_rows {
     else g = (cti_tf_exp((x[r * v + j] - shift(red)) - cti_tf_log(red[1].a)) - (j == t ? A(1) : A(0))) * *scale;
     grad[r * v + j] = g;
   }
-  __host__ __device__ void finish(int64_t r, const Acc *red) const {
+  __host__ __device__ void finish(int64_t r, const acc_t *red) const {
     const int64_t t = target[r];
     if (t == ignore) {
       loss[r] = A(0);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 //
 // conv_kernels: the loops behind Conv2d, MaxPool2d and BatchNorm2d
-// (internal), each on the CPU (cpu_conv.c) and on CUDA (kernels/conv.cu).
+// (internal), each on the CPU (cpu_conv.c) and on CUDA (kernels/conv.cu):
+// entry `x` is cpu_conv.c's static `x` and kernels/conv.cu's static `cuda_x`.
 //
 // The modules (nn_conv.c, nn_pool.c, nn_batchnorm.c) check shapes, dtypes
 // and devices, make the operands contiguous, allocate the results, run the

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 //
 // nn_kernels: the fused kernels of the nn family (internal), each on the CPU
-// (cpu_nn.c) and on CUDA (kernels/nn.cu).
+// (cpu_nn.c) and on CUDA (kernels/nn.cu): entry `x` is cpu_nn.c's static `x`
+// and kernels/nn.cu's static `cuda_x`.
 //
 // The public functions (nn_act.c, nn_loss.c) check shapes, dtypes and
 // devices, make the operands contiguous, allocate the results and call the

@@ -3,7 +3,10 @@
 // transformer_kernels: the loops behind a GPT's layers (internal), each on
 // the CPU (cpu_transformer.c) and on CUDA (kernels/transformer.cu):
 // Embedding, LayerNorm, GELU, the (causal, scaled) softmax of attention and
-// the language model's cross-entropy.
+// the language model's cross-entropy. Entry `x` is the static function `x`
+// of cpu/cpu_transformer.c and the static `cuda_x` of kernels/transformer.cu
+// (core/oplist.h builds both tables from CTI_TRANSFORMER_OPS below), so a
+// reader goes from a call be->transformer->x straight to those two files.
 //
 // The modules (nn_embedding.c, nn_layernorm.c, nn_gelu.c, nn_attention.c,
 // nn_loss.c) check shapes, dtypes and devices, make the operands
@@ -77,6 +80,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "hostdev.h"
 #include "oplist.h"
 #include "stream.h"
 
@@ -110,11 +114,6 @@ extern "C" {
 // (a host with FMA contraction, e.g. aarch64 under GCC's default
 // -ffp-contract=fast, may differ from CUDA in the last bit). So the host
 // and CUDA give the same bits for the same input.
-#ifdef __CUDACC__
-#define CTI_TF_HD __host__ __device__
-#else
-#define CTI_TF_HD
-#endif
 #ifdef __CUDA_ARCH__
 #define CTI_FMUL(a, b) __fmul_rn(a, b)
 #define CTI_FADD(a, b) __fadd_rn(a, b)
@@ -128,7 +127,7 @@ extern "C" {
 #endif
 
 // 2^n for -126 <= n <= 127, built from its bits.
-static inline CTI_TF_HD float cti_gelu_pow2(int32_t n) {
+static inline CTI_HD float cti_gelu_pow2(int32_t n) {
   const uint32_t bits = (uint32_t)(n + 127) << 23;
 #ifdef __CUDA_ARCH__
   return __uint_as_float(bits);
@@ -139,7 +138,7 @@ static inline CTI_TF_HD float cti_gelu_pow2(int32_t n) {
 #endif
 }
 
-static inline CTI_TF_HD float cti_gelu_expf(float y) {
+static inline CTI_HD float cti_gelu_expf(float y) {
   // enters with any float; 89 and -104 already give inf and 0
   float c = y > -104.0f ? y : -104.0f; // NaN becomes -104 here, and NaN again at the end
   c = c < 89.0f ? c : 89.0f;
@@ -161,18 +160,18 @@ static inline CTI_TF_HD float cti_gelu_expf(float y) {
 }
 
 // GELU(approximate="tanh") and its slope, in float.
-static inline CTI_TF_HD float cti_gelu_tanh_sigmoid(float x, float *e_out) {
+static inline CTI_HD float cti_gelu_tanh_sigmoid(float x, float *e_out) {
   // s = 1 / (1 + exp(z)), z = -2u = x (-2k - 2k 0.044715 x^2)
   const float z = CTI_FMUL(x, CTI_FADD(-1.5957691216057308f, CTI_FMUL(-0.07135481627260025f, CTI_FMUL(x, x))));
   const float e = cti_gelu_expf(z);
   *e_out = e;
   return CTI_FDIV(1.0f, CTI_FADD(1.0f, e));
 }
-static inline CTI_TF_HD float cti_gelu_tanh_valuef(float x) {
+static inline CTI_HD float cti_gelu_tanh_valuef(float x) {
   float e;
   return CTI_FMUL(x, cti_gelu_tanh_sigmoid(x, &e));
 }
-static inline CTI_TF_HD float cti_gelu_tanh_slopef(float x) {
+static inline CTI_HD float cti_gelu_tanh_slopef(float x) {
   float e;
   const float s = cti_gelu_tanh_sigmoid(x, &e);
   // 1 - s = e s: exact in relative terms where e <= 1; 1 - s where s < 1/2

@@ -2,7 +2,8 @@
 //
 // optim_kernels: the fused optimizer updates and the gradient-norm pieces of
 // clip_grad_norm_, on the CPU (cpu_optim.c) and on CUDA (kernels/optim.cu)
-// (internal to the runtime; optim.c dispatches to them).
+// (internal to the runtime; optim.c dispatches to them). Entry `x` is
+// cpu_optim.c's static `x` and kernels/optim.cu's static `cuda_x`.
 //
 // Invariant: one call updates one parameter tensor completely, every element
 // independently, in one pass over memory (one OpenMP loop, one CUDA kernel),
@@ -23,6 +24,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "hostdev.h"
 #include "oplist.h"
 #include "optim.h"
 #include "stream.h"
@@ -86,12 +88,7 @@ typedef struct cti_adam_step_args {
 // step_size = lr / (1 - beta1^step), bias_correction2_sqrt =
 // sqrt(1 - beta2^step), in double as Python computes them. One definition
 // for both backends (a single thread runs it on CUDA).
-#ifdef __CUDACC__
-#define CTI_OPTIM_HD __host__ __device__
-#else
-#define CTI_OPTIM_HD
-#endif
-static inline CTI_OPTIM_HD void cti_amp_prologue_rule(float found_inf, double *state, bool adam,
+static inline CTI_HD void cti_amp_prologue_rule(float found_inf, double *state, bool adam,
                                                       double lr, double beta1, double beta2) {
   if (found_inf != 0.0f) return;
   state[0] += 1.0;

@@ -461,17 +461,17 @@ static void test_clip_scale(void **state) {
 
 // ---- dropout and ReLU backward -----------------------------------------------------------------
 // Values of dtype dt (storage T) from doubles, rounded as the runtime rounds.
-template <ct_dtype D> static ct_T<D> *rand_dt(int64_t n, double lo, double hi) {
+template <ct_dtype D> static cti_T<D> *rand_dt(int64_t n, double lo, double hi) {
   double *d = (double *)malloc((size_t)n * sizeof *d);
   tu_fill_uniform(d, n, lo, hi);
-  ct_T<D> *t = (ct_T<D> *)malloc((size_t)n * sizeof(ct_T<D>));
+  cti_T<D> *t = (cti_T<D> *)malloc((size_t)n * sizeof(cti_T<D>));
   for (int64_t i = 0; i < n; ++i) t[i] = cti_convert<D>(d[i]);
   free(d);
   return t;
 }
 
 template <ct_dtype D> static void check_nn(double p) {
-  using T = ct_T<D>;
+  using T = cti_T<D>;
   const int64_t n = 517;
   T *x = rand_dt<D>(n, -3, 3), *g = rand_dt<D>(n, -1, 1);
   x[7] = cti_convert<D>(0.0); // ReLU's boundary
@@ -526,7 +526,7 @@ static int64_t *rand_indices(int64_t n, int64_t v) {
 }
 
 template <ct_dtype D> static void check_embedding(int64_t n, int64_t c, int64_t v) {
-  using T = ct_T<D>;
+  using T = cti_T<D>;
   int64_t *idx = rand_indices(n, v);
   T *w = rand_dt<D>(v * c, -2, 2), *g = rand_dt<D>(n * c, -1, 1);
   T *o1 = (T *)poisoned(n * c * sizeof(T)), *o2 = (T *)poisoned(n * c * sizeof(T));

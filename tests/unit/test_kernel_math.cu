@@ -17,7 +17,8 @@
 //    wrap to narrower integers. Each is also compared with the CPU backend's
 //    own cast (ct_to_dtype on the CPU), dtype by dtype, every f16/bf16 pattern
 //    to every dtype;
-//  - Philox (philox.cuh): Random123's published known answers, the CPU's
+//  - integer pow (hostdev.h): the wrap and negative-exponent rules;
+//  - Philox (hostdev.h, philox.cuh): Random123's published known answers, the CPU's
 //    ct_philox4x32_10 bit for bit, and the per-counter element writer
 //    cti_random_counter equal bit for bit to the CPU backend's rand/randn for
 //    several seeds, offsets (one crossing 2^32, one wrapping 2^64), lengths
@@ -155,23 +156,23 @@ static void assert_same_elem(ct_dtype to, const unsigned char *cpu, const unsign
 }
 
 // cti_cast<To, From> of every element of src (storage of From), into out.
-template <ct_dtype From> struct CastAll {
-  const ct_T<From> *src;
+template <ct_dtype From> struct cast_all {
+  const cti_T<From> *src;
   int64_t n;
   void *out;
   template <ct_dtype To> int operator()() const {
-    for (int64_t i = 0; i < n; ++i) static_cast<ct_T<To> *>(out)[i] = cti_cast<To, From>(src[i]);
+    for (int64_t i = 0; i < n; ++i) static_cast<cti_T<To> *>(out)[i] = cti_cast<To, From>(src[i]);
     return 0;
   }
 };
 
 // Every element of src [From] cast to every dtype, by kernel_util.cuh and by the CPU backend.
-template <ct_dtype From> static void check_casts_to_all(const ct_T<From> *src, int64_t n, const char *what) {
+template <ct_dtype From> static void check_casts_to_all(const cti_T<From> *src, int64_t n, const char *what) {
   std::vector<unsigned char> cpu((size_t)n * 8), dev((size_t)n * 8);
   for (int to = 0; to < CT_NUM_DTYPES; ++to) {
     cpu_cast(src, From, n, (ct_dtype)to, cpu.data());
     memset(dev.data(), 0xa5, dev.size());
-    cti_dispatch_dtype((ct_dtype)to, CastAll<From>{src, n, dev.data()});
+    cti_dispatch_dtype((ct_dtype)to, cast_all<From>{src, n, dev.data()});
     for (int64_t i = 0; i < n; ++i)
       assert_same_elem((ct_dtype)to, cpu.data(), dev.data(), i, what, (double)cti_load<From>(src[i]));
   }
@@ -316,13 +317,13 @@ static int64_t spec_to_int(double d, ct_dtype to) {
   }
 }
 
-template <ct_dtype To> static int64_t as_i64(ct_T<To> v) { return (int64_t)v; }
+template <ct_dtype To> static int64_t as_i64(cti_T<To> v) { return (int64_t)v; }
 
 template <ct_dtype To> static void check_float_to_int(const char *name) {
   const int64_t n = (int64_t)(sizeof kEdges / sizeof kEdges[0]);
   std::vector<float> f(n);
   for (int64_t i = 0; i < n; ++i) f[i] = (float)kEdges[i];
-  ct_T<To> cpu_d[64], cpu_f[64];
+  cti_T<To> cpu_d[64], cpu_f[64];
   cpu_cast(kEdges, CT_F64, n, To, cpu_d);
   cpu_cast(f.data(), CT_F32, n, To, cpu_f);
   for (int64_t i = 0; i < n; ++i) {
@@ -374,14 +375,31 @@ static void test_integer_wrap(void **state) {
   assert_int_equal(bits_of(cti_convert<CT_F16>((int64_t)2049)), 0x6800);
   assert_int_equal(bits_of(cti_convert<CT_F16>((int64_t)65520)), 0x7c00);
   // The int64 sum wraps mod 2^64, as the CPU's does.
-  using SR = SumReducer<int64_t>;
+  using SR = cti_sum_reducer<int64_t>;
   const int64_t in[3] = {INT64_MAX, 1, INT64_MAX};
-  SR::State acc = SR::identity();
+  SR::state_t acc = SR::identity();
   for (int k = 0; k < 3; ++k) acc = SR::combine(acc, SR::make(in[k], k));
   int64_t cpu = 0;
   TU_OK(cti_cpu_reduce(CT_OP_SUM, CT_I64, CT_I64, in, &cpu, NULL, 1, 3, 1, NULL));
   assert_true(acc.v == (int64_t)((uint64_t)INT64_MAX * 2 + 1));
   assert_true(acc.v == cpu);
+}
+
+// ---- integer pow (core/hostdev.h, compiled here as CUDA C++) ---------------------------------
+// The same references as unit.hostdev's C compile: a plain product that wraps
+// mod 2^64, PyTorch's rules for negative exponents.
+static void test_ipow(void **state) {
+  (void)state;
+  for (int64_t base = -7; base <= 7; ++base)
+    for (int64_t e = -3; e <= 130; ++e) {
+      uint64_t r = 1;
+      for (int64_t i = 0; i < e; ++i) r *= (uint64_t)base;
+      const int64_t want = e >= 0 ? (int64_t)r : base == 1 ? 1 : base == -1 ? ((e % 2) ? -1 : 1) : 0;
+      if (cti_ipow(base, e) != want)
+        fail_msg("%lld^%lld: %lld, expected %lld", (long long)base, (long long)e, (long long)cti_ipow(base, e),
+                 (long long)want);
+    }
+  assert_true(cti_ipow(3, 40) == INT64_C(-6289078614652622815));
 }
 
 // ---- Philox ----------------------------------------------------------------------------------
@@ -397,7 +415,7 @@ static void test_philox(void **state) {
   };
   for (int v = 0; v < 3; ++v) {
     uint32_t out[4];
-    cti_philox4x32_10_dev(kat[v], kat[v][4], kat[v][5], out);
+    cti_philox4x32_10(kat[v], kat[v][4], kat[v][5], out);
     for (int i = 0; i < 4; ++i)
       if (out[i] != kat[v][6 + i]) fail_msg("vector %d word %d: 0x%08x, expected 0x%08x", v, i, out[i], kat[v][6 + i]);
   }
@@ -407,7 +425,7 @@ static void test_philox(void **state) {
     uint32_t ctr[4], key[2], a[4], b[4];
     for (int i = 0; i < 4; ++i) ctr[i] = ((uint32_t)rand() << 16) ^ (uint32_t)rand();
     for (int i = 0; i < 2; ++i) key[i] = ((uint32_t)rand() << 16) ^ (uint32_t)rand();
-    cti_philox4x32_10_dev(ctr, key[0], key[1], a);
+    cti_philox4x32_10(ctr, key[0], key[1], a);
     ct_philox4x32_10(ctr, key, b);
     if (memcmp(a, b, sizeof a)) fail_msg("philox differs from the CPU's at draw %d", t);
   }
@@ -416,7 +434,7 @@ static void test_philox(void **state) {
 // cti_random_counter for every counter of an n-element tensor, against
 // cti_cpu_random; both outputs poisoned, 4 spare elements past n.
 template <ct_dtype D> static void check_random(uint64_t seed, uint64_t offset, int64_t n, bool normal) {
-  using T = ct_T<D>;
+  using T = cti_T<D>;
   std::vector<T> dev((size_t)n + 4), cpu((size_t)n + 4);
   memset((void *)dev.data(), 0xa5, dev.size() * sizeof(T));
   memset((void *)cpu.data(), 0xa5, cpu.size() * sizeof(T));
@@ -446,15 +464,15 @@ static void test_random_counter(void **state) {
 }
 
 // ---- reducers ---------------------------------------------------------------------------------
-template <class V> using MR = MaxReducer<V>;
-template <class V> static bool same_state(MaxState<V> a, MaxState<V> b) {
+template <class V> using MR = cti_max_reducer<V>;
+template <class V> static bool same_state(cti_max_state<V> a, cti_max_state<V> b) {
   const bool an = a.v != a.v, bn = b.v != b.v;
   return a.i == b.i && (an || bn ? an && bn : memcmp(&a.v, &b.v, sizeof(V)) == 0);
 }
 
 static void test_max_combine_rules(void **state) {
   (void)state;
-  using S = MaxState<float>;
+  using S = cti_max_state<float>;
   // The rules, one by one.
   S r = MR<float>::combine(S{2.0f, 5}, S{2.0f, 3});
   assert_true(r.i == 3); // a tie: the first index
@@ -489,18 +507,18 @@ static void test_max_combine_rules(void **state) {
     }
 }
 
-// The block tree of ct_block_reduce on the host: 256 threads' States,
+// The block tree of block_reduce on the host: 256 threads' States,
 // shuffled down within warps of 32 (a lane past the warp keeps its own
 // value), then the warps' results the same way.
-template <class R> static typename R::State host_block_reduce(std::vector<typename R::State> v) {
-  auto warp = [](std::vector<typename R::State> &w) {
+template <class R> static typename R::state_t host_block_reduce(std::vector<typename R::state_t> v) {
+  auto warp = [](std::vector<typename R::state_t> &w) {
     for (int off = 16; off > 0; off >>= 1)
       for (int lane = 0; lane < 32; ++lane) w[lane] = R::combine(w[lane], lane + off < 32 ? w[lane + off] : w[lane]);
     return w[0];
   };
-  std::vector<typename R::State> firsts(32, R::identity());
+  std::vector<typename R::state_t> firsts(32, R::identity());
   for (size_t wi = 0; wi < v.size() / 32; ++wi) {
-    std::vector<typename R::State> w(v.begin() + (long)(32 * wi), v.begin() + (long)(32 * wi + 32));
+    std::vector<typename R::state_t> w(v.begin() + (long)(32 * wi), v.begin() + (long)(32 * wi + 32));
     firsts[wi] = warp(w);
   }
   return warp(firsts);
@@ -509,46 +527,46 @@ template <class R> static typename R::State host_block_reduce(std::vector<typena
 // What the rows kernel computes for one row of r elements: the plan's
 // chunks, 256 strided threads per chunk, the block tree, then pass 2 over
 // the chunks' States.
-template <class R, class V> static typename R::State host_rows_kernel(const V *x, int64_t r) {
+template <class R, class V> static typename R::state_t host_rows_kernel(const V *x, int64_t r) {
   int64_t chunks, chunk_len;
   cti_reduce_plan(1, r, 1, &chunks, &chunk_len);
-  std::vector<typename R::State> partial((size_t)chunks);
+  std::vector<typename R::state_t> partial((size_t)chunks);
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t k0, k1;
     cti_chunk_range(c, chunk_len, r, &k0, &k1);
-    std::vector<typename R::State> th(CT_ROWS_THREADS, R::identity());
+    std::vector<typename R::state_t> th(CT_ROWS_THREADS, R::identity());
     for (int t = 0; t < CT_ROWS_THREADS; ++t)
       for (int64_t k = k0 + t; k < k1; k += CT_ROWS_THREADS) th[(size_t)t] = R::combine(th[(size_t)t], R::make(x[k], k));
     partial[(size_t)c] = host_block_reduce<R>(th);
   }
-  std::vector<typename R::State> th(CT_ROWS_THREADS, R::identity());
+  std::vector<typename R::state_t> th(CT_ROWS_THREADS, R::identity());
   for (int64_t c = 0; c < chunks; ++c) th[(size_t)(c % CT_ROWS_THREADS)] = R::combine(th[(size_t)(c % CT_ROWS_THREADS)], partial[(size_t)c]);
   return host_block_reduce<R>(th);
 }
 
 // torch.max's answer by a plain scan: the first NaN, else the first maximum.
-template <class V> static MaxState<V> scan_max(const V *x, int64_t r) {
-  MaxState<V> best{x[0], 0};
+template <class V> static cti_max_state<V> scan_max(const V *x, int64_t r) {
+  cti_max_state<V> best{x[0], 0};
   for (int64_t k = 0; k < r; ++k) {
-    if (x[k] != x[k]) return MaxState<V>{x[k], k};
-    if (x[k] > best.v) best = MaxState<V>{x[k], k};
+    if (x[k] != x[k]) return cti_max_state<V>{x[k], k};
+    if (x[k] > best.v) best = cti_max_state<V>{x[k], k};
   }
   return best;
 }
 
-template <class V> static void check_max_orders(const V *x, int64_t r, const MaxState<V> &cpu, const char *what) {
+template <class V> static void check_max_orders(const V *x, int64_t r, const cti_max_state<V> &cpu, const char *what) {
   using R = MR<V>;
-  const MaxState<V> want = scan_max(x, r);
+  const cti_max_state<V> want = scan_max(x, r);
   if (!same_state(cpu, want)) fail_msg("%s: the CPU's max is at %lld, the scan's at %lld", what, (long long)cpu.i, (long long)want.i);
-  typename R::State left = R::identity(), right = R::identity(), shuffled = R::identity();
+  typename R::state_t left = R::identity(), right = R::identity(), shuffled = R::identity();
   for (int64_t k = 0; k < r; ++k) left = R::combine(left, R::make(x[k], k));
   for (int64_t k = r - 1; k >= 0; --k) right = R::combine(R::make(x[k], k), right);
   std::vector<int64_t> perm((size_t)r);
   for (int64_t k = 0; k < r; ++k) perm[(size_t)k] = k;
   for (int64_t k = r - 1; k > 0; --k) std::swap(perm[(size_t)k], perm[(size_t)(rand() % (k + 1))]);
   for (int64_t k : perm) shuffled = R::combine(shuffled, R::make(x[k], k));
-  const typename R::State kern = host_rows_kernel<R>(x, r);
-  const typename R::State got[4] = {left, right, shuffled, kern};
+  const typename R::state_t kern = host_rows_kernel<R>(x, r);
+  const typename R::state_t got[4] = {left, right, shuffled, kern};
   static const char *order[4] = {"left fold", "right fold", "random order", "the rows kernel's order"};
   for (int o = 0; o < 4; ++o)
     if (!same_state(got[o], want))
@@ -577,9 +595,9 @@ static void test_max_orders(void **state) {
       i64[(size_t)k] = f[(size_t)k] == f[(size_t)k] && fabsf(f[(size_t)k]) < 10 ? (int64_t)f[(size_t)k] : -7;
       h[(size_t)k] = cti_convert<CT_F16>(f[(size_t)k]);
     }
-    MaxState<float> cf;
-    MaxState<double> cd;
-    MaxState<int64_t> ci;
+    cti_max_state<float> cf;
+    cti_max_state<double> cd;
+    cti_max_state<int64_t> ci;
     TU_OK(cti_cpu_reduce(CT_OP_MAX, CT_F32, CT_F32, f.data(), &cf.v, &cf.i, 1, r, 1, NULL));
     TU_OK(cti_cpu_reduce(CT_OP_MAX, CT_F64, CT_F64, d.data(), &cd.v, &cd.i, 1, r, 1, NULL));
     TU_OK(cti_cpu_reduce(CT_OP_MAX, CT_I64, CT_I64, i64.data(), &ci.v, &ci.i, 1, r, 1, NULL));
@@ -595,7 +613,7 @@ static void test_max_orders(void **state) {
     __half hv;
     int64_t hi = -1;
     TU_OK(cti_cpu_reduce(CT_OP_MAX, CT_F16, CT_F16, h.data(), &hv, &hi, 1, r, 1, NULL));
-    check_max_orders(hf.data(), r, MaxState<float>{cti_load<CT_F16>(hv), hi}, "float16");
+    check_max_orders(hf.data(), r, cti_max_state<float>{cti_load<CT_F16>(hv), hi}, "float16");
   }
 }
 
@@ -646,7 +664,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_f16_all_patterns),        cmocka_unit_test(test_bf16_all_patterns),
       cmocka_unit_test(test_narrowing_rounds_to_even), cmocka_unit_test(test_float_to_int_saturates),
-      cmocka_unit_test(test_integer_wrap),            cmocka_unit_test(test_philox),
+      cmocka_unit_test(test_integer_wrap),            cmocka_unit_test(test_philox), cmocka_unit_test(test_ipow),
       cmocka_unit_test(test_random_counter),          cmocka_unit_test(test_max_combine_rules),
       cmocka_unit_test(test_max_orders),              cmocka_unit_test(test_chunk_plans),
   };
