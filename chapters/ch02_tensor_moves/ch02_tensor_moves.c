@@ -704,8 +704,8 @@ static double host_memcpy_gbs(const ct_cli *cli, size_t bytes, int warmup, int r
     MUST_OK(ct_event_elapsed_time(e0, e1, &ms));
     if (r >= 0) gbs[r] = (double)bytes * inner / (ms > 0 ? ms * 1e-3 : 1e-9) / 1e9;
   }
-  ct_event_destroy(e0);
-  ct_event_destroy(e1);
+  ct_event_free(e0);
+  ct_event_free(e1);
   free(src);
   free(dst);
   return median(gbs, reps);
@@ -729,8 +729,8 @@ static double host_ct_copy_gbs(const ct_cli *cli, size_t bytes, int warmup, int 
     MUST_OK(ct_event_elapsed_time(e0, e1, &ms));
     if (r >= 0) gbs[r] = (double)bytes * inner / (ms > 0 ? ms * 1e-3 : 1e-9) / 1e9;
   }
-  ct_event_destroy(e0);
-  ct_event_destroy(e1);
+  ct_event_free(e0);
+  ct_event_free(e1);
   ct_free(src);
   ct_free(dst);
   return median(gbs, reps);
@@ -806,8 +806,8 @@ static double time_move_ms(const ct_cli *cli, move_kind k, const move_bufs *b, i
     MUST_OK(ct_event_elapsed_time(e0, e1, &t));
     if (r >= 0) ms[r] = t;
   }
-  ct_event_destroy(e0);
-  ct_event_destroy(e1);
+  ct_event_free(e0);
+  ct_event_free(e1);
   return median(ms, reps);
 }
 
@@ -1141,8 +1141,8 @@ static double show_overlap(const ct_cli *cli, ct_metrics *m) {
   if (gpu) ct_metrics_num(m, "overlap_pageable_ms", pageable_ms);
 
   double ms_per_iter = kernel_ms / c.iters;
-  ct_event_destroy(c.start), ct_event_destroy(c.stop), ct_event_destroy(c.copied);
-  ct_stream_destroy(c.compute), ct_stream_destroy(c.copy);
+  ct_event_free(c.start), ct_event_free(c.stop), ct_event_free(c.copied);
+  ct_stream_free(c.compute), ct_stream_free(c.copy);
   ct_free(work), ct_free(c.dst), ct_free(c.src), ct_free(c.src_pageable);
   MUST_OK(ct_pinned_empty_cache());
   return ms_per_iter;

@@ -462,8 +462,8 @@ static int time_interleaved(ct_device dev, int n, product_fn *fns, void **ctxs, 
     timing_log.suspect += timing_suspect(samples[f], reps) != NULL;
     ms[f] = reps % 2 ? samples[f][reps / 2] : 0.5 * (samples[f][reps / 2 - 1] + samples[f][reps / 2]);
   }
-  ct_event_destroy(e0);
-  ct_event_destroy(e1);
+  ct_event_free(e0);
+  ct_event_free(e1);
   return rc;
 }
 
@@ -691,8 +691,8 @@ static double cpu_copy_bandwidth(size_t bytes) {
     ct_event_elapsed_time(e0, e1, &ms);
     best[r] = ms > 0 ? 2.0 * (double)bytes / (ms * 1e-3) / 1e9 : 0;
   }
-  ct_event_destroy(e0);
-  ct_event_destroy(e1);
+  ct_event_free(e0);
+  ct_event_free(e1);
   volatile float sink = y[n / 2]; // keep the copy
   (void)sink;
   free(x);

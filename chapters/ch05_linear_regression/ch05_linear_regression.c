@@ -872,8 +872,8 @@ static void train(ct_module *model, const ct_tensor *x, const ct_tensor *y, ct_d
   log->ms_per_epoch = median(log->epoch_ms + first, h->epochs - first);
   log->steps_per_s = log->steps_per_epoch / (log->ms_per_epoch * 1e-3);
 
-  ct_event_destroy(start);
-  ct_event_destroy(end);
+  ct_event_free(start);
+  ct_event_free(end);
   ct_free(loss_sum);
   ct_optimizer_free(opt);
 }

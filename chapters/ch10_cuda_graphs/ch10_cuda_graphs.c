@@ -276,7 +276,7 @@ static void graphed_free(graphed *gr) {
   ct_free(gr->static_loss), ct_free(gr->static_x), ct_free(gr->static_y);
   ct_optimizer_free(gr->opt);
   ct_module_free(gr->model);
-  ct_stream_destroy(gr->side);
+  ct_stream_free(gr->side);
   memset(gr, 0, sizeof *gr);
 }
 
@@ -287,7 +287,7 @@ static int graphed_init(graphed *gr, ct_module *model, const settings *s, ct_dev
   gr->static_x = ct_empty(CT_SHAPE(s->batch, IN), CT_F32, dev);
   gr->static_y = ct_empty(CT_SHAPE(s->batch, OUT), CT_F32, dev);
   gr->side = ct_stream_create(dev, 0);
-  gr->g = ct_cuda_graph_new();
+  gr->g = ct_cuda_graph_create();
   return gr->opt && gr->static_x && gr->static_y && gr->side && gr->g ? CT_OK : -1;
 }
 
@@ -617,7 +617,7 @@ static int probe_other_pool(graphed *gr, ct_cuda_graph *g) { // memory the graph
   ct_block *b = pool ? ct_block_alloc(dev, 4096, NULL, pool) : NULL;
   int rc = b ? CT_OK : (int)ct_last_status();
   ct_block_free(b);
-  ct_mempool_destroy(pool);
+  ct_mempool_free(pool);
   return rc;
 }
 static int probe_adam(graphed *gr, ct_cuda_graph *g) { // an optimizer that is not capturable
@@ -647,7 +647,7 @@ static const probe probes[] = {
 
 // Runs one probe; prints the error it caught and what capture_end said.
 static int run_probe(graphed *gr, const probe *p, int *caught) {
-  ct_cuda_graph *g = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create();
   if (!g) return -1;
   int rc = p->in_capture ? ct_cuda_graph_capture_begin(g, gr->side, NULL) : CT_OK;
   ct_tensor *work = rc == CT_OK && p->in_capture ? ct_mul_scalar(gr->static_x, 3.0) : NULL; // captured work

@@ -127,8 +127,8 @@ static void show_streams(ct_device dev, ct_metrics *m) {
   ct_metrics_num(m, "priority_least", least);
   ct_metrics_num(m, "priority_greatest", greatest);
   ct_metrics_num(m, "priority_clamped", ct_stream_priority(hi));
-  ct_stream_destroy(hi);
-  ct_stream_destroy(lo);
+  ct_stream_free(hi);
+  ct_stream_free(lo);
 }
 /*md output streams*/
 /*md twin streams*/
@@ -208,10 +208,10 @@ static void show_ordering(ct_device dev, ct_metrics *m) {
   ok(ct_record_stream(x, b));
   ok(ct_record_stream(y, b));
   ct_free(x), ct_free(y);
-  ct_event_destroy(plain), ct_event_destroy(unrec), ct_event_destroy(done);
-  for (int i = 0; i < 4; ++i) ct_event_destroy(ev[i]);
-  ct_stream_destroy(a);
-  ct_stream_destroy(b);
+  ct_event_free(plain), ct_event_free(unrec), ct_event_free(done);
+  for (int i = 0; i < 4; ++i) ct_event_free(ev[i]);
+  ct_stream_free(a);
+  ct_stream_free(b);
 }
 /*md output ordering*/
 /*md twin ordering*/
@@ -324,8 +324,8 @@ static void workload_make(workload *w, ct_device dev, const settings *s) {
 static void workload_free(workload *w) {
   for (int i = 0; i < w->n; ++i) ct_free(w->host[i]);
   for (int l = 0; l < w->layers; ++l) ct_free(w->w[l]);
-  ct_stream_destroy(w->copy);
-  ct_stream_destroy(w->compute);
+  ct_stream_free(w->copy);
+  ct_stream_free(w->compute);
 }
 
 static void marks_make(marks *k, ct_device dev, int n) {
@@ -340,10 +340,10 @@ static void marks_make(marks *k, ct_device dev, int n) {
 }
 
 static void marks_free(marks *k, int n) {
-  ct_event_destroy(k->t0), ct_event_destroy(k->end);
+  ct_event_free(k->t0), ct_event_free(k->end);
   for (int i = 0; i < n; ++i) {
-    ct_event_destroy(k->copy_start[i]), ct_event_destroy(k->copied[i]);
-    ct_event_destroy(k->comp_start[i]), ct_event_destroy(k->comp_end[i]);
+    ct_event_free(k->copy_start[i]), ct_event_free(k->copied[i]);
+    ct_event_free(k->comp_start[i]), ct_event_free(k->comp_end[i]);
   }
 }
 
@@ -693,10 +693,10 @@ static void show_record_stream(ct_device dev, const settings *s, ct_metrics *m) 
     ct_free(next);
   }
   ok(ct_stream_synchronize(def));
-  ct_event_destroy(busy);
+  ct_event_free(busy);
   ct_free(wt);
-  ct_stream_destroy(copy);
-  ct_stream_destroy(compute);
+  ct_stream_free(copy);
+  ct_stream_free(compute);
 }
 /*md output record_stream*/
 
@@ -895,8 +895,8 @@ static void show_sync_points(ct_device dev, const settings *s, ct_metrics *m) {
   ct_metrics_num(m, "nosync_loop_ms", ms[0]);
   ct_metrics_num(m, "sync_loop_ms", ms[1]);
   ct_free(p.x), ct_free(p.loss);
-  ct_event_destroy(p.e);
-  ct_stream_destroy(p.side);
+  ct_event_free(p.e);
+  ct_stream_free(p.side);
 }
 /*md output sync points*/
 /*md twin sync_points*/

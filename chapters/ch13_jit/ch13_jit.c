@@ -574,8 +574,8 @@ static double time_ms(const ct_cli *cli, const call *c, double budget) {
     v[reps++] = ms;
     spent += 1e-3 * ms;
   }
-  ct_event_destroy(e0);
-  ct_event_destroy(e1);
+  ct_event_free(e0);
+  ct_event_free(e1);
   return median(v, reps);
 }
 

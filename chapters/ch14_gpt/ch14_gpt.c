@@ -847,7 +847,7 @@ static void trainer_free(trainer *t) {
   ct_grad_scaler_free(t->scaler);
   ct_ddp_free(t->ddp);
   ct_cuda_graph_free(t->graph);
-  if (t->side) ct_stream_destroy(t->side);
+  if (t->side) ct_stream_free(t->side);
   ct_free(t->sx), ct_free(t->sy), ct_free(t->sloss);
   free(t->decay);
 }
@@ -971,7 +971,7 @@ static ct_tensor *graphed_step(trainer *t, const ct_tensor *x, const ct_tensor *
 
 static int graphs_init(trainer *t) {
   const int64_t B = t->s->batch_size, T = t->s->block_size;
-  t->graph = ct_cuda_graph_new();
+  t->graph = ct_cuda_graph_create();
   t->side = ct_stream_create(t->dev, 0);
   t->sx = ct_zeros(CT_SHAPE(B, T), CT_I64, t->dev);
   t->sy = ct_zeros(CT_SHAPE(B, T), CT_I64, t->dev);

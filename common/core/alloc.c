@@ -35,9 +35,9 @@
 // streams and the block waits on its device's `pending` list, still counted
 // live by its segment and pool (so it neither merges nor is released), until
 // every event has completed. Each ct_block_alloc first polls the pending list
-// (ct_event_query); empty_cache, the OOM flush and ct_mempool_destroy wait
+// (ct_event_query); empty_cache, the OOM flush and ct_mempool_free wait
 // for the events instead. A destroyed stream's segments pass to the device's
-// default stream (ct_alloc_stream_retire; the stream is idle by then), and
+// default stream (cti_alloc_stream_retire; the stream is idle by then), and
 // the stream leaves every block's `uses`, so no stream pointer is left
 // dangling.
 //
@@ -45,7 +45,7 @@
 // private pool (ct_mempool_create, for CUDA graph capture) keeps its own
 // segments: its blocks never serve default-pool requests and the other way
 // round. empty_cache and the OOM flush release only the default pool's unused
-// segments; a private pool keeps its memory until ct_mempool_destroy, since a
+// segments; a private pool keeps its memory until ct_mempool_free, since a
 // captured graph replays into those addresses.
 //
 // Out of memory. A new segment is refused when the driver (or the C library)
@@ -62,6 +62,7 @@
 #define _GNU_SOURCE // sysconf(_SC_PHYS_PAGES), pthreads under -std=c11
 
 #include "alloc.h"
+#include "stream_alloc.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -101,7 +102,7 @@
 #define NSLOTS (1 + CT_MAX_CUDA_DEVICES)
 #define CPU_ALIGN ((size_t)4096)
 
-typedef struct ct_segment ct_segment;
+typedef struct alloc_segment alloc_segment;
 
 struct ct_block {
   int slot;
@@ -109,7 +110,7 @@ struct ct_block {
   size_t size;    // extent inside the segment
   size_t rounded; // the rounded request while live; 0 while free
   bool live;
-  ct_segment *seg;
+  alloc_segment *seg;
   ct_block *prev, *next;           // neighbours in the segment, by address
   ct_block *free_prev, *free_next; // on the pool's free list while free
   ct_stream **uses;                // other streams that used it (record_stream)
@@ -119,7 +120,7 @@ struct ct_block {
   ct_block *pending_next;          // the device's pending list
 };
 
-struct ct_segment {
+struct alloc_segment {
   char *base;
   size_t size;
   bool small;       // small pool (2 MiB) or large pool
@@ -127,14 +128,14 @@ struct ct_segment {
   ct_mempool *pool;
   size_t live;      // live blocks in this segment
   ct_block *first;  // lowest address
-  ct_segment *prev, *next; // the pool's segments
+  alloc_segment *prev, *next; // the pool's segments
 };
 
 struct ct_mempool {
   int slot;
   bool is_private;
   size_t live;               // live blocks from this pool
-  ct_segment *segments;
+  alloc_segment *segments;
   ct_block *free_list[2];    // [1] small pool, [0] large pool
   ct_mempool *next_private;  // the device's private pools
   bool orphaned;             // released (ct_mempool_release): destroyed with its last live block
@@ -450,7 +451,7 @@ static void stats_segment_added(alloc_stats *s, size_t size) {
 static int segment_new(dev_state *ds, ct_mempool *p, bool small, ct_stream *stream,
                        size_t size) {
   if (ds->fraction_set && ds->st.reserved + size > ds->fraction_limit) return CT_ERR_OOM;
-  ct_segment *seg = calloc(1, sizeof *seg);
+  alloc_segment *seg = calloc(1, sizeof *seg);
   ct_block *b = calloc(1, sizeof *b);
   if (!seg || !b) {
     free(seg);
@@ -489,7 +490,7 @@ static int segment_new(dev_state *ds, ct_mempool *p, bool small, ct_stream *stre
 static int pool_release_free(dev_state *ds, ct_mempool *p, size_t *released) {
   if (released) *released = 0;
   bool any = false;
-  for (ct_segment *s = p->segments; s; s = s->next)
+  for (alloc_segment *s = p->segments; s; s = s->next)
     if (s->live == 0) any = true;
   if (!any) return CT_OK;
 #ifdef CT_HAVE_CUDA
@@ -499,9 +500,9 @@ static int pool_release_free(dev_state *ds, ct_mempool *p, size_t *released) {
   }
 #endif
   int status = CT_OK;
-  ct_segment *s = p->segments;
+  alloc_segment *s = p->segments;
   while (s) {
-    ct_segment *next = s->next;
+    alloc_segment *next = s->next;
     if (s->live == 0) {
       // No live block: by the coalescing invariant, one free block.
       ct_block *b = s->first;
@@ -582,14 +583,14 @@ static void block_forget_stream(ct_block *b, const ct_stream *s) {
     }
 }
 
-void ct_alloc_stream_retire(const ct_stream *s, ct_stream *heir) {
+void cti_alloc_stream_retire(const ct_stream *s, ct_stream *heir) {
   if (!s) return;
   const int slot = slot_of(ct_stream_device(s), NULL);
   if (slot < 0) return;
   dev_state *ds = &states[slot];
   pthread_mutex_lock(&ds->mu);
   for (ct_mempool *p = &ds->pool; p; p = p == &ds->pool ? ds->privates : p->next_private)
-    for (ct_segment *seg = p->segments; seg; seg = seg->next) {
+    for (alloc_segment *seg = p->segments; seg; seg = seg->next) {
       if (seg->stream == s) seg->stream = heir;
       for (ct_block *b = seg->first; b; b = b->next) // s's work is done: nothing to wait for
         if (!b->pending) block_forget_stream(b, s);
@@ -723,7 +724,7 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
 // free neighbours. Enters with the device's mutex held and b live (its
 // statistics already taken off); leaves with b possibly freed (merged).
 static void block_release(ct_block *b) {
-  ct_segment *seg = b->seg;
+  alloc_segment *seg = b->seg;
   seg->live--;
   seg->pool->live--;
   b->live = false;
@@ -774,7 +775,7 @@ static void block_insert_events(ct_block *b) {
   for (int i = 0; i < b->nuses; ++i) {
     ct_event *e = b->events ? ct_event_create(ct_stream_device(b->uses[i]), false) : NULL;
     if (e && ct_event_record(e, b->uses[i]) != CT_OK) {
-      ct_event_destroy(e);
+      ct_event_free(e);
       e = NULL;
     }
     if (!e) stream_wait(b->uses[i]);
@@ -812,7 +813,7 @@ static void process_events(dev_state *ds, bool wait) {
     *q = b->pending_next;
     b->pending_next = NULL;
     for (int i = 0; i < b->nuses; ++i)
-      if (b->events && b->events[i]) ct_event_destroy(b->events[i]);
+      if (b->events && b->events[i]) ct_event_free(b->events[i]);
     ct_mempool *pool = b->seg->pool;
     block_release(b);
     pool_reap(ds, pool);
@@ -926,17 +927,17 @@ static void pool_reap(dev_state *ds, ct_mempool *p) {
   if (p->orphaned && p->live == 0 && !cti_graph_capturing_on(d)) (void)pool_destroy_locked(ds, p);
 }
 
-int ct_mempool_destroy(ct_mempool *p) {
+int ct_mempool_free(ct_mempool *p) {
   if (!p) return CT_OK;
   if (!p->is_private)
-    return ct_fail(CT_ERR_VALUE, "ct_mempool_destroy: a device's default pool cannot be destroyed");
+    return ct_fail(CT_ERR_VALUE, "ct_mempool_free: a device's default pool cannot be destroyed");
   dev_state *ds = &states[p->slot];
   pthread_mutex_lock(&ds->mu);
   process_events(ds, true); // its pending blocks are free once their streams are done
   if (p->live) {
     size_t n = p->live;
     pthread_mutex_unlock(&ds->mu);
-    return ct_fail(CT_ERR_VALUE, "ct_mempool_destroy: the pool still has %zu live block%s", n,
+    return ct_fail(CT_ERR_VALUE, "ct_mempool_free: the pool still has %zu live block%s", n,
                    n == 1 ? "" : "s");
   }
   int rc = pool_destroy_locked(ds, p);
@@ -1212,7 +1213,7 @@ static bool pinned_events_done(pinned_block *pb, bool wait) {
   for (int i = 0; i < pb->nevents; ++i) {
     ct_event *e = pb->events[i];
     if (wait) event_wait(e);
-    if (wait || ct_event_query(e)) ct_event_destroy(e);
+    if (wait || ct_event_query(e)) ct_event_free(e);
     else pb->events[kept++] = e;
   }
   pb->nevents = kept;
@@ -1336,7 +1337,7 @@ int ct_pinned_record_stream(void *p, ct_stream *s) {
   if (!e) return ct_last_status();
   int rc = ct_event_record(e, s);
   if (rc) {
-    ct_event_destroy(e);
+    ct_event_free(e);
     return rc;
   }
   pthread_mutex_lock(&pinned_mu);
@@ -1356,7 +1357,7 @@ int ct_pinned_record_stream(void *p, ct_stream *s) {
   if (pb && rc == CT_OK) return CT_OK;
   // Not kept: wait for the copy instead, so the caller may free at once.
   event_wait(e);
-  ct_event_destroy(e);
+  ct_event_free(e);
   if (!pb) return ct_fail(CT_ERR_VALUE, "ct_pinned_record_stream: %p is not a live pinned block", p);
   return ct_fail(CT_ERR_OOM, "ct_pinned_record_stream: out of host memory");
 #endif

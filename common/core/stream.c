@@ -29,7 +29,7 @@
 //    is a no-op for any stream (its work is already done). A CPU stream that
 //    waits on a CUDA event blocks the host until the event completes: that
 //    is the only way the CPU's next, immediately-run work can come after it.
-//  - ct_cpu_events_hold_ (tests only) makes CPU events recorded during a
+//  - ct_cpu_events_hold (tests only) makes CPU events recorded during a
 //    hold answer "not done" to ct_event_query until the hold ends; nothing
 //    else about CPU streams changes.
 //  - A CPU event records CLOCK_MONOTONIC; elapsed time is the difference in
@@ -50,6 +50,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "stream_alloc.h"
 #include "error.h"
 #include "san_hooks.h"
 #include "sync_point.h"
@@ -75,7 +76,7 @@ struct ct_event {
   bool recorded;
   double host_ms; // CPU: CLOCK_MONOTONIC at the last record, in ms
   void *san;      // the sanitizer's clock at the last record (san_hooks.h), or NULL
-  uint64_t held;  // CPU: nonzero = recorded during hold number `held` (ct_cpu_events_hold_)
+  uint64_t held;  // CPU: nonzero = recorded during hold number `held` (ct_cpu_events_hold)
   void *handle;   // cudaEvent_t on CUDA, NULL on the CPU
 };
 
@@ -144,7 +145,7 @@ static cudaEvent_t cu_event(const ct_event *e) { return (cudaEvent_t)e->handle; 
 static atomic_uint_least64_t hold_gen;
 static atomic_bool holding;
 
-void ct_cpu_events_hold_(bool on) {
+void ct_cpu_events_hold(bool on) {
   if (on && !atomic_load(&holding)) atomic_fetch_add(&hold_gen, 1);
   atomic_store(&holding, on);
 }
@@ -251,7 +252,7 @@ ct_stream *ct_stream_create(ct_device d, int priority) {
   return s;
 }
 
-void ct_stream_destroy(ct_stream *s) {
+void ct_stream_free(ct_stream *s) {
   if (!s || s->is_default) return;
   int slot = slot_of(s->device);
   if (current_streams[slot] == s) current_streams[slot] = NULL;
@@ -262,7 +263,7 @@ void ct_stream_destroy(ct_stream *s) {
       // Finish the stream's queued work first. cudaStreamDestroy returns at
       // once and lets that work run on, but the blocks the caching allocator
       // cut for this stream pass to the default stream below
-      // (ct_alloc_stream_retire), which must not be handed memory that the
+      // (cti_alloc_stream_retire), which must not be handed memory that the
       // old stream's kernels are still reading or writing.
       cudaError_t es = cudaStreamSynchronize(cu_stream(s));
       cudaError_t e = cudaStreamDestroy(cu_stream(s));
@@ -273,7 +274,7 @@ void ct_stream_destroy(ct_stream *s) {
   }
 #endif
   cti_san_stream_destroyed(s);
-  ct_alloc_stream_retire(s, ct_default_stream(s->device));
+  cti_alloc_stream_retire(s, ct_default_stream(s->device));
   free(s);
 }
 
@@ -377,7 +378,7 @@ int ct_stream_wait_stream(ct_stream *s, ct_stream *other) {
   if (!e) return ct_last_status();
   int rc = ct_event_record(e, other);
   if (rc == CT_OK) rc = ct_stream_wait_event(s, e);
-  ct_event_destroy(e); // CUDA keeps the event alive until the wait resolves
+  ct_event_free(e); // CUDA keeps the event alive until the wait resolves
   return rc;
 }
 
@@ -414,7 +415,7 @@ ct_event *ct_event_create(ct_device d, bool enable_timing) {
   return e;
 }
 
-void ct_event_destroy(ct_event *e) {
+void ct_event_free(ct_event *e) {
   if (!e) return;
   cti_san_event_free(&e->san);
 #ifdef CT_HAVE_CUDA

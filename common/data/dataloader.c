@@ -314,7 +314,7 @@ static ct_event *event_get(ct_dataloader *dl) {
 static void event_put(ct_dataloader *dl, ct_event *e) {
   if (!e) return;
   if (dl->nevents < (int)(sizeof dl->events / sizeof dl->events[0])) dl->events[dl->nevents++] = e;
-  else ct_event_destroy(e);
+  else ct_event_free(e);
 }
 
 // Frees a staged batch's device tensors without waiting: they are used on the
@@ -465,9 +465,9 @@ void ct_dataloader_free(ct_dataloader *dl) {
   if (!dl) return;
   stop_workers(dl);
   drop_pending(dl);
-  for (int i = 0; i < dl->nevents; ++i) ct_event_destroy(dl->events[i]);
-  ct_event_destroy(dl->fence);
-  ct_stream_destroy(dl->side);
+  for (int i = 0; i < dl->nevents; ++i) ct_event_free(dl->events[i]);
+  ct_event_free(dl->fence);
+  ct_stream_free(dl->side);
   pthread_cond_destroy(&dl->ready_cv);
   pthread_cond_destroy(&dl->work_cv);
   pthread_mutex_destroy(&dl->mu);

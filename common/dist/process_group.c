@@ -237,7 +237,7 @@ void ct_dist_destroy_process_group(ct_process_group *pg) {
   if (!pg) return;
 #ifdef CT_HAVE_NCCL
   if (pg->nc) ncclCommDestroy(pg->nc);
-  ct_stream_destroy(pg->stream);
+  ct_stream_free(pg->stream);
 #endif
 #ifdef CT_HAVE_MPI
   if (pg->comm != MPI_COMM_NULL) MPI_Comm_free(&pg->comm);
@@ -562,7 +562,7 @@ int ct_work_wait(ct_work *w) {
 #ifdef CT_HAVE_MPI
   ct_free(w->staged);
 #endif
-  ct_event_destroy(w->done);
+  ct_event_free(w->done);
   ct_free(w->t);
   free(w);
   return rc;

@@ -103,7 +103,7 @@ static ct_graph_pool *pool_retain(ct_graph_pool *p) {
   return p;
 }
 
-void ct_graph_pool_release(ct_graph_pool *p) {
+void ct_graph_pool_free(ct_graph_pool *p) {
   if (!p || atomic_fetch_sub(&p->refs, 1) != 1) return;
   (void)ct_mempool_release(p->mp); // its memory lives on while tensors hold blocks of it
   free(p);
@@ -219,9 +219,9 @@ static int cpu_replay(const ct_cuda_graph *g, ct_stream *s) {
 
 // ---- capture ---------------------------------------------------------------------------------
 
-ct_cuda_graph *ct_cuda_graph_new(void) {
+ct_cuda_graph *ct_cuda_graph_create(void) {
   ct_cuda_graph *g = calloc(1, sizeof *g);
-  if (!g) ct_fail(CT_ERR_OOM, "ct_cuda_graph_new: out of host memory");
+  if (!g) ct_fail(CT_ERR_OOM, "ct_cuda_graph_create: out of host memory");
   else g->device = ct_device_cpu();
   return g;
 }
@@ -237,7 +237,7 @@ static void drop_capture(ct_cuda_graph *g) {
   g->arena = NULL;
   g->nnodes = g->cap_nodes = 0;
   g->arena_len = g->arena_cap = 0;
-  ct_graph_pool_release(g->pool);
+  ct_graph_pool_free(g->pool);
   g->pool = NULL;
   g->state = GRAPH_EMPTY;
   g->invalid = false;

@@ -42,7 +42,7 @@
 // Work issued while a block is live on its own stream needs neither. On the
 // CPU every op runs when issued, so both hold by themselves; the CPU still
 // records events for record_stream, and tests hold them pending
-// (ct_cpu_events_hold_ in stream.h) to exercise the deferral.
+// (ct_cpu_events_hold in stream.h) to exercise the deferral.
 //
 // Pools: blocks come from a ct_mempool. Each device has a default pool; a
 // private pool (for CUDA graph capture) keeps its segments apart.
@@ -118,17 +118,12 @@ void *ct_block_ptr(const ct_block *b);
 // freed.
 int ct_block_record_stream(ct_block *b, ct_stream *s);
 size_t ct_block_size(const ct_block *b); // the rounded size
-// Called by ct_stream_destroy once s's work is done: every segment cut for s
-// passes to `heir` (the device's default stream), so no segment keeps a
-// pointer to a freed stream, and s's cached memory serves the default
-// stream from then on.
-void ct_alloc_stream_retire(const ct_stream *s, ct_stream *heir);
 
 // ---- private pools (graph capture) ----------------------------------------
 ct_mempool *ct_mempool_create(ct_device d);
 // Frees the pool's cached segments; fails if blocks are still live.
-int ct_mempool_destroy(ct_mempool *p);
-// Gives up the pool: destroyed now when no block is live, else as soon as
+int ct_mempool_free(ct_mempool *p);
+// Gives up the pool: freed now when no block is live, else as soon as
 // its last live block is freed (graphs release theirs this way, since the
 // tensors a captured step made may outlive the graph).
 int ct_mempool_release(ct_mempool *p);

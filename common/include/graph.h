@@ -65,7 +65,7 @@ typedef struct ct_cuda_graph ct_cuda_graph;
 // freed.
 typedef struct ct_graph_pool ct_graph_pool;
 
-ct_cuda_graph *ct_cuda_graph_new(void); // torch.cuda.CUDAGraph()
+ct_cuda_graph *ct_cuda_graph_create(void); // torch.cuda.CUDAGraph()
 // Drops the capture (reset) and the graph. Memory of the pool still held by
 // live tensors stays valid until they are freed.
 void ct_cuda_graph_free(ct_cuda_graph *g);
@@ -95,7 +95,7 @@ ct_device ct_cuda_graph_device(const ct_cuda_graph *g);
 
 // torch.cuda.graph_pool_handle(): a new private pool on device d.
 ct_graph_pool *ct_graph_pool_handle(ct_device d);
-void ct_graph_pool_release(ct_graph_pool *p);
+void ct_graph_pool_free(ct_graph_pool *p);
 
 // torch.cuda.is_current_stream_capturing(): whether this thread is capturing
 // on d's current stream.

@@ -10,7 +10,7 @@
 // The CPU model and "not yet complete": since CPU work is done when issued, a
 // CPU event is complete once recorded, so code that defers something until
 // an event completes (the allocator's ct_record_stream) would never see a
-// deferral on the CPU. ct_cpu_events_hold_ (a testing aid) changes that:
+// deferral on the CPU. ct_cpu_events_hold (a testing aid) changes that:
 // while held, CPU events recorded are reported incomplete by ct_event_query
 // until the hold is lifted, so tests on a machine without a GPU exercise the
 // "still pending" paths. ct_event_synchronize on such an event returns at
@@ -47,7 +47,7 @@ int ct_cuda_stream_priority_range(int *least, int *greatest); // the current CUD
 // Waits for the stream's queued work, then destroys it (not for default
 // streams: ignored). The memory the allocator cut for it passes to the
 // device's default stream, which the wait makes safe.
-void ct_stream_destroy(ct_stream *s);
+void ct_stream_free(ct_stream *s);
 ct_device ct_stream_device(const ct_stream *s);
 int ct_stream_synchronize(ct_stream *s);
 bool ct_stream_query(ct_stream *s);        // true when all its work is done
@@ -58,7 +58,7 @@ int ct_stream_wait_stream(ct_stream *s, ct_stream *other);
 void *ct_stream_handle(const ct_stream *s);
 
 ct_event *ct_event_create(ct_device d, bool enable_timing);
-void ct_event_destroy(ct_event *e);
+void ct_event_free(ct_event *e);
 int ct_event_record(ct_event *e, ct_stream *s); // s NULL = current stream
 int ct_event_synchronize(ct_event *e);
 bool ct_event_query(ct_event *e);
@@ -73,7 +73,7 @@ int ct_event_elapsed_time(ct_event *start, ct_event *end, float *ms);
 // Testing aid (see the top): on = CPU events recorded from now on stay
 // incomplete for ct_event_query; off = every CPU event recorded so far is
 // complete. Not for chapters.
-void ct_cpu_events_hold_(bool on);
+void ct_cpu_events_hold(bool on);
 
 #ifdef __cplusplus
 }

@@ -69,7 +69,7 @@ static int check_module_device(const char *op, const ct_data_parallel *dp) {
 void ct_data_parallel_free(ct_data_parallel *dp) {
   if (!dp) return;
   for (int i = 1; i < dp->n; ++i) ct_module_free(dp->replicas[i]);
-  for (int i = 0; i < dp->n; ++i) ct_stream_destroy(dp->streams[i]);
+  for (int i = 0; i < dp->n; ++i) ct_stream_free(dp->streams[i]);
   free(dp);
 }
 

@@ -167,7 +167,7 @@ int cti_prof_range_begin(ct_profiler_event_kind kind, const char *name, const ch
                  (dev.type == CT_CUDA || atomic_load(&time_cpu_ops));
     if (timed) { // outside the lock: the event calls the CUDA runtime
       ct_event *e = ct_event_create(dev, true);
-      if (e && ct_event_record(e, s) != CT_OK) ct_event_destroy(e), e = NULL;
+      if (e && ct_event_record(e, s) != CT_OK) ct_event_free(e), e = NULL;
       pthread_mutex_lock(&b->mu);
       b->recs[idx].ev0 = e;
       pthread_mutex_unlock(&b->mu);
@@ -199,7 +199,7 @@ static void pop_one(void) {
       ct_stream *s = r->stream;
       pthread_mutex_unlock(&b->mu);
       ct_event *e1 = ct_event_create(ct_stream_device(s), true);
-      if (e1 && ct_event_record(e1, s) != CT_OK) ct_event_destroy(e1), e1 = NULL;
+      if (e1 && ct_event_record(e1, s) != CT_OK) ct_event_free(e1), e1 = NULL;
       double t = cti_prof_now_us(p);
       pthread_mutex_lock(&b->mu);
       r = &b->recs[f.idx];
@@ -363,7 +363,7 @@ static void device_bases(ct_profiler *p) {
       best = t1 - t0, p->base_us[k] = 0.5 * (t0 + t1);
       if (best <= 0.25) break;
     }
-    if (best < 0) ct_event_destroy(p->base[k]), p->base[k] = NULL;
+    if (best < 0) ct_event_free(p->base[k]), p->base[k] = NULL;
   }
   if (!ct_cuda_is_available()) return;
   int n = ct_cuda_device_count();
@@ -375,7 +375,7 @@ static void device_bases(ct_profiler *p) {
       p->base[i] = e;
       p->base_us[i] = cti_prof_now_us(p);
     } else {
-      ct_event_destroy(e);
+      ct_event_free(e);
     }
   }
 }
@@ -462,14 +462,14 @@ void ct_profiler_free(ct_profiler *p) {
   for (cti_prof_buf *b = p->bufs, *next; b; b = next) {
     next = b->next;
     for (int i = 0; i < b->n; ++i) {
-      ct_event_destroy(b->recs[i].ev0);
-      ct_event_destroy(b->recs[i].ev1);
+      ct_event_free(b->recs[i].ev0);
+      ct_event_free(b->recs[i].ev1);
     }
     pthread_mutex_destroy(&b->mu);
     free(b->recs);
     free(b);
   }
-  for (int i = 0; i < CTI_PROF_SLOTS; ++i) ct_event_destroy(p->base[i]);
+  for (int i = 0; i < CTI_PROF_SLOTS; ++i) ct_event_free(p->base[i]);
   free(p->ev);
   free(p);
 }

@@ -466,7 +466,7 @@ static void test_private_pool(void **state) {
   void *pa = ct_block_ptr(a);
   assert_int_equal(stats().num_device_allocs, s0.num_device_allocs + 1);
   // Destroying a pool with a live block fails and keeps it.
-  assert_int_not_equal(ct_mempool_destroy(pool), CT_OK);
+  assert_int_not_equal(ct_mempool_free(pool), CT_OK);
   ct_block_free(a);
   // The default pool does not take the private pool's cached memory...
   ct_block *d = alloc_ok(512, NULL, NULL);
@@ -484,11 +484,11 @@ static void test_private_pool(void **state) {
   assert_int_equal(ct_memory_allocated(tu_device), 512);
   ct_block_free(a2);
   ct_memory_stats s1 = stats();
-  TU_OK(ct_mempool_destroy(pool));
+  TU_OK(ct_mempool_free(pool));
   ct_memory_stats s2 = stats();
   assert_int_equal(s2.reserved_bytes, 0);
   assert_int_equal(s2.num_device_frees, s1.num_device_frees + 1);
-  TU_OK(ct_mempool_destroy(NULL));
+  TU_OK(ct_mempool_free(NULL));
 }
 
 static void test_stream_isolation(void **state) {
@@ -510,7 +510,7 @@ static void test_stream_isolation(void **state) {
   assert_int_equal(stats().num_device_allocs, s0.num_device_allocs + 1);
   ct_block_free(c);
   TU_OK(ct_stream_synchronize(other));
-  ct_stream_destroy(other);
+  ct_stream_free(other);
 }
 
 // Destroying a stream hands its segments to the default stream: its cached
@@ -527,7 +527,7 @@ static void test_stream_destroy_retires(void **state) {
   void *pc = ct_block_ptr(cached);
   ct_block_free(cached);
   TU_OK(ct_stream_synchronize(other));
-  ct_stream_destroy(other);
+  ct_stream_free(other);
   ct_memory_stats s0 = stats();
   ct_block *again = alloc_ok(30000000, NULL, NULL); // the default stream
   assert_ptr_equal(ct_block_ptr(again), pc);
@@ -691,7 +691,7 @@ static void test_unavailable_device(void **state) {
     TU_CHECK(cpu_pool);
     assert_null(ct_block_alloc(tu_device, 512, NULL, cpu_pool));
     assert_int_equal(ct_last_status(), CT_ERR_DEVICE);
-    TU_OK(ct_mempool_destroy(cpu_pool));
+    TU_OK(ct_mempool_free(cpu_pool));
   }
 }
 
@@ -783,7 +783,7 @@ static void test_tensor_storage(void **state) {
 // hold(s) makes the work queued on s from now on unfinished until release(s):
 // on CUDA a host callback queued on s spins until released (capped at 30 s so
 // that a failing test cannot hang); on the CPU, whose work is done when
-// issued, the events recorded meanwhile stay pending (ct_cpu_events_hold_).
+// issued, the events recorded meanwhile stay pending (ct_cpu_events_hold).
 #ifdef CT_HAVE_CUDA
 static atomic_int hold_released;
 
@@ -796,7 +796,7 @@ static void CUDART_CB spin_until_released(void *arg) {
 
 static void hold(ct_stream *s) {
   if (tu_device.type == CT_CPU) {
-    ct_cpu_events_hold_(true);
+    ct_cpu_events_hold(true);
     return;
   }
 #ifdef CT_HAVE_CUDA
@@ -810,7 +810,7 @@ static void hold(ct_stream *s) {
 
 static void release(ct_stream *s) {
   if (tu_device.type == CT_CPU) {
-    ct_cpu_events_hold_(false);
+    ct_cpu_events_hold(false);
     return;
   }
 #ifdef CT_HAVE_CUDA
@@ -843,7 +843,7 @@ static void test_record_stream_defers(void **state) {
   assert_ptr_equal(ct_block_ptr(c), pa);
   ct_block_free(b);
   ct_block_free(c);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 // Recording the block's own stream adds nothing: its free is immediate.
@@ -877,7 +877,7 @@ static void test_record_stream_empty_cache(void **state) {
   TU_OK(ct_empty_cache(tu_device));
   assert_int_equal(ct_memory_reserved(tu_device), 0);
   if (tu_device.type == CT_CPU) release(side);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 // A destroyed stream (its work done by then) leaves the blocks that recorded
@@ -889,7 +889,7 @@ static void test_record_stream_destroyed_stream(void **state) {
   ct_block *a = alloc_ok(4000, NULL, NULL);
   void *pa = ct_block_ptr(a);
   TU_OK(ct_block_record_stream(a, side));
-  ct_stream_destroy(side);
+  ct_stream_free(side);
   ct_stream *cur = ct_current_stream(tu_device);
   hold(cur);
   ct_block_free(a);
@@ -922,7 +922,7 @@ static void test_record_stream_tensor(void **state) {
   assert_true(contains(ct_last_error(), "ct_record_stream"));
   ct_free(u);
   ct_free(v);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 // The ordering rule of alloc.h: the poison fill is queued on the stream the
@@ -951,7 +951,7 @@ static void test_poison_on_allocating_stream(void **state) {
   free(host);
   TU_OK(ct_record_stream(t, def)); // read on def above: free after it
   ct_free(t);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 // A pinned tensor freed while a non-blocking copy from it is still queued:
@@ -996,7 +996,7 @@ static void test_pinned_record_stream(void **state) {
   for (int i = 0; i < 1000; ++i) assert_true(back[i] == 3.0f);
   ct_free(d);
   ct_free(h);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
   TU_OK(ct_pinned_empty_cache());
 }
 

@@ -566,7 +566,7 @@ static void capture_case(const fixture *f, ct_dtype dt) {
   TU_OK(ct_stream_synchronize(side));
   TU_OK(ct_set_stream(def));
   TU_OK(ct_stream_wait_stream(def, side));
-  ct_cuda_graph *g = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create();
   TU_CHECK(g);
   TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
   ct_tensor *sloss = trainer_step(&graphed, sx, sy);
@@ -599,7 +599,7 @@ static void capture_case(const fixture *f, ct_dtype dt) {
   ct_free(sloss), ct_free(sx), ct_free(sy);
   for (int i = 0; i < CAP_WARMUP + CAP_STEPS; ++i) ct_free(xs[i]), ct_free(ys[i]);
   trainer_free(&eager), trainer_free(&graphed);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 static void test_capture_under_autocast(void **state) {

@@ -165,7 +165,7 @@ static void test_replay_equals_eager(void **state) {
   TU_OK(ct_stream_wait_stream(def, side));
 
   snapshot before = take(graphed);
-  ct_cuda_graph *g = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create();
   TU_CHECK(g);
   TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
   assert_true(ct_is_current_stream_capturing(tu_device));
@@ -196,7 +196,7 @@ static void test_replay_equals_eager(void **state) {
   for (int i = 0; i < WARMUP + STEPS; ++i) ct_free(xs[i]), ct_free(ys[i]);
   ct_optimizer_free(oe), ct_optimizer_free(og);
   ct_module_free(eager), ct_module_free(graphed);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 // ---- the transformer family under capture ---------------------------------------------------------
@@ -273,7 +273,7 @@ static void test_transformer_replay_equals_eager(void **state) {
   TU_OK(ct_stream_synchronize(side));
   TU_OK(ct_set_stream(def));
   TU_OK(ct_stream_wait_stream(def, side));
-  ct_cuda_graph *g = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create();
   TU_CHECK(g);
   TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
   ct_tensor *sloss = lm_step(graphed, og, sx, sy);
@@ -305,7 +305,7 @@ static void test_transformer_replay_equals_eager(void **state) {
   for (int i = 0; i < WARMUP + STEPS; ++i) ct_free(xs[i]), ct_free(ys[i]);
   ct_optimizer_free(oe), ct_optimizer_free(og);
   ct_module_free(eager), ct_module_free(graphed);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 // A tensor of n elements holding x[i] = i + 1 (exact in every dtype used).
@@ -331,7 +331,7 @@ static void assert_affine(const ct_tensor *t, double a, double b, const char *wh
 // replays what eager arithmetic gives, after new data is copied in.
 static void assert_capture_works(ct_stream *side) {
   ct_tensor *x = counting(37), *x2 = counting(37);
-  ct_cuda_graph *g = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create();
   TU_CHECK(g);
   TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
   ct_tensor *t = ct_mul_scalar(x, 3.0), *y = t ? ct_add_scalar(t, 1.0) : NULL;
@@ -361,7 +361,7 @@ static void test_seed_bug_and_fix(void **state) {
   for (int buggy = 1; buggy >= 0; --buggy) {
     ct_tensor *static_input = ct_zeros(CT_SHAPE(64), CT_F32, tu_device);
     TU_CHECK(static_input);
-    ct_cuda_graph *g = ct_cuda_graph_new();
+    ct_cuda_graph *g = ct_cuda_graph_create();
     TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
     if (buggy) { // static_input = torch.randn(...) inside `with torch.cuda.graph(g):`
       ct_free(static_input);
@@ -397,7 +397,7 @@ static void test_seed_bug_and_fix(void **state) {
     ct_free(out), ct_free(static_input);
   }
   ct_free(real);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 // ---- what capture forbids --------------------------------------------------------------------
@@ -423,7 +423,7 @@ static int do_event_sync(ct_tensor *x, ct_stream *side) {
   ct_event *e = ct_event_create(tu_device, false);
   int rc = e ? ct_event_record(e, side) : -1;
   if (rc == CT_OK) rc = ct_event_synchronize(e);
-  ct_event_destroy(e);
+  ct_event_free(e);
   return rc;
 }
 static int do_device_sync(ct_tensor *x, ct_stream *side) {
@@ -455,7 +455,7 @@ static int do_other_pool(ct_tensor *x, ct_stream *side) {
   ct_block *b = p ? ct_block_alloc(tu_device, 1024, NULL, p) : NULL; // for the current (capture) stream
   int rc = b ? CT_OK : (int)ct_last_status();
   ct_block_free(b);
-  ct_mempool_destroy(p);
+  ct_mempool_free(p);
   return rc;
 }
 static int do_legacy_stream(ct_tensor *x, ct_stream *side) {
@@ -489,7 +489,7 @@ static void test_forbidden_during_capture(void **state) {
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
     const forbidden *c = &cases[k];
     if (c->cuda_only && tu_device.type != CT_CUDA) continue;
-    ct_cuda_graph *g = ct_cuda_graph_new();
+    ct_cuda_graph *g = ct_cuda_graph_create();
     TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
     ct_tensor *y = ct_mul_scalar(x, 2.0); // some captured work first
     TU_CHECK(y);
@@ -517,7 +517,7 @@ static void test_forbidden_during_capture(void **state) {
     assert_capture_works(side);
   }
   ct_free(x);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 // Adam computes its bias corrections on the host from the step count, so a
@@ -535,7 +535,7 @@ static void test_adam_capture_refused(void **state) {
   ct_tensor *l = train_step(m, adam, x, y); // warm-up: state exists, grads exist
   TU_CHECK(l);
   ct_free(l);
-  ct_cuda_graph *g = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create();
   TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
   l = train_step(m, adam, x, y);
   assert_null(l);
@@ -549,13 +549,13 @@ static void test_adam_capture_refused(void **state) {
   ct_optimizer_free(adam);
   ct_module_free(m);
   TU_OK(ct_set_stream(ct_default_stream(tu_device)));
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 static void test_capture_misuse(void **state) {
   (void)state;
   ct_stream *side = ct_stream_create(tu_device, 0);
-  ct_cuda_graph *g = ct_cuda_graph_new(), *h = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create(), *h = ct_cuda_graph_create();
   assert_int_not_equal(ct_cuda_graph_capture_begin(g, ct_default_stream(tu_device), NULL), CT_OK);
   tu_assert_error_contains("CUDA graphs must be captured on a non-default stream. (However, after capture, "
                            "it's ok to replay on any stream.)", "default stream");
@@ -576,7 +576,7 @@ static void test_capture_misuse(void **state) {
   assert_false(ct_is_current_stream_capturing(tu_device));
   ct_cuda_graph_free(g), ct_cuda_graph_free(h);
   assert_capture_works(side);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 // Work on another stream during capture runs at once, outside the graph.
@@ -584,7 +584,7 @@ static void test_other_stream_runs_now(void **state) {
   (void)state;
   ct_stream *side = ct_stream_create(tu_device, 0), *other = ct_stream_create(tu_device, 0);
   ct_tensor *x = counting(50);
-  ct_cuda_graph *g = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create();
   TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
   TU_OK(ct_set_stream(other));
   ct_tensor *z = ct_mul_scalar(x, 5.0);
@@ -596,7 +596,7 @@ static void test_other_stream_runs_now(void **state) {
   assert_affine(z, 5.0, 0.0, "work on another stream during capture");
   ct_cuda_graph_free(g);
   ct_free(z), ct_free(x);
-  ct_stream_destroy(other), ct_stream_destroy(side);
+  ct_stream_free(other), ct_stream_free(side);
 }
 
 // ---- the private pool ------------------------------------------------------------------------
@@ -612,7 +612,7 @@ static void test_private_pool(void **state) {
   TU_OK(ct_set_stream(def));
   TU_OK(sync_device());
   size_t r0 = ct_memory_reserved(tu_device);
-  ct_cuda_graph *g = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create();
   TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
   ct_tensor *t = ct_mul_scalar(x, 2.0);
   TU_CHECK(t);
@@ -640,7 +640,7 @@ static void test_private_pool(void **state) {
     fail_msg("reserved %zu after the graph and its tensors went, %zu before", ct_memory_reserved(tu_device), r0);
   for (int i = 0; i < 4; ++i) ct_free(eager[i]);
   ct_free(x);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 // Two graphs in one pool (graph_pool_handle / g.pool()), replayed in capture order.
@@ -650,7 +650,7 @@ static void test_shared_pool(void **state) {
   ct_tensor *x = counting(40);
   ct_graph_pool *pool = ct_graph_pool_handle(tu_device);
   TU_CHECK(pool);
-  ct_cuda_graph *g1 = ct_cuda_graph_new(), *g2 = ct_cuda_graph_new();
+  ct_cuda_graph *g1 = ct_cuda_graph_create(), *g2 = ct_cuda_graph_create();
   TU_OK(ct_cuda_graph_capture_begin(g1, side, pool));
   ct_tensor *y1 = ct_mul_scalar(x, 2.0);
   TU_OK(ct_cuda_graph_capture_end(g1));
@@ -658,7 +658,7 @@ static void test_shared_pool(void **state) {
   TU_OK(ct_cuda_graph_capture_begin(g2, side, p1));
   ct_tensor *y2 = ct_add_scalar(y1, 1.0);
   TU_OK(ct_cuda_graph_capture_end(g2));
-  ct_graph_pool_release(p1), ct_graph_pool_release(pool);
+  ct_graph_pool_free(p1), ct_graph_pool_free(pool);
   TU_CHECK(y1);
   TU_CHECK(y2);
   TU_OK(ct_cuda_graph_replay(g1));
@@ -667,7 +667,7 @@ static void test_shared_pool(void **state) {
   assert_affine(y2, 2.0, 1.0, "two graphs in one pool");
   ct_cuda_graph_free(g1), ct_cuda_graph_free(g2);
   ct_free(y1), ct_free(y2), ct_free(x);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 // A bad class index fed to a captured cross-entropy fails at replay (CPU) or
@@ -684,7 +684,7 @@ static void test_cross_entropy_target_at_replay(void **state) {
   ct_tensor *warm = ct_cross_entropy_loss(logits, target, NULL); // first use: CUDA's error record is made
   TU_CHECK(warm);
   ct_free(warm);
-  ct_cuda_graph *g = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create();
   TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
   ct_tensor *loss = ct_cross_entropy_loss(logits, target, NULL);
   TU_OK(ct_cuda_graph_capture_end(g));
@@ -699,7 +699,7 @@ static void test_cross_entropy_target_at_replay(void **state) {
   tu_assert_error_contains("Target 7 is out of bounds", "bad target at replay");
   ct_cuda_graph_free(g);
   ct_free(loss), ct_free(logits), ct_free(target), ct_free(bad_t);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 }
 
 int main(int argc, char **argv) {

@@ -101,7 +101,7 @@ static void test_every_entry_is_recorded(void **state) {
   TU_CHECK(side);
   int recorded = 0, waits = 0, queries = 0;
 
-  ct_cuda_graph *g = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create();
   TU_CHECK(g);
   TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
   CTI_ALL_OPS(RECORD_WORK)
@@ -109,13 +109,13 @@ static void test_every_entry_is_recorded(void **state) {
   ct_cuda_graph_free(g);
 
   // A refused wait invalidates its capture: one capture for those.
-  g = ct_cuda_graph_new();
+  g = ct_cuda_graph_create();
   TU_CHECK(g);
   TU_OK(ct_cuda_graph_capture_begin(g, side, NULL));
   CTI_ALL_OPS(RECORD_WAITS)
   assert_int_not_equal(ct_cuda_graph_capture_end(g), CT_OK);
   ct_cuda_graph_free(g);
-  ct_stream_destroy(side);
+  ct_stream_free(side);
 
   assert_int_equal(recorded + waits + queries, table_entries());
   assert_true(waits >= 1 && queries >= 1);

@@ -38,8 +38,8 @@ static int teardown(void **state) {
   two *t = *state;
   ct_sanitizer_set_mode(CT_SANITIZER_OFF);
   ct_set_stream(t->def);
-  ct_stream_destroy(t->a);
-  ct_stream_destroy(t->b);
+  ct_stream_free(t->a);
+  ct_stream_free(t->b);
   return 0;
 }
 
@@ -137,7 +137,7 @@ static void test_each_wait_silences_it(void **state) {
     TU_OK(ct_record_stream(x, t->b));
     drop_on_b(t, y);
     ct_free(x);
-    ct_event_destroy(e);
+    ct_event_free(e);
   }
   assert_true(ct_sanitizer_reports() == before);
   // An event recorded *before* the write orders nothing after it.
@@ -150,7 +150,7 @@ static void test_each_wait_silences_it(void **state) {
   assert_int_equal(ct_last_status(), CT_ERR_RACE);
   TU_OK(ct_stream_wait_stream(t->def, t->a));
   ct_free(x);
-  ct_event_destroy(early);
+  ct_event_free(early);
 }
 
 // b reads x (ordered), then a writes x again without waiting for b: the
@@ -319,7 +319,7 @@ static void test_graph_replay_on_its_stream(void **state) {
   ct_tensor *in = ct_full(CT_SHAPE(64), 1.0, CT_F32, t->d);
   TU_CHECK(in);
   TU_OK(ct_sanitizer_name_tensor(in, "static_in"));
-  ct_cuda_graph *g = ct_cuda_graph_new();
+  ct_cuda_graph *g = ct_cuda_graph_create();
   TU_CHECK(g);
   TU_OK(ct_stream_wait_stream(t->a, t->def));
   TU_OK(ct_cuda_graph_capture_begin(g, t->a, NULL));

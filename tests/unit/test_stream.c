@@ -108,13 +108,13 @@ static void test_create_set_destroy(void **state) {
   TU_OK(ct_set_stream(def));
   assert_ptr_equal(ct_current_stream(d), def);
   TU_OK(ct_set_stream(s));
-  ct_stream_destroy(s); // current in this thread: the default takes over
+  ct_stream_free(s); // current in this thread: the default takes over
   assert_ptr_equal(ct_current_stream(d), def);
 
-  ct_stream_destroy(def); // ignored
+  ct_stream_free(def); // ignored
   assert_ptr_equal(ct_default_stream(d), def);
   assert_true(ct_stream_query(def));
-  ct_stream_destroy(NULL);
+  ct_stream_free(NULL);
 
   assert_int_equal(ct_set_stream(NULL), CT_ERR_VALUE);
   assert_int_equal(ct_stream_synchronize(NULL), CT_ERR_VALUE);
@@ -125,7 +125,7 @@ static void test_create_set_destroy(void **state) {
     ct_stream *p = ct_stream_create(d, prios[i]);
     TU_CHECK(p);
     TU_OK(ct_stream_synchronize(p));
-    ct_stream_destroy(p);
+    ct_stream_free(p);
   }
 }
 
@@ -167,9 +167,9 @@ static void test_elapsed_time_of_sleep(void **state) {
   TU_OK(ct_event_record(end, s));
   TU_OK(ct_event_elapsed_time(start, end, &ms2));
   assert_true(ms2 >= 0.0f && ms2 < ms);
-  ct_event_destroy(start);
-  ct_event_destroy(end);
-  ct_stream_destroy(s);
+  ct_event_free(start);
+  ct_event_free(end);
+  ct_stream_free(s);
 }
 
 static void test_event_errors(void **state) {
@@ -209,12 +209,12 @@ static void test_event_errors(void **state) {
     assert_int_equal(ct_event_elapsed_time(a, o, &ms), CT_ERR_DEVICE);
     assert_non_null(strstr(ct_last_error(), "same device"));
     assert_int_equal(ct_event_record(o, ct_default_stream(d)), CT_ERR_DEVICE);
-    ct_event_destroy(o);
+    ct_event_free(o);
   }
-  ct_event_destroy(a);
-  ct_event_destroy(b);
-  ct_event_destroy(nt);
-  ct_event_destroy(NULL);
+  ct_event_free(a);
+  ct_event_free(b);
+  ct_event_free(nt);
+  ct_event_free(NULL);
 }
 
 // s waits for e: work queued on s after the wait runs after e's work.
@@ -270,14 +270,14 @@ static void test_wait_event_orders(void **state) {
     TU_CHECK(ce);
     TU_OK(ct_event_record(ce, NULL));
     TU_OK(ct_stream_wait_event(gs, ce));
-    ct_event_destroy(ce);
-    ct_event_destroy(ge);
-    ct_stream_destroy(gs);
+    ct_event_free(ce);
+    ct_event_free(ge);
+    ct_stream_free(gs);
   }
 #endif
-  ct_event_destroy(e);
-  ct_stream_destroy(a);
-  ct_stream_destroy(b);
+  ct_event_free(e);
+  ct_stream_free(a);
+  ct_stream_free(b);
 }
 
 static void test_query(void **state) {
@@ -309,8 +309,8 @@ static void test_query(void **state) {
     assert_true(ct_event_query(e));
     assert_true(ct_stream_query(s));
   }
-  ct_event_destroy(e);
-  ct_stream_destroy(s);
+  ct_event_free(e);
+  ct_stream_free(s);
 }
 
 // The CPU model's test hold (stream.h): a CPU event recorded while held is
@@ -325,21 +325,21 @@ static void test_cpu_event_hold(void **state) {
   TU_CHECK(during);
   TU_CHECK(after);
   TU_OK(ct_event_record(before, NULL));
-  ct_cpu_events_hold_(true);
+  ct_cpu_events_hold(true);
   TU_OK(ct_event_record(during, NULL));
   assert_true(ct_event_query(before));
   assert_false(ct_event_query(during));
   TU_OK(ct_event_synchronize(during)); // the host has nothing to wait for
   assert_false(ct_event_query(during));
-  ct_cpu_events_hold_(false);
+  ct_cpu_events_hold(false);
   assert_true(ct_event_query(during));
   TU_OK(ct_event_record(after, NULL));
   assert_true(ct_event_query(after));
   // A second hold does not catch an event of the first.
-  ct_cpu_events_hold_(true);
+  ct_cpu_events_hold(true);
   assert_true(ct_event_query(during));
-  ct_cpu_events_hold_(false);
-  ct_event_destroy(before), ct_event_destroy(during), ct_event_destroy(after);
+  ct_cpu_events_hold(false);
+  ct_event_free(before), ct_event_free(during), ct_event_free(after);
 }
 
 // A kernel's deferred error (async_error.h) is seen at a wait for the stream
@@ -365,8 +365,8 @@ static void test_async_error_on_side_stream(void **state) {
   assert_non_null(strstr(ct_last_error(), "ct_event_synchronize"));
   TU_OK(ct_stream_synchronize(side)); // reported once
   ct_free(loss), ct_free(t), ct_free(x);
-  ct_event_destroy(e);
-  ct_stream_destroy(side);
+  ct_event_free(e);
+  ct_stream_free(side);
 }
 
 // A CUDA failure the runtime handled (ct_cuda_fail) is not left in CUDA's
@@ -450,7 +450,7 @@ static void test_gemm_on_two_streams(void **state) {
     }
   }
   ct_free(a), ct_free(b);
-  ct_stream_destroy(st[0]), ct_stream_destroy(st[1]);
+  ct_stream_free(st[0]), ct_stream_free(st[1]);
   free(ha), free(hb), free(ref), free(back);
 }
 

@@ -94,8 +94,8 @@ static void test_one_stream_runs_in_order(void **state) {
   TU_OK(ct_set_stream(def));
   TU_OK(ct_record_stream(x, s));
   ct_free(sum), ct_free(mx), ct_free(x);
-  for (int i = 0; i < 4; ++i) ct_event_destroy(ev[i]);
-  ct_stream_destroy(s);
+  for (int i = 0; i < 4; ++i) ct_event_free(ev[i]);
+  ct_stream_free(s);
 }
 
 // Stream b reads x after waiting for the event a recorded after writing it:
@@ -141,9 +141,9 @@ static void test_wait_orders_across_streams(void **state) {
     TU_OK(ct_record_stream(neg, b));
     ct_free(lo), ct_free(neg), ct_free(y), ct_free(x);
   }
-  ct_event_destroy(e);
-  ct_stream_destroy(a);
-  ct_stream_destroy(b);
+  ct_event_free(e);
+  ct_stream_free(a);
+  ct_stream_free(b);
 }
 
 // torch.cuda.Event.elapsed_time: timing is checked before recording, in
@@ -186,7 +186,7 @@ static void test_elapsed_time_rules(void **state) {
   TU_OK(ct_event_record(plain, NULL));
   assert_int_equal(ct_event_elapsed_time(t0, plain, &ms), CT_ERR_VALUE);
   assert_non_null(strstr(ct_last_error(), "enable_timing=True"));
-  ct_event_destroy(t0), ct_event_destroy(t1), ct_event_destroy(plain);
+  ct_event_free(t0), ct_event_free(t1), ct_event_free(plain);
 }
 
 // torch.cuda.Stream.priority_range() and Stream.priority.
@@ -231,7 +231,7 @@ static void test_priority_range(void **state) {
       assert_int_equal(got, want);
     }
 #endif
-    ct_stream_destroy(s);
+    ct_stream_free(s);
   }
   assert_int_equal(ct_stream_priority(ct_default_stream(d)), 0);
 }

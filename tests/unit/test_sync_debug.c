@@ -195,8 +195,8 @@ static int teardown(void **state) {
   ct_set_sync_debug_mode(0);
   TU_OK(ct_cuda_is_available() && f->d.type == CT_CUDA ? ct_cuda_synchronize(f->d.index) : CT_OK);
   ct_free(f->x), ct_free(f->one), ct_free(f->host), ct_free(f->pinned);
-  ct_event_destroy(f->e0), ct_event_destroy(f->e1);
-  ct_stream_destroy(f->side);
+  ct_event_free(f->e0), ct_event_free(f->e1);
+  ct_stream_free(f->side);
   return 0;
 }
 
