@@ -35,7 +35,7 @@ static ct_tensor *gelu_run(ct_module *m, const ct_tensor *x_in, const ct_tensor 
   ct_tensor *x = ct_contiguous(x_in), *dy = dy_in ? ct_contiguous(dy_in) : NULL;
   ct_tensor *out = x && (dy || !dy_in) ? ct_empty_like(x, dt, m->device) : NULL;
   int rc = out ? CT_OK : (int)ct_last_status();
-  if (!rc)
+  if (!rc) // cpu/cpu_transformer.c's gelu, or kernels/transformer.cu's cuda_gelu
     rc = be->transformer->gelu(dt, st->tanh_approx, ct_numel(x), ct_data_ptr(x), dy ? ct_data_ptr(dy) : NULL,
                                ct_data_ptr(out), ct_current_stream(m->device));
   ct_free(x), ct_free(dy);

@@ -9,6 +9,13 @@ libraries and the sources.
 2. No cti_ name appears in common/include/ (a public header would leak it).
 3. Chapters include only public headers: no "core/", "cpu/", "kernels/", ...
 4. Only common/app/ calls exit() or abort().
+5. Names tell the truth (common/README.md, "Names"): in common/ outside
+   include/, every ct_ name the code (not its comments or strings) uses is a
+   public one, so no static, file-local helper, device function or private
+   type borrows the public prefix; nowhere (common, chapters, tests, tools)
+   does a static function or variable carry it; and no type the project
+   defines is CamelCase (snake_case, as the C runtime's ct_tensor; short
+   all-caps template aliases such as T are fine).
 Usage: check_layout.py SOURCE_DIR LIBCT LIBCT_APP NM
 """
 import pathlib
@@ -74,6 +81,46 @@ for f in sorted((src / "common").rglob("*")):
     if re.search(r"\b(exit|abort)\s*\(", code):
         problems.append(f"{f.relative_to(src)} calls exit/abort: only common/app/ "
                         "may end the process")
+
+# Rule 5: names. Comments and string literals are stripped first (a message
+# may quote a public call, "ct_view: ...").
+TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+def code_of(text):  # comments and literals blanked, line numbers kept
+    return TOKEN.sub(lambda m: "\n" * m.group(0).count("\n") + ('""' if m.group(0)[0] in "\"'" else " "), text)
+
+STATIC_CT = re.compile(r"\bstatic\b[^;{}()=]*?\b(ct_[A-Za-z0-9_]+)\s*[(\[=;,]")
+TYPE_DEF = re.compile(r"\b(?:struct|class|union|enum(?:\s+class)?)\s+([A-Za-z_]\w*)\s*(?:final\s*)?[{:;]"
+                      r"|\busing\s+([A-Za-z_]\w*)\s*=|\btypedef\b[^;]*?\b([A-Za-z_]\w*)\s*;")
+def camel(name):
+    return bool(re.match(r"[A-Z][a-z]", name) or re.search(r"[a-z][A-Z]", name))
+
+def check_names(root, files):
+    out = []
+    for f in files:
+        code = code_of(f.read_text())
+        rel = f.relative_to(root)
+        # A public header's static inline functions are public API (checked.h).
+        for m in STATIC_CT.finditer("" if rel.parts[:2] == ("common", "include") else code):
+            n = code.count("\n", 0, m.start()) + 1
+            out.append(f"{rel}:{n} defines the static {m.group(1)}: file-local names "
+                       "do not carry the public ct_ prefix (plain name, or cti_ if shared)")
+        for m in TYPE_DEF.finditer(code):
+            name = next(g for g in m.groups() if g)
+            if camel(name):
+                n = code.count("\n", 0, m.start()) + 1
+                out.append(f"{rel}:{n} defines the CamelCase type {name}: types are snake_case")
+        if rel.parts[0] == "common" and "include" not in rel.parts:
+            for name in sorted(set(re.findall(r"\bct_[A-Za-z0-9_]+\b", code)) - public):
+                out.append(f"{rel} names {name}, which no public header declares: "
+                           "an internal name takes cti_ (shared) or no prefix (file-local)")
+    return out
+
+# tools/sim is left out: the SIMT emulator spells CUDA's own API
+# (cudaStream_t, cudaMemcpyKind) and its namespace ct_sim.
+sources = [f for d in ("common", "chapters", "tests", "tools") for f in sorted((src / d).rglob("*"))
+           if f.suffix in (".c", ".h", ".cu", ".cuh", ".cc") and f.is_file()
+           and f.relative_to(src).parts[:2] != ("tools", "sim")]
+problems += check_names(src, sources)
 
 for p in problems:
     print("layout:", p)
