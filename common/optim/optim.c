@@ -36,7 +36,7 @@
 #include "graph_impl.h"
 #include "ops.h"
 #include "optim_kernels.h"
-#include "prof_impl.h"
+#include "observe.h"
 #include "stream.h"
 
 typedef enum opt_kind { KIND_SGD, KIND_ADAM, KIND_ADAMW } opt_kind;
@@ -416,34 +416,35 @@ static int optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
 }
 
 // torch's range names: "Optimizer.step#Adam.step", "Optimizer.zero_grad#Adam.zero_grad".
-static int profile_range(const ct_optimizer *opt, const char *what) {
+static cti_range profile_range(const ct_optimizer *opt, const char *what) {
+  if (!cti_observed()) return (cti_range){-1, -1};
   char name[64];
   snprintf(name, sizeof name, "Optimizer.%s#%s.%s", what, ct_optimizer_name(opt), what);
-  return cti_prof_module_begin(name, NULL, NULL);
+  return cti_observe_range_begin(name, NULL, NULL);
 }
 
 int ct_optimizer_step(ct_optimizer *opt) {
   if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step: NULL optimizer");
-  int range = CTI_PROF_ON ? profile_range(opt, "step") : -1;
+  cti_range range = profile_range(opt, "step");
   int rc = step(opt, NULL);
-  cti_prof_end(range);
+  cti_observe_range_end(range);
   return rc;
 }
 
 int ct_optimizer_step_found_inf(ct_optimizer *opt, const ct_tensor *found_inf) {
   if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step_found_inf: NULL optimizer");
   if (!found_inf) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step_found_inf: NULL found_inf");
-  int range = CTI_PROF_ON ? profile_range(opt, "step") : -1;
+  cti_range range = profile_range(opt, "step");
   int rc = step(opt, found_inf);
-  cti_prof_end(range);
+  cti_observe_range_end(range);
   return rc;
 }
 
 int ct_optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
   if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_zero_grad: NULL optimizer");
-  int range = CTI_PROF_ON ? profile_range(opt, "zero_grad") : -1;
+  cti_range range = profile_range(opt, "zero_grad");
   int rc = optimizer_zero_grad(opt, set_to_none);
-  cti_prof_end(range);
+  cti_observe_range_end(range);
   return rc;
 }
 
