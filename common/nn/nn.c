@@ -35,7 +35,6 @@
 #include <string.h>
 
 #include "backend.h"
-#include "checkpoint.h"
 #include "error.h"
 #include "nn_impl.h"
 #include "ops.h"
@@ -696,6 +695,14 @@ int64_t ct_module_num_elements(ct_module *m) {
     if (!m->own[i].is_buffer && !m->tied[i] && m->own[i].value) total += ct_numel(m->own[i].value);
   for (int c = 0; c < m->n_children; ++c) total += ct_module_num_elements(m->children[c]);
   return total;
+}
+
+// The arrays state_dict and the checkpoint loaders hand out (nn.h). Here,
+// beside the type, so that nn/ needs nothing of io/ (io/ saves modules).
+void ct_named_tensors_free(ct_named_tensor *entries, int n) {
+  if (!entries) return;
+  for (int i = 0; i < n; i++) ct_free(entries[i].tensor);
+  free(entries);
 }
 
 // load_state_dict: every check first, then the copies, so that a failed load
