@@ -31,7 +31,7 @@
 
 #include "async_error.h"
 #include "cuda_check.h"
-#include "cuda_backend.h" // cti_cublas_get_version (gemm.cu)
+#include "backend.h" // cti_cublas_get_version (gemm.cu)
 #endif
 
 // ---- the availability probe ----------------------------------------------------
