@@ -13,6 +13,8 @@
 #include "observe.h"
 
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 #include "backend.h"
 #include "error.h"
@@ -83,6 +85,20 @@ int cti_observe_copy(ct_device dst, ct_device src, bool non_blocking) {
   if (!cti_observed()) return CT_OK;
   EACH(o) {
     int rc = o->copy ? o->copy(dst, src, non_blocking) : CT_OK;
+    if (rc != CT_OK) return rc;
+  }
+  return CT_OK;
+}
+
+int cti_observe_uncapturable(ct_device d, const char *fmt, ...) {
+  if (!cti_observed()) return CT_OK;
+  char msg[384];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  EACH(o) {
+    int rc = o->uncapturable ? o->uncapturable(d, msg) : CT_OK;
     if (rc != CT_OK) return rc;
   }
   return CT_OK;

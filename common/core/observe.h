@@ -19,6 +19,7 @@
 //    stream (an observer may refuse it: the op then fails unissued);
 //  - host waits: every sync point (cti_sync_begin in sync_point.h, which
 //    an observer may refuse), and what the host then knows to be done;
+//    copies, and work a captured graph could not replay (may be refused);
 //  - streams and events: waits between streams, records, destruction;
 //  - ranges: a module's or the optimizer's named range;
 //  - backend wrapping: the table an op gets from cti_backend_for.
@@ -72,6 +73,10 @@ typedef struct cti_observer {
   // A copy of cti_memcpy between dst and src is about to be issued: CT_OK,
   // or a status with the error recorded (the copy is refused).
   int (*copy)(ct_device dst, ct_device src, bool non_blocking);
+  // An op on d is about to do what a captured graph could not replay (a
+  // host scalar it would freeze); msg is the refusal, in the words to fail
+  // with. CT_OK, or a status with the error recorded (the op must fail).
+  int (*uncapturable)(ct_device d, const char *msg);
   // The host knows that all work issued so far on s (host_waits), on every
   // stream of d (host_waits_device) or before the event whose slot is
   // `event` (host_waits_event) is done.
@@ -127,6 +132,7 @@ static inline bool cti_observed(void) {
 // attached.
 const struct cti_backend *cti_observe_wrap(const char *op, ct_device d, const struct cti_backend *be);
 int cti_observe_copy(ct_device dst, ct_device src, bool non_blocking);
+int cti_observe_uncapturable(ct_device d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cti_observe_host_waits(ct_stream *s);
 void cti_observe_host_waits_device(ct_device d);
 void cti_observe_host_waits_event(void *const *event);

@@ -493,5 +493,12 @@ static int sync_point(const char *op, ct_device d, unsigned how, bool outermost)
   return how & CTI_SYNC_REFUSE_IN_CAPTURE ? cti_graph_forbid_sync(op, d) : CT_OK;
 }
 
-static const cti_observer observer = {
-    .name = "a graph capture", .slot = 0, .wrap = intercept, .sync_point = sync_point, .copy = forbid_copy};
+// Work the graph could not replay (Adam's host-side bias corrections): refused during capture on d.
+static int uncapturable(ct_device d, const char *msg) { return cti_graph_refuse(d, "%s", msg); }
+
+static const cti_observer observer = {.name = "a graph capture",
+                                      .slot = 0,
+                                      .wrap = intercept,
+                                      .sync_point = sync_point,
+                                      .copy = forbid_copy,
+                                      .uncapturable = uncapturable};

@@ -33,7 +33,6 @@
 
 #include "backend.h"
 #include "error.h"
-#include "graph_impl.h"
 #include "ops.h"
 #include "optim_kernels.h"
 #include "observe.h"
@@ -258,9 +257,9 @@ static int check_param(const ct_optimizer *opt, int i) {
   }
   // Adam's bias corrections are host scalars of the step count: a captured
   // step would replay the captured step's forever (PyTorch's capturable=False).
-  if (opt->kind != KIND_SGD && cti_graph_refuse(pd, "ct_optimizer_step: Attempting CUDA graph capture of "
-                                                "step() for an instance of %s but param_groups' capturable "
-                                                "is False.", ct_optimizer_name(opt)))
+  if (opt->kind != KIND_SGD && cti_observe_uncapturable(pd, "ct_optimizer_step: Attempting CUDA graph capture of "
+                                                        "step() for an instance of %s but param_groups' "
+                                                        "capturable is False.", ct_optimizer_name(opt)))
     return ct_last_status();
   return cti_backend_for("ct_optimizer_step", pd) ? CT_OK : (int)ct_last_status();
 }

@@ -12,6 +12,7 @@ common/CMakeLists.txt names. This check reads those lines and the sources:
    sanitizer/, and no core source includes one of their headers (they
    observe core through core/observe.h).
 3. Every folder has its line.
+4. The folders' includes form no circle (a folder that reaches itself).
 
 Usage: check_includes.py SOURCE_DIR            the check (exit 1 on a problem)
        check_includes.py SOURCE_DIR --graph    also print the folders' graph
@@ -76,7 +77,26 @@ def check(src, planted=()):
                 elif o not in sees.get(d, []):
                     problems.append(f"{where} includes {name}, private to {o}/, which {d}/ may not "
                                     f"use (set(CT_SEES_{d} ...) in common/CMakeLists.txt)")
+    problems += circles(edges)
     return problems, edges
+
+
+def circles(edges):
+    """One problem per folder that reaches itself through others' headers."""
+    found = []
+    for start in sorted(edges):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            d, path = stack.pop()
+            for o in sorted(edges.get(d, ())):
+                if o == start:
+                    found.append("the folders' includes go round: " + " -> ".join(path + [o]))
+                    stack = []
+                    break
+                if o not in seen:
+                    seen.add(o)
+                    stack.append((o, path + [o]))
+    return found
 
 
 def main():
