@@ -692,15 +692,15 @@ static int show_forbidden(graphed *gr, const data *d, ct_metrics *m) {
 ::: zh
 ## 私有内存池
 
-重放把结果写到捕获时的地址上，所以这些地址在图活着的时候不能分给别人。捕获期间，捕获流上的每次分配都来自图的**私有内存池**（`ct_graph_pool_handle`，即 `torch.cuda.graph_pool_handle()`）；默认池从不从它分配，它也不为默认池服务。捕获中释放的临时张量回到这个池，可以被捕获中后面的分配再用：重放按同样的顺序执行，这种复用在重放时同样安全。分配器在捕获流上只认这一个池：
+重放把结果写到捕获时的地址上，所以这些地址在图活着的时候不能分给别人。捕获期间，捕获流上的每次分配都来自图的**私有内存池**（`ct_graph_pool_handle`，即 `torch.cuda.graph_pool_handle()`）；默认池从不从它分配，它也不为默认池服务。捕获中释放的临时张量回到这个池，可以被捕获中后面的分配再用：重放按同样的顺序执行，这种复用在重放时同样安全。`capture_begin` 把这个池告诉分配器（和 PyTorch 的 `capture_begin` 一样，由捕获告诉分配器，分配器不去问图），分配器在捕获流上只认这一个池：
 :::
 ::: en
 ## The private pool
 
-A replay writes its results to the addresses of the capture, so those addresses must not go to anyone else while the graph lives. During capture every allocation for the capture stream comes from the graph's **private pool** (`ct_graph_pool_handle`, `torch.cuda.graph_pool_handle()`); the default pool never allocates from it, and it never serves the default pool. A temporary freed during the capture goes back to this pool and may serve a later allocation of the same capture: a replay runs in the same order, so that reuse is just as safe at replay. For the capture stream the allocator accepts this one pool:
+A replay writes its results to the addresses of the capture, so those addresses must not go to anyone else while the graph lives. During capture every allocation for the capture stream comes from the graph's **private pool** (`ct_graph_pool_handle`, `torch.cuda.graph_pool_handle()`); the default pool never allocates from it, and it never serves the default pool. A temporary freed during the capture goes back to this pool and may serve a later allocation of the same capture: a replay runs in the same order, so that reuse is just as safe at replay. `capture_begin` tells the allocator this pool (as PyTorch's `capture_begin` does: the capture tells the allocator, the allocator never asks the graph), and for the capture stream the allocator accepts this one pool:
 :::
 */
-/*md source common/graph/graph.c alloc_pool*/
+/*md source common/core/alloc.c capture_pool*/
 /*md
 ::: zh
 池比图活得久：捕获做出的张量（损失、梯度、模型为反向保存的激活值）在图释放之后可能还在用，池要等它们的最后一块内存也释放了才还给系统（`ct_mempool_release`）。下面在一张新图上看内存的来去。几张图也可以共用一个池（`ct_cuda_graph_pool(g)`，即 `g.pool()`，传给下一次捕获），这时要按捕获的顺序重放它们，因为后捕获的图可能复用了先捕获的图释放掉的内存。

@@ -726,10 +726,10 @@ Below, a list of calls runs once each in warn mode, with a hook (`ct_set_sync_de
 */
 /*md
 ::: zh
-每个同步点进门时都经过同一个检查（`common/core/sync_debug.c`）。嵌套的同步点只报告最外层那个调用：`ct_item` 内部的拷贝不再单独报告。
+每个同步点进门时只调用一个函数 `cti_sync_begin`，它把这个同步点交给当前挂上的观察者（`common/core/observe.h`）；模式不是 default 时，sync debug 模式就挂在上面，它的检查如下（`common/core/sync_debug.c`）。嵌套的同步点只报告最外层那个调用：`ct_item` 内部的拷贝不再单独报告。
 :::
 ::: en
-Every sync point passes the same check on its way in (`common/core/sync_debug.c`). Nested sync points report only the outermost call: the copy inside `ct_item` is not reported again.
+Every sync point makes one call on its way in, `cti_sync_begin`, which hands it to the observers attached at the time (`common/core/observe.h`); while the mode is not the default, the sync debug mode is one of them, and this is its check (`common/core/sync_debug.c`). Nested sync points report only the outermost call: the copy inside `ct_item` is not reported again.
 :::
 */
 /*md source common/core/sync_debug.c sync_begin*/

@@ -75,10 +75,11 @@
 
 #include "device.h"
 #include "error.h"
-#include "prof_impl.h"
-#include "graph_impl.h"
+#include "alloc_capture.h"
+#include "observe.h"
 #include "stream.h"
 #include "strbuf.h"
+#include "sync_point.h"
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -531,6 +532,49 @@ static int pool_release_free(dev_state *ds, ct_mempool *p, size_t *released) {
   return status;
 }
 
+// ---- graph capture (alloc_capture.h) ------------------------------------------------------
+// This thread's capture, as the capture told it: the device, the capture
+// stream, the graph's pool and how to refuse; `on` false outside capture.
+static _Thread_local struct {
+  bool on;
+  ct_device device;
+  const ct_stream *stream;
+  ct_mempool *pool;
+  int (*refuse)(const char *msg);
+} capture;
+
+void cti_alloc_capture_begin(ct_device d, const ct_stream *stream, ct_mempool *pool, int (*refuse)(const char *msg)) {
+  capture.device = d;
+  capture.stream = stream;
+  capture.pool = pool;
+  capture.refuse = refuse;
+  capture.on = true;
+}
+
+void cti_alloc_capture_end(void) { capture.on = false; }
+
+static bool capturing_on(ct_device d) { return capture.on && ct_device_eq(capture.device, d); }
+
+// region: capture_pool
+// The pool a block for `stream` on d comes from. Outside capture, or for
+// another stream, *pool is left as asked. For the capture stream, NULL
+// becomes the graph's pool, and any other pool is refused (the capture is
+// spoilt).
+static int capture_pool(ct_device d, const ct_stream *stream, ct_mempool **pool) {
+  if (!capturing_on(d) || stream != capture.stream) return CT_OK;
+  if (!*pool) *pool = capture.pool;
+  if (*pool == capture.pool) return CT_OK;
+  return capture.refuse("ct_block_alloc: operation not permitted when stream is capturing: a block for "
+                        "the capturing stream must come from the graph's private pool (pass pool NULL)");
+}
+// endregion
+
+// Whether s is the default (legacy) stream of the device this thread captures on.
+static bool capture_legacy_stream(const ct_stream *s) {
+  return capture.on && s && ct_device_eq(capture.device, ct_stream_device(s)) &&
+         s == ct_default_stream(capture.device);
+}
+
 // ---- blocks ---------------------------------------------------------------------------
 static size_t round_request(size_t n) {
   if (n == 0) n = 1;
@@ -637,7 +681,7 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
     return NULL;
   }
   // During a graph capture a block for the capture stream comes from the graph's pool.
-  if (cti_graph_alloc_pool(d, stream, &pool) != CT_OK) return NULL;
+  if (capture_pool(d, stream, &pool) != CT_OK) return NULL;
   ct_mempool *p = pool ? pool : &ds->pool;
 
   pthread_mutex_lock(&ds->mu);
@@ -650,7 +694,7 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
   // Blocks whose other-stream work has finished; not while this thread
   // captures on the device (an event query there is not permitted, PyTorch
   // skips it too).
-  if (!cti_graph_capturing_on(d)) process_events(ds, false);
+  if (!capturing_on(d)) process_events(ds, false);
   // region: cache
   size_t rounded = round_request(nbytes);
   bool small = rounded <= SMALL_SIZE;
@@ -706,10 +750,10 @@ ct_block *ct_block_alloc(ct_device d, size_t nbytes, ct_stream *stream, ct_mempo
   s->active++;
   if (s->active > s->peak_active) s->peak_active = s->active;
   s->num_alloc_calls++;
-  if (CTI_PROF_ON) cti_prof_memory(d, b->ptr, (int64_t)rounded, s->allocated, s->reserved);
+  if (cti_observed()) cti_observe_memory(d, b->ptr, (int64_t)rounded, s->allocated, s->reserved);
   pthread_mutex_unlock(&ds->mu);
 
-  if (ct_alloc_poison() && !cti_graph_legacy_stream(stream) && poison_block(b) != CT_OK) {
+  if (ct_alloc_poison() && !capture_legacy_stream(stream) && poison_block(b) != CT_OK) {
     ct_status st = ct_last_status();
     char msg[512];
     snprintf(msg, sizeof msg, "%s", ct_last_error());
@@ -834,8 +878,8 @@ void ct_block_free(ct_block *b) {
   s->freed_total += b->rounded;
   s->active--;
   s->num_frees++;
-  if (CTI_PROF_ON)
-    cti_prof_memory(b->slot == 0 ? ct_device_cpu() : ct_device_cuda(b->slot - 1), b->ptr,
+  if (cti_observed())
+    cti_observe_memory(b->slot == 0 ? ct_device_cpu() : ct_device_cuda(b->slot - 1), b->ptr,
                     -(int64_t)b->rounded, s->allocated, s->reserved);
   if (b->nuses > 0) { // used on other streams: wait for them (record_stream)
     block_insert_events(b);
@@ -924,7 +968,7 @@ static int pool_destroy_locked(dev_state *ds, ct_mempool *p) {
 // thread captures on the device: giving memory back waits for the device).
 static void pool_reap(dev_state *ds, ct_mempool *p) {
   ct_device d = p->slot == 0 ? ct_device_cpu() : ct_device_cuda(p->slot - 1);
-  if (p->orphaned && p->live == 0 && !cti_graph_capturing_on(d)) (void)pool_destroy_locked(ds, p);
+  if (p->orphaned && p->live == 0 && !capturing_on(d)) (void)pool_destroy_locked(ds, p);
 }
 
 int ct_mempool_free(ct_mempool *p) {
@@ -1009,8 +1053,10 @@ void ct_reset_peak_memory_stats(ct_device d) {
 int ct_empty_cache(ct_device d) {
   int slot = slot_of(d, "ct_empty_cache");
   if (slot < 0) return ct_last_status();
-  int rc = cti_graph_forbid_sync("ct_empty_cache", d); // giving memory back waits for the device
+  // Giving memory back waits for the device: refused during capture, not reported.
+  int rc = cti_sync_begin("ct_empty_cache", d, CTI_SYNC_REFUSE_IN_CAPTURE);
   if (rc) return rc;
+  cti_sync_end();
   dev_state *ds = &states[slot];
   pthread_mutex_lock(&ds->mu);
   process_events(ds, true); // as PyTorch's synchronize_and_free_events

@@ -150,6 +150,11 @@ static inline const char *cti_reduce_op_name(ct_reduce_op op) {
 extern const cti_backend cti_cpu_backend;
 #ifdef CT_HAVE_CUDA
 extern const cti_backend cti_cuda_backend;
+// gemm.cu: cuBLAS's version as cublasGetVersion encodes it: major * 10000 +
+// minor * 100 + patch (130100 for 13.1.0). Needs no GPU. Returns CT_OK, or
+// an error with *version left 0. (Here, so that core needs no header of the
+// CUDA backend's.)
+int cti_cublas_get_version(int *version);
 #endif
 // The backend for a device, or NULL + an error naming `op` when that device
 // has none (CUDA asked for in a CPU-only build, or no GPU).

@@ -24,15 +24,14 @@
 #include <string.h>
 
 #include "error.h"
-#include "san_hooks.h"
-#include "graph_impl.h"
+#include "sync_point.h"
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include "async_error.h"
 #include "cuda_check.h"
-#include "cuda_backend.h" // cti_cublas_get_version (gemm.cu)
+#include "backend.h" // cti_cublas_get_version (gemm.cu)
 #endif
 
 // ---- the availability probe ----------------------------------------------------
@@ -314,8 +313,10 @@ int ct_cublas_version(void) {
 
 int ct_cuda_synchronize(int index) {
   int rc = check_cuda_index("ct_cuda_synchronize", index);
-  if (rc == CT_OK) rc = cti_graph_forbid_sync("ct_cuda_synchronize", ct_device_cuda(index));
+  // A wait written on purpose: refused during capture, not reported (sync_debug.h).
+  if (rc == CT_OK) rc = cti_sync_begin("ct_cuda_synchronize", ct_device_cuda(index), CTI_SYNC_REFUSE_IN_CAPTURE);
   if (rc) return rc;
+  cti_sync_end(); // nothing below is a sync point
 #ifdef CT_HAVE_CUDA
   // Enters on the thread's current device; leaves on it again.
   int prev = 0;
@@ -327,7 +328,7 @@ int ct_cuda_synchronize(int index) {
   if (prev != index) (void)cudaSetDevice(prev);
   if (e != cudaSuccess) return ct_cuda_fail((int)e, "cudaDeviceSynchronize()", __FILE__, __LINE__);
   if (rc != CT_OK) return rc;
-  cti_san_host_waits_device(ct_device_cuda(index)); // every stream of the device is done
+  cti_observe_host_waits_device(ct_device_cuda(index)); // every stream of the device is done
 #endif
   return CT_OK;
 }

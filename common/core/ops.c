@@ -20,9 +20,7 @@
 
 #include "backend.h"
 #include "error.h"
-#include "san_hooks.h"
-#include "prof_impl.h"
-#include "graph_impl.h"
+#include "observe.h"
 #include "stream.h"
 #include "sync_point.h"
 #include "tensor_impl.h"
@@ -32,10 +30,6 @@ void ct_set_allow_tf32(bool allow) { allow_tf32 = allow; }
 bool ct_get_allow_tf32(void) { return allow_tf32; }
 
 // ---- backends -----------------------------------------------------------------
-// While a profiler session records, the table handed out opens an op range
-// around each entry (prof/prof_backend.c): one branch here when it does not.
-#define PROFILED(be) (CTI_PROF_ON ? cti_prof_backend(be) : (be))
-
 static const cti_backend *device_backend(const char *op, ct_device d) {
   if (d.type == CT_CPU) return &cti_cpu_backend;
   if (d.type != CT_CUDA) {
@@ -62,13 +56,16 @@ static const cti_backend *device_backend(const char *op, ct_device d) {
 }
 
 // region: backend_for
-// While this thread captures a graph on d, ops get the recording table
-// instead (graph_impl.h): the one place where capture meets the dispatcher.
+// The attached observers may wrap the device's table (observe.h): while this
+// thread captures a graph on d, ops get the recording table instead
+// (graph/), the one place where capture meets the dispatcher, and while a
+// profiler session records, a table whose entries open an op range around
+// the real ones (prof/). One load and a branch when nothing is attached.
 // (A profiler session sees a capture's recording table as it is: the
 // recorded calls run, and are timed, only at replay's level.)
 const cti_backend *cti_backend_for(const char *op, ct_device d) {
   const cti_backend *be = device_backend(op, d);
-  return be ? PROFILED(cti_graph_intercept(op, d, be)) : NULL;
+  return be && cti_observed() ? cti_observe_wrap(op, d, be) : be;
 }
 // endregion
 
@@ -168,7 +165,7 @@ static ct_stream *stream_of(const ct_tensor *t) { return ct_current_stream(ct_de
 static int san(const char *op, ct_stream *s, const ct_tensor *r0, const ct_tensor *r1,
                const ct_tensor *w0, const ct_tensor *w1) {
   const ct_tensor *r[2] = {r0, r1}, *w[2] = {w0, w1};
-  return cti_san_access(op, s, r, 2, w, 2);
+  return cti_observe_access(op, s, r, 2, w, 2);
 }
 
 // ---- binary ops ---------------------------------------------------------------------------
@@ -469,12 +466,12 @@ int ct_any_nonfinite(const ct_tensor *a, bool *out) {
   const cti_backend *be = cti_backend_for("ct_any_nonfinite", ct_device_of(a));
   if (!be) return ct_last_status();
   // The answer is a host bool: the host waits for it (a sync point).
-  int rc = cti_sync_begin("ct_any_nonfinite", ct_device_of(a));
+  int rc = cti_sync_begin("ct_any_nonfinite", ct_device_of(a), CTI_SYNC_REPORT);
   if (rc) return rc;
   ct_tensor *c = ct_contiguous(a);
   rc = c ? san("ct_any_nonfinite", stream_of(c), c, NULL, NULL, NULL) : (int)ct_last_status();
   if (rc == CT_OK) rc = be->any_nonfinite(ct_dtype_of(c), ct_numel(c), ct_data_ptr(c), out, stream_of(c));
-  if (rc == CT_OK) cti_san_host_waits(stream_of(c)); // the answer came back to the host
+  if (rc == CT_OK) cti_observe_host_waits(stream_of(c)); // the answer came back to the host
   ct_free(c);
   cti_sync_end();
   return rc;

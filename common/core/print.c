@@ -391,7 +391,7 @@ static char *str_synced(const char *op, const ct_tensor *t) {
     return NULL;
   }
   bool reads = ct_numel(t) > 0;
-  if (reads && cti_sync_begin(op, ct_device_of(t)) != CT_OK) return NULL;
+  if (reads && cti_sync_begin(op, ct_device_of(t), CTI_SYNC_REPORT) != CT_OK) return NULL;
   char *s = tensor_str(t);
   if (reads) cti_sync_end();
   return s;

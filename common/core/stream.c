@@ -52,9 +52,8 @@
 #include "alloc.h"
 #include "stream_alloc.h"
 #include "error.h"
-#include "san_hooks.h"
+#include "observe.h"
 #include "sync_point.h"
-#include "graph_impl.h"
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -75,7 +74,7 @@ struct ct_event {
   bool enable_timing;
   bool recorded;
   double host_ms; // CPU: CLOCK_MONOTONIC at the last record, in ms
-  void *san;      // the sanitizer's clock at the last record (san_hooks.h), or NULL
+  void *obs;      // an observer's state (the race checker's clock at the last record), or NULL (observe.h)
   uint64_t held;  // CPU: nonzero = recorded during hold number `held` (ct_cpu_events_hold)
   void *handle;   // cudaEvent_t on CUDA, NULL on the CPU
 };
@@ -273,7 +272,7 @@ void ct_stream_free(ct_stream *s) {
     }
   }
 #endif
-  cti_san_stream_destroyed(s);
+  cti_observe_stream_destroyed(s);
   cti_alloc_stream_retire(s, ct_default_stream(s->device));
   free(s);
 }
@@ -285,7 +284,7 @@ void *ct_stream_handle(const ct_stream *s) { return s ? s->handle : NULL; }
 // Waits for s. Not a sync point itself: ct_stream_synchronize is; the
 // runtime's own waits (ct_stream_wait_stream from the CPU) call this.
 static int stream_sync(ct_stream *s) {
-  cti_san_host_waits(s); // (a failure below is reported anyway)
+  cti_observe_host_waits(s); // (a failure below is reported anyway)
   if (s->device.type == CT_CPU) return CT_OK;
 #ifdef CT_HAVE_CUDA
   dev_guard g;
@@ -305,8 +304,7 @@ static int stream_sync(ct_stream *s) {
 // A sync point (sync_debug.h), as torch.cuda.Stream.synchronize is one.
 int ct_stream_synchronize(ct_stream *s) {
   if (!s) return ct_fail(CT_ERR_VALUE, "ct_stream_synchronize: stream is NULL");
-  if (cti_graph_forbid_sync("ct_stream_synchronize", s->device)) return ct_last_status();
-  int rc = cti_sync_begin("ct_stream_synchronize", s->device);
+  int rc = cti_sync_begin("ct_stream_synchronize", s->device, CTI_SYNC_REFUSE_IN_CAPTURE | CTI_SYNC_REPORT);
   if (rc) return rc;
   rc = stream_sync(s);
   cti_sync_end();
@@ -344,13 +342,13 @@ bool ct_stream_query(ct_stream *s) {
     done = query_result(e, "cudaStreamQuery(s)");
   }
 #endif
-  if (done) cti_san_host_waits(s); // "done" tells the host what a synchronize would
+  if (done) cti_observe_host_waits(s); // "done" tells the host what a synchronize would
   return done;
 }
 
 int ct_stream_wait_event(ct_stream *s, ct_event *e) {
   if (!s || !e) return ct_fail(CT_ERR_VALUE, "ct_stream_wait_event: stream or event is NULL");
-  cti_san_wait_event(s, &e->san); // also where nothing below has to wait
+  cti_observe_wait_event(s, &e->obs); // also where nothing below has to wait
   // A CPU event marks work that has already run, and an unrecorded event
   // marks nothing: nothing to wait for (cudaStreamWaitEvent agrees).
   if (e->device.type == CT_CPU || !e->recorded) return CT_OK;
@@ -370,7 +368,7 @@ int ct_stream_wait_event(ct_stream *s, ct_event *e) {
 
 int ct_stream_wait_stream(ct_stream *s, ct_stream *other) {
   if (!s || !other) return ct_fail(CT_ERR_VALUE, "ct_stream_wait_stream: stream is NULL");
-  cti_san_wait_stream(s, other); // also where nothing below has to wait
+  cti_observe_wait_stream(s, other); // also where nothing below has to wait
   if (other->device.type == CT_CPU || s == other) return CT_OK; // nothing pending
   if (s->device.type == CT_CPU) return stream_sync(other); // the host is the CPU's stream
   // As torch.cuda.Stream.wait_stream: an event recorded on `other` now.
@@ -417,7 +415,7 @@ ct_event *ct_event_create(ct_device d, bool enable_timing) {
 
 void ct_event_free(ct_event *e) {
   if (!e) return;
-  cti_san_event_free(&e->san);
+  free(e->obs); // an observer's state, one block (observe.h)
 #ifdef CT_HAVE_CUDA
   if (e->device.type == CT_CUDA && e->handle) {
     dev_guard g;
@@ -446,7 +444,7 @@ int ct_event_record(ct_event *e, ct_stream *s) {
     e->host_ms = monotonic_ms();
     e->held = atomic_load(&holding) ? atomic_load(&hold_gen) : 0;
     e->recorded = true;
-    cti_san_event_record(&e->san, s);
+    cti_observe_event_record(&e->obs, s);
     return CT_OK;
   }
 #ifdef CT_HAVE_CUDA
@@ -457,7 +455,7 @@ int ct_event_record(ct_event *e, ct_stream *s) {
   guard_exit(&g);
   if (err != cudaSuccess) return CT_CUDA_FAILED(err, "cudaEventRecord(e, s)");
   e->recorded = true;
-  cti_san_event_record(&e->san, s);
+  cti_observe_event_record(&e->obs, s);
   return CT_OK;
 #else
   return check_device("ct_event_record", e->device);
@@ -466,12 +464,15 @@ int ct_event_record(ct_event *e, ct_stream *s) {
 
 int ct_event_synchronize(ct_event *e) {
   if (!e) return ct_fail(CT_ERR_VALUE, "ct_event_synchronize: event is NULL");
-  if (cti_graph_forbid_sync("ct_event_synchronize", e->device)) return ct_last_status();
-  cti_san_host_waits_event(&e->san);
+  // A wait written on purpose: refused during capture, not reported (sync_debug.h).
+  int rc = cti_sync_begin("ct_event_synchronize", e->device, CTI_SYNC_REFUSE_IN_CAPTURE);
+  if (rc) return rc;
+  cti_sync_end(); // nothing below is a sync point
+  cti_observe_host_waits_event(&e->obs);
   if (e->device.type == CT_CPU || !e->recorded) return CT_OK;
 #ifdef CT_HAVE_CUDA
   dev_guard g;
-  int rc = guard_enter(&g, e->device.index);
+  rc = guard_enter(&g, e->device.index);
   if (rc) return rc;
   cudaError_t err = cudaEventSynchronize(cu_event(e));
   // The work before e is done: a kernel's deferred error surfaces here.
@@ -500,7 +501,7 @@ bool ct_event_query(ct_event *e) {
     done = query_result(err, "cudaEventQuery(e)");
   }
 #endif
-  if (done) cti_san_host_waits_event(&e->san);
+  if (done) cti_observe_host_waits_event(&e->obs);
   return done;
 }
 

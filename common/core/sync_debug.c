@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
 //
-// sync_debug: the mode of sync_debug.h and the check of sync_point.h.
+// sync_debug: the mode of sync_debug.h, an observer (observe.h) of the sync
+// points (sync_point.h).
 //
 // Invariant: the mode and the hook are process-wide atomics (read on every
-// sync point, so a mode set on one thread applies to all, as in PyTorch);
-// the nesting depth is per thread, so one thread's ct_item does not silence
-// another's. In the default mode a sync point costs one atomic load and an
-// increment of a thread-local counter.
+// sync point, so a mode set on one thread applies to all, as in PyTorch),
+// and the observer is attached exactly while the mode is not the default;
+// the nesting depth is core's, per thread, so one thread's ct_item does not
+// silence another's. In the default mode a sync point costs what any hook
+// costs with nothing attached: one atomic load, and an increment of the
+// thread-local depth.
 #include "sync_debug.h"
 
 #include <stdatomic.h>
@@ -14,15 +17,16 @@
 #include <string.h>
 
 #include "error.h"
+#include "observe.h"
 #include "sync_point.h"
 
 static atomic_int mode = CT_SYNC_DEBUG_DEFAULT;
 static _Atomic(ct_sync_debug_hook) hook;
 static _Atomic(void *) hook_ctx;
 static atomic_uint_least64_t reports;
-static _Thread_local int depth; // open sync scopes on this thread
 
 static const char *const names[] = {"default", "warn", "error"};
+static const cti_observer observer; // below
 
 const char *ct_sync_debug_mode_name(int m) {
   return m >= CT_SYNC_DEBUG_DEFAULT && m <= CT_SYNC_DEBUG_ERROR ? names[m] : "invalid";
@@ -34,6 +38,8 @@ int ct_set_sync_debug_mode(int m) {
                    "ct_set_sync_debug_mode: invalid value of debug_mode %d, expected one of 0 "
                    "(default), 1 (warn), 2 (error)", m);
   atomic_store(&mode, m);
+  if (m == CT_SYNC_DEBUG_DEFAULT) cti_observer_detach(&observer);
+  else return cti_observer_attach(&observer);
   return CT_OK;
 }
 
@@ -77,9 +83,11 @@ static void report(const char *op, ct_device d, int m) {
 }
 
 // region: sync_begin
-int cti_sync_begin(const char *op, ct_device d) {
+// Every sync point's check (cti_sync_begin walks the attached observers):
+// only the outermost one that wants values is reported.
+static int sync_point(const char *op, ct_device d, unsigned how, bool outermost) {
   int m = atomic_load(&mode);
-  if (depth == 0 && m != CT_SYNC_DEBUG_DEFAULT) {
+  if (outermost && (how & CTI_SYNC_REPORT) && m != CT_SYNC_DEBUG_DEFAULT) {
     report(op, d, m);
     if (m == CT_SYNC_DEBUG_ERROR) {
       char dev[CT_DEVICE_STR_MAX];
@@ -87,11 +95,8 @@ int cti_sync_begin(const char *op, ct_device d) {
                      "(ct_set_sync_debug_mode(0) allows it)", op, what(d), ct_device_str(d, dev));
     }
   }
-  ++depth;
   return CT_OK;
 }
-
-void cti_sync_end(void) {
-  if (depth > 0) --depth;
-}
 // endregion
+
+static const cti_observer observer = {.name = "the sync debug mode", .slot = 3, .sync_point = sync_point};

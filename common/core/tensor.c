@@ -17,9 +17,8 @@
 
 #include "backend.h"
 #include "error.h"
-#include "graph_impl.h"
 #include "random.h"
-#include "san_hooks.h"
+#include "observe.h"
 #include "stream.h"
 #include "sync_point.h"
 
@@ -101,7 +100,7 @@ static int check_shape(const char *op, ct_shape s, size_t itemsize) {
 // ---- handles and storage ------------------------------------------------------
 static void storage_release(cti_storage *st) {
   if (!st || __atomic_sub_fetch(&st->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
-  if (st->san) cti_san_storage_free(st); // checks alloc.h's rule 2 first
+  if (st->obs) cti_observe_storage_free(st); // the race checker checks alloc.h's rule 2 first
   if (st->pinned) ct_pinned_free(st->data);
   else if (st->block) ct_block_free(st->block);
   free(st);
@@ -113,7 +112,7 @@ int ct_record_stream(const ct_tensor *t, ct_stream *s) {
   if (st->pinned) return ct_pinned_record_stream(st->data, s);
   if (!st->block) return CT_OK; // memory the allocator does not own
   int rc = ct_block_record_stream(st->block, s);
-  if (rc == CT_OK) cti_san_record_stream(t, s);
+  if (rc == CT_OK) cti_observe_record_stream(t, s);
   return rc;
 }
 
@@ -158,7 +157,7 @@ ct_tensor *cti_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool
   t->storage = st;
   t->dtype = dtype;
   t->refcount = 1;
-  if (!pinned) cti_san_allocated(t, ct_current_stream(device)); // the block's stream (NULL above)
+  if (!pinned) cti_observe_allocated(t, ct_current_stream(device)); // the block's stream (NULL above)
   return t;
 }
 
@@ -166,7 +165,7 @@ ct_tensor *cti_tensor_new(ct_shape shape, ct_dtype dtype, ct_device device, bool
 // (either may be NULL): CT_OK, or CT_ERR_RACE and the op must not run.
 static int san(const char *op, ct_stream *s, const ct_tensor *r, const ct_tensor *w) {
   const ct_tensor *rs[1] = {r}, *ws[1] = {w};
-  return cti_san_access(op, s, rs, r ? 1 : 0, ws, w ? 1 : 0);
+  return cti_observe_access(op, s, rs, r ? 1 : 0, ws, w ? 1 : 0);
 }
 
 ct_tensor *cti_tensor_view(const ct_tensor *t, int ndim, const int64_t *shape,
@@ -346,7 +345,7 @@ ct_tensor *ct_from_host(const void *data, ct_shape shape, ct_dtype dtype, ct_dev
   }
   if (check_shape("ct_from_host", shape, ct_dtype_size(dtype))) return NULL;
   // A blocking copy from the caller's (pageable) memory: a sync point.
-  if (!cti_backend_for("ct_from_host", device) || cti_sync_begin("ct_from_host", device)) return NULL;
+  if (!cti_backend_for("ct_from_host", device) || cti_sync_begin("ct_from_host", device, CTI_SYNC_REPORT)) return NULL;
   ct_tensor *t = ct_empty(shape, dtype, device);
   ct_stream *s = ct_current_stream(device); // the copy's, as cti_memcpy picks it
   if (t && (san("ct_from_host", s, NULL, t) ||
@@ -354,7 +353,7 @@ ct_tensor *ct_from_host(const void *data, ct_shape shape, ct_dtype dtype, ct_dev
     ct_free(t);
     t = NULL;
   }
-  if (t) cti_san_host_waits(s);
+  if (t) cti_observe_host_waits(s);
   cti_sync_end();
   return t;
 }
@@ -644,7 +643,7 @@ ct_tensor *ct_to(const ct_tensor *t, ct_device device, ct_dtype dtype, bool non_
   bool async = non_blocking && !(to_host && cast_after) &&
                (to_host || ct_is_pinned(src));
   // A blocking copy waits for the GPU side's stream: a sync point.
-  if (!async && cti_sync_begin("ct_to", gpu_side(device, src_dev)) != CT_OK) {
+  if (!async && cti_sync_begin("ct_to", gpu_side(device, src_dev), CTI_SYNC_REPORT) != CT_OK) {
     ct_free(src);
     return NULL;
   }
@@ -652,7 +651,7 @@ ct_tensor *ct_to(const ct_tensor *t, ct_device device, ct_dtype dtype, bool non_
   ct_stream *s = transfer_stream(device, src_dev);
   int rc = moved ? san("ct_to", s, src, moved) : (int)ct_last_status();
   if (rc == CT_OK) rc = cti_memcpy(device, ct_data_ptr(moved), src_dev, ct_data_ptr(src), ct_nbytes(src), async, s);
-  if (rc == CT_OK && !async) cti_san_host_waits(s);
+  if (rc == CT_OK && !async) cti_observe_host_waits(s);
   if (!async) cti_sync_end();
   ct_free(src);
   if (rc != CT_OK) {
@@ -764,13 +763,13 @@ int ct_copy_(ct_tensor *dst, const ct_tensor *src, bool non_blocking) {
                   dst->dtype == src->dtype;
     bool host_pinned = dd.type == CT_CPU ? ct_is_pinned(dst) : ct_is_pinned(src);
     bool async = direct && non_blocking && host_pinned;
-    rc = async ? CT_OK : cti_sync_begin("ct_copy_", gpu_side(dd, sd));
+    rc = async ? CT_OK : cti_sync_begin("ct_copy_", gpu_side(dd, sd), CTI_SYNC_REPORT);
     bool opened = !async && rc == CT_OK;
     if (rc == CT_OK && direct) {
       ct_stream *s = transfer_stream(dd, sd);
       rc = san("ct_copy_", s, b, dst);
       if (rc == CT_OK) rc = cti_memcpy(dd, ct_data_ptr(dst), sd, ct_data_ptr(b), ct_nbytes(dst), async, s);
-      if (rc == CT_OK && !async) cti_san_host_waits(s);
+      if (rc == CT_OK && !async) cti_observe_host_waits(s);
     } else if (rc == CT_OK) {
       ct_tensor *moved = ct_to(b, dd, dst->dtype, false);
       rc = moved ? copy_same_device(dst, moved) : (int)ct_last_status();
@@ -805,17 +804,17 @@ ct_tensor *ct_pin_memory(const ct_tensor *t) {
 
 int ct_copy_to_host(const ct_tensor *t, void *dst, size_t dst_bytes) {
   if (!t || !dst) return ct_fail(CT_ERR_VALUE, "ct_copy_to_host: NULL argument");
-  if (cti_graph_forbid_sync("ct_copy_to_host", ct_device_of(t))) return ct_last_status();
   if (dst_bytes < ct_nbytes(t))
     return ct_fail(CT_ERR_VALUE, "ct_copy_to_host: destination holds %zu bytes, the tensor needs %zu",
                    dst_bytes, ct_nbytes(t));
-  int rc = cti_sync_begin("ct_copy_to_host", ct_device_of(t)); // the host waits for the values
+  // The host waits for the values.
+  int rc = cti_sync_begin("ct_copy_to_host", ct_device_of(t), CTI_SYNC_REFUSE_IN_CAPTURE | CTI_SYNC_REPORT);
   if (rc) return rc;
   ct_tensor *c = ct_contiguous(t);
   ct_stream *s = transfer_stream(ct_device_cpu(), ct_device_of(t));
   rc = c ? san("ct_copy_to_host", s, c, NULL) : (int)ct_last_status();
   if (rc == CT_OK) rc = cti_memcpy(ct_device_cpu(), dst, ct_device_of(c), ct_data_ptr(c), ct_nbytes(c), false, s);
-  if (rc == CT_OK) cti_san_host_waits(s);
+  if (rc == CT_OK) cti_observe_host_waits(s);
   ct_free(c);
   cti_sync_end();
   return rc;
@@ -823,11 +822,11 @@ int ct_copy_to_host(const ct_tensor *t, void *dst, size_t dst_bytes) {
 
 int ct_item(const ct_tensor *t, double *out) {
   if (!t || !out) return ct_fail(CT_ERR_VALUE, "ct_item: NULL argument");
-  if (cti_graph_forbid_sync("ct_item", ct_device_of(t))) return ct_last_status();
   if (ct_numel(t) != 1)
     return ct_fail(CT_ERR_VALUE, "ct_item: a Tensor with %" PRId64
                    " elements cannot be converted to Scalar", ct_numel(t));
-  int rc = cti_sync_begin("ct_item", ct_device_of(t)); // Tensor.item() waits for the value
+  // Tensor.item() waits for the value.
+  int rc = cti_sync_begin("ct_item", ct_device_of(t), CTI_SYNC_REFUSE_IN_CAPTURE | CTI_SYNC_REPORT);
   if (rc) return rc;
   unsigned char buf[8];
   rc = ct_copy_to_host(t, buf, sizeof buf);

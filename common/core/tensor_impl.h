@@ -20,7 +20,7 @@ typedef struct cti_storage {
   size_t nbytes;
   ct_block *block; // from the device's caching allocator, or NULL
   bool pinned;     // data is from ct_pinned_alloc (then device is the CPU)
-  struct cti_san_rec *san; // the stream-ordering sanitizer's record, or NULL (sanitizer.h)
+  void *obs; // an observer's record of it (the race checker's), or NULL (observe.h)
 } cti_storage;
 
 struct ct_tensor {

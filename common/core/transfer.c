@@ -22,7 +22,7 @@
 #include "alloc.h"
 #include "backend.h"
 #include "error.h"
-#include "graph_impl.h"
+#include "observe.h"
 
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -92,7 +92,7 @@ int cti_memcpy(ct_device dst_dev, void *dst, ct_device src_dev, const void *src,
               bool non_blocking, ct_stream *s) {
   int rc = check_device(dst_dev);
   if (rc == CT_OK) rc = check_device(src_dev);
-  if (rc == CT_OK) rc = cti_graph_forbid_copy(dst_dev, src_dev, non_blocking);
+  if (rc == CT_OK) rc = cti_observe_copy(dst_dev, src_dev, non_blocking); // a capture's copy rule
   if (rc) return rc;
   if (nbytes == 0) return CT_OK;
   if (!dst || !src)

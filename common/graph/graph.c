@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: MIT
 //
 // graph: capture and replay (graph.h), and the rules capture imposes on the
-// rest of the runtime (graph_impl.h).
+// rest of the runtime, as an observer of it (core/observe.h).
 //
 // Invariant: a thread captures at most one graph at a time, and
 // `capturing` (thread-local) points to it from capture_begin to capture_end;
-// NULL means eager, and every hook returns at once. While it is set, the
-// dispatcher hands ops on the graph's device the recording table
-// (graph_backend.c), allocations for the capture stream come from the
-// graph's pool, and the calls that would wait for the device are refused.
+// NULL means eager. The observer is attached while any thread captures
+// (`ncapturing`), and each of its hooks returns at once for a thread that
+// captures nothing. While `capturing` is set, the dispatcher hands ops on
+// the graph's device the recording table (graph_backend.c), the allocator
+// serves the capture stream from the graph's pool (capture_begin told it,
+// core/alloc_capture.h), and the calls that would wait for the device are
+// refused.
 // A refusal invalidates the capture: later kernel calls on the capture
 // stream fail too (CUDA: cudaErrorStreamCaptureInvalidated), and
 // capture_end reports the first refusal and leaves the graph empty.
@@ -29,12 +32,15 @@
 // addresses the tensors had at capture, which the private pool keeps.
 #include "graph_impl.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_capture.h"
+#include "observe.h"
 #include "san_hooks.h"
 #include "stream.h"
 
@@ -79,6 +85,19 @@ struct ct_cuda_graph {
 };
 
 static _Thread_local ct_cuda_graph *capturing;
+static int ncapturing; // threads capturing now; the observer is attached while > 0 (under mu)
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static const cti_observer observer; // the hooks, at the end of this file
+static int refuse_alloc(const char *msg);
+
+// This thread starts or stops capturing: the observer is attached while any thread does.
+static void count_capture(int delta) {
+  pthread_mutex_lock(&mu);
+  ncapturing += delta;
+  if (ncapturing == 1 && delta > 0) (void)cti_observer_attach(&observer);
+  if (ncapturing == 0) cti_observer_detach(&observer);
+  pthread_mutex_unlock(&mu);
+}
 
 // ---- pools ------------------------------------------------------------------------------------
 
@@ -248,6 +267,8 @@ static void drop_capture(ct_cuda_graph *g) {
 // on CUDA the stream out of capture mode (instantiated when still valid).
 static int leave_capture(ct_cuda_graph *g) {
   capturing = NULL;
+  cti_alloc_capture_end();
+  count_capture(-1);
   cti_san_capture_end();
   int rc = g->prev ? ct_set_stream(g->prev) : CT_OK;
 #ifdef CT_HAVE_CUDA
@@ -299,7 +320,9 @@ int ct_cuda_graph_capture_begin(ct_cuda_graph *g, ct_stream *s, ct_graph_pool *p
   }
 #endif
   g->state = GRAPH_CAPTURING;
+  count_capture(+1);
   capturing = g;
+  cti_alloc_capture_begin(d, s, p->mp, refuse_alloc); // as PyTorch's beginAllocateToPool
   g->san_id = cti_san_capture_begin(s);
   return ct_set_stream(s);
 }
@@ -369,15 +392,10 @@ bool ct_is_current_stream_capturing(ct_device d) {
   return g && ct_device_eq(g->device, d) && ct_current_stream(d) == g->stream;
 }
 
-// ---- the hooks (graph_impl.h) ------------------------------------------------------------------
-
-bool cti_graph_capturing_on(ct_device d) {
-  ct_cuda_graph *g = capturing;
-  return g && ct_device_eq(g->device, d);
-}
+// ---- the hooks (graph_impl.h, and the observer's) ----------------------------------------------
 
 // region: intercept
-const cti_backend *cti_graph_intercept(const char *op, ct_device d, const cti_backend *be) {
+static const cti_backend *intercept(const char *op, ct_device d, const cti_backend *be) {
   ct_cuda_graph *g = capturing;
   if (!g || !ct_device_eq(g->device, d)) return be;
   snprintf(g->op, sizeof g->op, "%s", op);
@@ -415,7 +433,11 @@ int cti_graph_forbid_sync(const char *op, ct_device d) {
                           "(it waits for the device; do it before capture_begin or after capture_end)", op);
 }
 
-int cti_graph_forbid_copy(ct_device dst, ct_device src, bool non_blocking) {
+// A copy between devices (or host memory) of cti_memcpy: a blocking copy
+// touching a capturing device is refused; a non-blocking one on CUDA is
+// captured like a kernel; on the CPU every copy is refused (it would run at
+// once, outside the graph).
+static int forbid_copy(ct_device dst, ct_device src, bool non_blocking) {
   ct_cuda_graph *g = capturing;
   if (!g || !(ct_device_eq(g->device, dst) || ct_device_eq(g->device, src))) return CT_OK;
   bool host_only = dst.type == CT_CPU && src.type == CT_CPU;
@@ -426,16 +448,11 @@ int cti_graph_forbid_copy(ct_device dst, ct_device src, bool non_blocking) {
                           non_blocking ? "host-side" : "blocking", ct_device_str(src, a), ct_device_str(dst, b));
 }
 
-// region: alloc_pool
-int cti_graph_alloc_pool(ct_device d, const ct_stream *stream, ct_mempool **pool) {
+// The allocator's refusal of a foreign pool for the capture stream (alloc_capture.h).
+static int refuse_alloc(const char *msg) {
   ct_cuda_graph *g = capturing;
-  if (!g || !ct_device_eq(g->device, d) || stream != g->stream) return CT_OK;
-  if (!*pool) *pool = g->pool->mp;
-  if (*pool == g->pool->mp) return CT_OK;
-  return invalidate(g, "ct_block_alloc: operation not permitted when stream is capturing: a block for "
-                       "the capturing stream must come from the graph's private pool (pass pool NULL)");
+  return g ? invalidate(g, msg) : (int)ct_fail(CT_ERR_CAPTURE, "%s", msg);
 }
-// endregion
 
 // region: issue
 int cti_graph_issue(ct_stream *s, cti_graph_call call, const void *args, size_t size) {
@@ -458,11 +475,6 @@ int cti_graph_issue(ct_stream *s, cti_graph_call call, const void *args, size_t 
 }
 // endregion
 
-bool cti_graph_legacy_stream(const ct_stream *s) {
-  ct_cuda_graph *g = capturing;
-  return g && s && ct_device_eq(g->device, ct_stream_device(s)) && s == ct_default_stream(g->device);
-}
-
 bool cti_graph_records(const ct_stream *s) {
   ct_cuda_graph *g = capturing;
   return g && s == g->stream && g->device.type == CT_CPU && !g->invalid;
@@ -473,3 +485,20 @@ int cti_graph_refuse_wait(void) {
   if (!g) return CT_OK;
   return cti_graph_forbid_sync(g->op, g->device);
 }
+
+// A sync point during capture on d: the wait itself is refused where it
+// must be (how), with CUDA's words; other sync points are not the graph's.
+static int sync_point(const char *op, ct_device d, unsigned how, bool outermost) {
+  (void)outermost;
+  return how & CTI_SYNC_REFUSE_IN_CAPTURE ? cti_graph_forbid_sync(op, d) : CT_OK;
+}
+
+// Work the graph could not replay (Adam's host-side bias corrections): refused during capture on d.
+static int uncapturable(ct_device d, const char *msg) { return cti_graph_refuse(d, "%s", msg); }
+
+static const cti_observer observer = {.name = "a graph capture",
+                                      .slot = 0,
+                                      .wrap = intercept,
+                                      .sync_point = sync_point,
+                                      .copy = forbid_copy,
+                                      .uncapturable = uncapturable};

@@ -43,11 +43,10 @@ int ct_write_file(const char *op, const char *path, const void *data, size_t n);
 int ct_save_safetensors(const char *path, const ct_named_tensor *entries, int n,
                         const char *const *metadata);
 // Loads every tensor of the file onto `device`: *entries gets a new array of
-// *n entries (free with ct_named_tensors_free). Bad magic, truncated data,
+// *n entries (free with ct_named_tensors_free, nn.h). Bad magic, truncated data,
 // overlapping offsets or unknown dtypes fail with CT_ERR_IO naming the file
 // and the problem.
 int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **entries, int *n);
-void ct_named_tensors_free(ct_named_tensor *entries, int n);
 // The same, also returning the header's "__metadata__" as a new
 // NULL-terminated array key, value, key, value, ..., NULL (empty when the
 // file has none; free with ct_metadata_free).

@@ -189,6 +189,8 @@ typedef struct ct_named_tensor {
   char name[96];
   ct_tensor *tensor;
 } ct_named_tensor;
+// Frees an array of n named tensors and drops each tensor's reference (NULL: nothing).
+void ct_named_tensors_free(ct_named_tensor *entries, int n);
 int ct_module_load_state(ct_module *m, const ct_named_tensor *entries, int n, bool strict);
 // model.state_dict() as named tensors, each name prefixed with `prefix` (""
 // for none; "module." is what a DataParallel or DDP wrapper's state_dict

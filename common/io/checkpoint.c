@@ -702,12 +702,6 @@ static int check_entries(const char *path, st_entry *es, int n, uint64_t data_le
   return rc;
 }
 
-void ct_named_tensors_free(ct_named_tensor *entries, int n) {
-  if (!entries) return;
-  for (int i = 0; i < n; i++) ct_free(entries[i].tensor);
-  free(entries);
-}
-
 int ct_load_safetensors(const char *path, ct_device device, ct_named_tensor **entries, int *n) {
   return ct_load_safetensors_with_metadata(path, device, entries, n, NULL);
 }

@@ -48,10 +48,7 @@ int cti_cuda_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k
                  const void *A, int64_t lda, int64_t strideA, const void *B, int64_t ldb,
                  int64_t strideB, double beta, void *C, int64_t ldc, int64_t strideC,
                  int64_t batch, ct_stream *s);
-// cuBLAS's version as cublasGetVersion encodes it: major * 10000 + minor * 100
-// + patch (130100 for 13.1.0). Needs no GPU. Returns CT_OK, or an error with
-// *version left 0.
-int cti_cublas_get_version(int *version);
+// (cti_cublas_get_version, the one entry core calls itself, is in core's backend.h.)
 
 #ifdef __cplusplus
 }

@@ -35,11 +35,10 @@
 #include <string.h>
 
 #include "backend.h"
-#include "checkpoint.h"
 #include "error.h"
 #include "nn_impl.h"
 #include "ops.h"
-#include "prof_impl.h"
+#include "observe.h"
 #include "strbuf.h"
 
 // ---- names ----------------------------------------------------------------------------------
@@ -377,9 +376,9 @@ ct_tensor *ct_module_forward(ct_module *m, const ct_tensor *x) {
     return NULL;
   }
   if (check_device("ct_module_forward", m, x, "input")) return NULL;
-  int range = CTI_PROF_ON ? cti_prof_module_begin(m->ops->kind, "forward", x) : -1; // "Conv2d.forward"
+  cti_range range = cti_observe_range_begin(m->ops->kind, "forward", x); // "Conv2d.forward"
   ct_tensor *y = m->ops->forward(m, x);
-  cti_prof_end(range);
+  cti_observe_range_end(range);
   if (y && m->hook) m->hook(m, x, y, m->hook_ctx);
   return y;
 }
@@ -396,9 +395,9 @@ ct_tensor *ct_module_backward(ct_module *m, const ct_tensor *grad_output) {
     return NULL;
   }
   if (check_device("ct_module_backward", m, grad_output, "grad_output")) return NULL;
-  int range = CTI_PROF_ON ? cti_prof_module_begin(m->ops->kind, "backward", grad_output) : -1;
+  cti_range range = cti_observe_range_begin(m->ops->kind, "backward", grad_output);
   ct_tensor *dx = m->ops->backward(m, grad_output);
-  cti_prof_end(range);
+  cti_observe_range_end(range);
   if (dx && m->grad_hook && m->n_own > 0) m->grad_hook(m, m->grad_ctx);
   return dx;
 }
@@ -414,7 +413,7 @@ int ct_module_backward_params(ct_module *m, const ct_tensor *grad_output) {
   if (!m || !grad_output) return ct_fail(CT_ERR_VALUE, "ct_module_backward_params: NULL module or gradient");
   int rc = check_device("ct_module_backward_params", m, grad_output, "grad_output");
   if (rc) return rc;
-  int range = CTI_PROF_ON ? cti_prof_module_begin(m->ops->kind, "backward", grad_output) : -1;
+  cti_range range = cti_observe_range_begin(m->ops->kind, "backward", grad_output);
   if (m->ops->backward_params) {
     rc = m->ops->backward_params(m, grad_output);
   } else if (m->n_own > 0 || m->n_children > 0) { // else nothing to learn, nothing to pass on
@@ -422,7 +421,7 @@ int ct_module_backward_params(ct_module *m, const ct_tensor *grad_output) {
     rc = dx ? CT_OK : (int)ct_last_status();
     ct_free(dx);
   }
-  cti_prof_end(range);
+  cti_observe_range_end(range);
   if (rc == CT_OK && m->grad_hook && m->n_own > 0) m->grad_hook(m, m->grad_ctx);
   return rc;
 }
@@ -696,6 +695,14 @@ int64_t ct_module_num_elements(ct_module *m) {
     if (!m->own[i].is_buffer && !m->tied[i] && m->own[i].value) total += ct_numel(m->own[i].value);
   for (int c = 0; c < m->n_children; ++c) total += ct_module_num_elements(m->children[c]);
   return total;
+}
+
+// The arrays state_dict and the checkpoint loaders hand out (nn.h). Here,
+// beside the type, so that nn/ needs nothing of io/ (io/ saves modules).
+void ct_named_tensors_free(ct_named_tensor *entries, int n) {
+  if (!entries) return;
+  for (int i = 0; i < n; i++) ct_free(entries[i].tensor);
+  free(entries);
 }
 
 // load_state_dict: every check first, then the copies, so that a failed load

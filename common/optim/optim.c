@@ -33,10 +33,9 @@
 
 #include "backend.h"
 #include "error.h"
-#include "graph_impl.h"
 #include "ops.h"
 #include "optim_kernels.h"
-#include "prof_impl.h"
+#include "observe.h"
 #include "stream.h"
 
 typedef enum opt_kind { KIND_SGD, KIND_ADAM, KIND_ADAMW } opt_kind;
@@ -258,9 +257,9 @@ static int check_param(const ct_optimizer *opt, int i) {
   }
   // Adam's bias corrections are host scalars of the step count: a captured
   // step would replay the captured step's forever (PyTorch's capturable=False).
-  if (opt->kind != KIND_SGD && cti_graph_refuse(pd, "ct_optimizer_step: Attempting CUDA graph capture of "
-                                                "step() for an instance of %s but param_groups' capturable "
-                                                "is False.", ct_optimizer_name(opt)))
+  if (opt->kind != KIND_SGD && cti_observe_uncapturable(pd, "ct_optimizer_step: Attempting CUDA graph capture of "
+                                                        "step() for an instance of %s but param_groups' "
+                                                        "capturable is False.", ct_optimizer_name(opt)))
     return ct_last_status();
   return cti_backend_for("ct_optimizer_step", pd) ? CT_OK : (int)ct_last_status();
 }
@@ -416,34 +415,35 @@ static int optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
 }
 
 // torch's range names: "Optimizer.step#Adam.step", "Optimizer.zero_grad#Adam.zero_grad".
-static int profile_range(const ct_optimizer *opt, const char *what) {
+static cti_range profile_range(const ct_optimizer *opt, const char *what) {
+  if (!cti_observed()) return (cti_range){-1, -1};
   char name[64];
   snprintf(name, sizeof name, "Optimizer.%s#%s.%s", what, ct_optimizer_name(opt), what);
-  return cti_prof_module_begin(name, NULL, NULL);
+  return cti_observe_range_begin(name, NULL, NULL);
 }
 
 int ct_optimizer_step(ct_optimizer *opt) {
   if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step: NULL optimizer");
-  int range = CTI_PROF_ON ? profile_range(opt, "step") : -1;
+  cti_range range = profile_range(opt, "step");
   int rc = step(opt, NULL);
-  cti_prof_end(range);
+  cti_observe_range_end(range);
   return rc;
 }
 
 int ct_optimizer_step_found_inf(ct_optimizer *opt, const ct_tensor *found_inf) {
   if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step_found_inf: NULL optimizer");
   if (!found_inf) return ct_fail(CT_ERR_VALUE, "ct_optimizer_step_found_inf: NULL found_inf");
-  int range = CTI_PROF_ON ? profile_range(opt, "step") : -1;
+  cti_range range = profile_range(opt, "step");
   int rc = step(opt, found_inf);
-  cti_prof_end(range);
+  cti_observe_range_end(range);
   return rc;
 }
 
 int ct_optimizer_zero_grad(ct_optimizer *opt, bool set_to_none) {
   if (!opt) return ct_fail(CT_ERR_VALUE, "ct_optimizer_zero_grad: NULL optimizer");
-  int range = CTI_PROF_ON ? profile_range(opt, "zero_grad") : -1;
+  cti_range range = profile_range(opt, "zero_grad");
   int rc = optimizer_zero_grad(opt, set_to_none);
-  cti_prof_end(range);
+  cti_observe_range_end(range);
   return rc;
 }
 

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "observe.h"
 #include "prof_internal.h"
 #include "stream.h"
 
@@ -322,11 +323,37 @@ static int close_window(ct_profiler *p) {
   return rc;
 }
 
+// The runtime's side (core/observe.h): the profiler's observer is attached
+// exactly while cti_prof_on is set, so a program with no session recording
+// pays the observers' one load per hook. A range opened while recording is
+// closed through the observer even if recording stopped in between.
+static const struct cti_backend *wrap(const char *op, ct_device d, const struct cti_backend *be) {
+  (void)op, (void)d;
+  return CTI_PROF_ON ? cti_prof_backend(be) : be;
+}
+
+static int range_begin(const char *kind, const char *what, const ct_tensor *x) {
+  return CTI_PROF_ON ? cti_prof_module_begin(kind, what, x) : -1;
+}
+
+static const cti_observer observer = {.name = "the profiler",
+                                      .slot = 1,
+                                      .wrap = wrap,
+                                      .memory = cti_prof_memory,
+                                      .range_begin = range_begin,
+                                      .range_end = cti_prof_end};
+
+static void set_on(bool on) {
+  atomic_store(&cti_prof_on, on);
+  if (on) (void)cti_observer_attach(&observer);
+  else cti_observer_detach(&observer);
+}
+
 static int transition(ct_profiler *p, int prev, int cur) {
   int rc = CT_OK;
   if (recording(prev) && (prev == A_SAVE || !recording(cur))) rc = close_window(p);
   if (recording(cur) && prev != A_RECORD) p->win_start = cti_prof_now_us(p);
-  atomic_store(&cti_prof_on, cur != A_NONE);
+  set_on(cur != A_NONE);
   return rc;
 }
 
@@ -447,7 +474,7 @@ int ct_profiler_stop(ct_profiler *p) {
   close_step(p);
   int rc = recording(p->action) ? close_window(p) : CT_OK;
   pthread_mutex_lock(&cti_prof_sessions_mu);
-  atomic_store(&cti_prof_on, 0);
+  set_on(false);
   atomic_store(&cti_prof_shapes_on, 0);
   atomic_store(&live, NULL);
   pthread_mutex_unlock(&cti_prof_sessions_mu);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 //
-// prof_impl: the profiler's hooks into the runtime (internal).
+// prof_impl: the profiler's hooks (internal). The runtime reaches them only
+// through the profiler's observer (core/observe.h, attached while a session
+// records, prof.c); its own files and the tests call them here.
 //
-// Each hook is written `if (CTI_PROF_ON) ...`, one relaxed load of a flag,
-// so a runtime with no session pays a branch. A range hook returns a token
+// Each hook is written `if (CTI_PROF_ON) ...`, one relaxed load of a flag. A range hook returns a token
 // (>= 0 when it opened a range) that its end takes back; a range opened
 // while recording is closed even if recording stops in between, and one not
 // opened is never closed.
@@ -22,8 +23,9 @@ struct cti_backend;
 extern atomic_int cti_prof_on; // a session is recording
 #define CTI_PROF_ON atomic_load_explicit(&cti_prof_on, memory_order_relaxed)
 
-// The dispatcher's hook (cti_backend_for): while recording, the backend is a
-// copy of `real` whose entries open an op range around the real entry.
+// The dispatcher's hook (cti_backend_for, through the observer): while
+// recording, the backend is a copy of `real` whose entries open an op range
+// around the real entry.
 const struct cti_backend *cti_prof_backend(const struct cti_backend *real);
 
 // A module's (or the optimizer's) range, "<kind>.<what>" ("<kind>" when

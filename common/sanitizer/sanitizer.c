@@ -1,6 +1,14 @@
 // SPDX-License-Identifier: MIT
 //
-// sanitizer: the stream-ordering race checker (sanitizer.h has the model).
+// sanitizer: the stream-ordering race checker (sanitizer.h has the model),
+// an observer of the runtime (core/observe.h).
+//
+// Attachment: the observer is attached from the first time the checker is
+// switched on (ct_sanitizer_set_mode, or CT_STREAM_SANITIZER read when the
+// program starts) or names a tensor or a stream, and stays attached: it
+// keeps records on storages and streams whose end it must see even while
+// off (each hook then returns at once, as before). A program that never
+// turns it on pays the observers' one load per hook.
 //
 // Invariant: while the sanitizer is on, for every registered stream s,
 // streams[s].vc.c[a] is the count of the last op on stream a known to come
@@ -28,6 +36,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "observe.h"
 #include "san_hooks.h"
 
 #define MAX_STREAMS 128
@@ -106,9 +115,20 @@ static int current_mode(void) {
 
 bool cti_san_on(void) { return current_mode() != CT_SANITIZER_OFF; }
 
+static const cti_observer observer; // the hooks, at the end of this file
+static void attach(void) { (void)cti_observer_attach(&observer); }
+
+// CT_STREAM_SANITIZER is read when the program starts (the build links this
+// file into every program, CMakeLists.txt's cti_sanitizer_linked).
+void cti_sanitizer_linked(void) {}
+__attribute__((constructor)) static void from_environment(void) {
+  if (cti_san_on()) attach();
+}
+
 int ct_sanitizer_set_mode(int m) {
   if (m < CT_SANITIZER_OFF || m > CT_SANITIZER_ERROR)
     return ct_fail(CT_ERR_VALUE, "ct_sanitizer_set_mode: expected 0 (off), 1 (warn) or 2 (error), got %d", m);
+  if (m != CT_SANITIZER_OFF) attach();
   int was = atomic_exchange(&mode, m);
   if (was <= CT_SANITIZER_OFF && m != CT_SANITIZER_OFF) atomic_fetch_add(&generation, 1);
   return CT_OK;
@@ -199,14 +219,16 @@ static const char *tensor_label(const rec *r, const ct_tensor *t, char *buf, siz
 // ---- records (callers hold mu) -------------------------------------------------------------------
 static rec *rec_of(const ct_tensor *t) {
   cti_storage *st = t->storage;
-  if (!st->san) {
-    if (!(st->san = calloc(1, sizeof(rec)))) return NULL; // untracked: nothing is invented
-    st->san->st = st;
-    st->san->next = live;
-    if (live) live->prev = st->san;
-    live = st->san;
+  if (!st->obs) {
+    rec *n = calloc(1, sizeof(rec));
+    if (!n) return NULL; // untracked: nothing is invented
+    n->st = st;
+    n->next = live;
+    if (live) live->prev = n;
+    live = n;
+    st->obs = n;
   }
-  rec *r = st->san;
+  rec *r = st->obs;
   unsigned g = atomic_load(&generation);
   if (r->gen != g) { // new, or written before the sanitizer was last off
     char name[NAME_MAX_];
@@ -368,7 +390,7 @@ int cti_san_replay(uint32_t graph, ct_stream *s) {
 }
 
 // ---- hooks -------------------------------------------------------------------------------------------
-int cti_san_access(const char *op, ct_stream *s, const ct_tensor *const *reads, int nr,
+static int on_access(const char *op, ct_stream *s, const ct_tensor *const *reads, int nr,
                    const ct_tensor *const *writes, int nw) {
   int m = current_mode();
   if (m == CT_SANITIZER_OFF) return CT_OK;
@@ -418,7 +440,7 @@ int cti_san_access(const char *op, ct_stream *s, const ct_tensor *const *reads, 
   return CT_OK;
 }
 
-void cti_san_allocated(const ct_tensor *t, ct_stream *s) {
+static void on_allocated(const ct_tensor *t, ct_stream *s) {
   if (!cti_san_on()) return;
   pthread_mutex_lock(&mu);
   int id = stream_id(s, true);
@@ -433,7 +455,7 @@ void cti_san_allocated(const ct_tensor *t, ct_stream *s) {
   pthread_mutex_unlock(&mu);
 }
 
-void cti_san_record_stream(const ct_tensor *t, ct_stream *s) {
+static void on_record_stream(const ct_tensor *t, ct_stream *s) {
   if (!cti_san_on()) return;
   pthread_mutex_lock(&mu);
   int id = stream_id(s, true);
@@ -457,10 +479,10 @@ static bool unsafe_at_free(const rec *r, const access *a) {
   return known < a->at;
 }
 
-void cti_san_storage_free(cti_storage *st) {
-  rec *r = st->san;
+static void on_storage_free(cti_storage *st) {
+  rec *r = st->obs;
   if (!r) return;
-  st->san = NULL;
+  st->obs = NULL;
   pthread_mutex_lock(&mu);
   if (r->prev) r->prev->next = r->next;
   else live = r->next;
@@ -491,7 +513,7 @@ void cti_san_storage_free(cti_storage *st) {
   free(r);
 }
 
-void cti_san_host_waits(ct_stream *s) {
+static void on_host_waits(ct_stream *s) {
   if (!cti_san_on()) return;
   pthread_mutex_lock(&mu);
   int id = stream_id(s, false);
@@ -499,7 +521,7 @@ void cti_san_host_waits(ct_stream *s) {
   pthread_mutex_unlock(&mu);
 }
 
-void cti_san_host_waits_device(ct_device d) {
+static void on_host_waits_device(ct_device d) {
   if (!cti_san_on()) return;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nstreams; ++i)
@@ -507,7 +529,7 @@ void cti_san_host_waits_device(ct_device d) {
   pthread_mutex_unlock(&mu);
 }
 
-void cti_san_wait_stream(ct_stream *s, ct_stream *other) {
+static void on_wait_stream(ct_stream *s, ct_stream *other) {
   if (!cti_san_on()) return;
   pthread_mutex_lock(&mu);
   int a = stream_id(s, true), b = stream_id(other, false);
@@ -515,7 +537,7 @@ void cti_san_wait_stream(ct_stream *s, ct_stream *other) {
   pthread_mutex_unlock(&mu);
 }
 
-void cti_san_stream_destroyed(ct_stream *s) {
+static void on_stream_destroyed(ct_stream *s) {
   // Even when off: a later stream at the same address must not inherit the id.
   pthread_mutex_lock(&mu);
   int id = stream_id(s, false);
@@ -526,7 +548,7 @@ void cti_san_stream_destroyed(ct_stream *s) {
   pthread_mutex_unlock(&mu);
 }
 
-void cti_san_event_record(void **clock, ct_stream *s) {
+static void on_event_record(void **clock, ct_stream *s) {
   if (!cti_san_on()) return;
   if (!*clock && !(*clock = calloc(1, sizeof(vclock)))) return;
   pthread_mutex_lock(&mu);
@@ -540,7 +562,7 @@ void cti_san_event_record(void **clock, ct_stream *s) {
   pthread_mutex_unlock(&mu);
 }
 
-void cti_san_wait_event(ct_stream *s, void *const *clock) {
+static void on_wait_event(ct_stream *s, void *const *clock) {
   if (!cti_san_on() || !*clock) return;
   pthread_mutex_lock(&mu);
   int id = stream_id(s, true);
@@ -548,21 +570,17 @@ void cti_san_wait_event(ct_stream *s, void *const *clock) {
   pthread_mutex_unlock(&mu);
 }
 
-void cti_san_host_waits_event(void *const *clock) {
+static void on_host_waits_event(void *const *clock) {
   if (!cti_san_on() || !*clock) return;
   pthread_mutex_lock(&mu);
   join(&host, *clock);
   pthread_mutex_unlock(&mu);
 }
 
-void cti_san_event_free(void **clock) {
-  free(*clock);
-  *clock = NULL;
-}
-
 // ---- names ------------------------------------------------------------------------------------------
 int ct_sanitizer_name_tensor(const ct_tensor *t, const char *name) {
   if (!t || !name) return ct_fail(CT_ERR_VALUE, "ct_sanitizer_name_tensor: NULL argument");
+  attach(); // the record must be seen freed
   pthread_mutex_lock(&mu);
   rec *r = rec_of(t);
   if (r) snprintf(r->name, sizeof r->name, "%s", name);
@@ -572,9 +590,26 @@ int ct_sanitizer_name_tensor(const ct_tensor *t, const char *name) {
 
 int ct_sanitizer_name_stream(const ct_stream *s, const char *name) {
   if (!s || !name) return ct_fail(CT_ERR_VALUE, "ct_sanitizer_name_stream: NULL argument");
+  attach(); // the stream must be seen destroyed
   pthread_mutex_lock(&mu);
   int id = stream_id(s, true);
   if (id >= 0) snprintf(streams[id].name, sizeof streams[id].name, "%s", name);
   pthread_mutex_unlock(&mu);
   return id >= 0 ? CT_OK : ct_fail(CT_ERR_VALUE, "ct_sanitizer_name_stream: more than %d streams", MAX_STREAMS);
 }
+
+static const cti_observer observer = {
+    .name = "the stream sanitizer",
+    .slot = 2,
+    .access = on_access,
+    .allocated = on_allocated,
+    .record_stream = on_record_stream,
+    .storage_free = on_storage_free,
+    .host_waits = on_host_waits,
+    .host_waits_device = on_host_waits_device,
+    .host_waits_event = on_host_waits_event,
+    .wait_stream = on_wait_stream,
+    .stream_destroyed = on_stream_destroyed,
+    .event_record = on_event_record,
+    .wait_event = on_wait_event,
+};
