@@ -149,14 +149,9 @@ int main(int argc, char **argv) {
   ct_cli cli = {.program = "ch01",
                 .summary = "Chapter 1: what the GPUs (or the CPU) of this machine can do."};
   ct_cli_parse(&cli, argc, argv, NULL, 0);
-  ct_cli_begin(&cli); // prints "device: ..."
+  ct_cli_begin(&cli); // prints "device: ...", records device, seed and quick
 
-  ct_metrics *m = ct_metrics_open(cli.metrics_path); // a no-op sink without --metrics
-  if (!m) ct_cli_die(&cli);
-  char dev[CT_DEVICE_STR_MAX];
-  ct_metrics_str(m, "device", ct_device_str(cli.device, dev));
-  ct_metrics_num(m, "seed", (double)cli.seed);
-  ct_metrics_num(m, "quick", cli.quick); // accepted; a query has nothing to shorten
+  ct_metrics *m = cli.metrics; // a no-op sink without --metrics
 
   show_availability(&cli, m);
   show_devices(&cli, m);

@@ -957,9 +957,7 @@ int main(int argc, char **argv) {
   ct_cli_need_memory(&cli, "--layers x --width x --width floats", 3, (const int64_t[]){s.layers, s.width, s.width},
                      sizeof(float));
   /*md show*/
-  ct_metrics *m = ct_metrics_open(cli.metrics_path);
-  if (!m) ct_cli_die(&cli);
-  ct_metrics_num(m, "quick", cli.quick);
+  ct_metrics *m = cli.metrics; // device, seed and quick already recorded
   show_streams(cli.device, m);
   show_ordering(cli.device, m);
   show_overlap(cli.device, &s, m);
