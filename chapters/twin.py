@@ -16,10 +16,14 @@ the same from any folder: a build folder, tools/book, tools/record, the tests.
 - section(name) prints "== name ==", the line the book places output by.
 - die(message) prints "<prog>: message" on stderr and exits 1 (a run-time error).
 - pick_device(torch, spec) -> (device, why the CPU was chosen or None), as ct_cli_begin.
+- write_metrics(path, m) writes the figures as ct_metrics_close does: one JSON object,
+  NaN and infinities as null, atomically (a temporary, then a rename); nothing without a path.
 
 Standard library only: it imports no torch, so --help works without it.
 """
 import argparse
+import json
+import math
 import os
 import re
 import sys
@@ -98,3 +102,41 @@ def pick_device(torch, spec):
             f"(there are {torch.cuda.device_count()} devices)")
     torch.cuda.set_device(index)
     return torch.device("cuda", index), None
+
+
+def _plain(v):
+    """v with NaN and infinities as None (JSON null, as the C programs write them)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _scalar(o):
+    """numpy and torch scalars as numbers; anything else (a dtype) as its text."""
+    try:
+        return _plain(float(o))
+    except (TypeError, ValueError):
+        return str(o)
+
+
+def write_metrics(path, m):
+    if not path:
+        return
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(_plain(m), f, indent=2, allow_nan=False, default=_scalar, ensure_ascii=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        die(f'cannot write "{path}": {e.strerror}')

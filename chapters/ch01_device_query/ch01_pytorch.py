@@ -13,7 +13,6 @@ python3-torch package). It works on a CPU-only machine and with a CPU-only
 build of PyTorch. Exit codes as in the C chapters: 2 for a bad flag (argparse),
 1 for a run-time error such as --device cuda without a GPU.
 """
-import json
 import os
 import re
 import signal
@@ -182,21 +181,7 @@ def main(argv=None):
     show_cpu(torch, m)
     show_tensor(torch, device, m)
 
-    if args.metrics:  # atomically, as ct_metrics_close does
-        tmp = f"{args.metrics}.tmp.{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(m, f, indent=2)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, args.metrics)
-        except OSError as e:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            twin.die(f'cannot write "{args.metrics}": {e.strerror}')
+    twin.write_metrics(args.metrics, m)  # atomically, as ct_metrics_close does
     return 0
 
 

@@ -19,7 +19,6 @@ bandwidth section times host copies, as the C program does on the CPU).
 Exit codes as in the C chapters: 2 for a bad flag, 1 for a run-time error.
 """
 import argparse
-import json
 import math
 import os
 import statistics
@@ -504,14 +503,6 @@ def show_hazard(torch, device, args, overlap, ms_per_iter, m):
              hazard_kernel_iters=overlap.iters)
 
 
-def write_metrics(path, m):
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(m, f, indent=2, allow_nan=False, default=float)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 def main(argv):
     args = parse_args(argv)
     try:
@@ -541,7 +532,7 @@ def main(argv):
         if any(isinstance(z, float) and not math.isfinite(z) for z in vals):
             m[k] = None
     if args.metrics:
-        write_metrics(args.metrics, m)
+        twin.write_metrics(args.metrics, m)
     return 0
 
 

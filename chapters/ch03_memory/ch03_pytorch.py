@@ -19,7 +19,6 @@ Exit codes as in the C chapters: 2 for a bad flag, 1 for a run-time error.
 """
 import ctypes
 import gc
-import json
 import os
 import signal
 import sys
@@ -508,21 +507,7 @@ def main(argv=None):
     t.show_zero_grad()
     t.show_warmup()
 
-    if args.metrics:  # atomically, as ct_metrics_close does
-        tmp = f"{args.metrics}.tmp.{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(t.m, f, indent=2)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, args.metrics)
-        except OSError as e:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            twin.die(f'cannot write "{args.metrics}": {e.strerror}')
+    twin.write_metrics(args.metrics, t.m)  # atomically, as ct_metrics_close does
     return 0
 
 

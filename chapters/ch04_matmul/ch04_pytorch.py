@@ -22,7 +22,6 @@ so `ct_mm` and `torch.mm` can be compared key by key:
 Exit codes as in the C chapters: 2 for a bad flag, 1 for a run-time error or
 a failed check.
 """
-import json
 import math
 import os
 import re
@@ -314,23 +313,7 @@ def main(argv=None):
     show_speedup(cpu, gpu, m)
     m["checks_failed"] = len(failures)
 
-    if args.metrics:  # atomically, as ct_metrics_close does; NaN as null
-        m = {k: ([None if isinstance(x, float) and not math.isfinite(x) else x for x in v] if isinstance(v, list)
-                 else None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in m.items()}
-        tmp = f"{args.metrics}.tmp.{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(m, f, indent=2)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, args.metrics)
-        except OSError as e:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            twin.die(f'cannot write "{args.metrics}": {e.strerror}')
+    twin.write_metrics(args.metrics, m)  # atomically, as ct_metrics_close does
     if failures:
         twin.die(f"{len(failures)} check(s) failed: {', '.join(failures)}")
     return 0

@@ -21,7 +21,6 @@ for a run-time error.
 """
 import argparse
 import copy
-import json
 import math
 import os
 import signal
@@ -328,29 +327,6 @@ def show_speed(torch, nn, x, y, init, loss_fn, main_log, args, device, m):
     m["loader_steps_per_s"] = log["steps_per_s"]
 
 
-def write_metrics(path, m):
-    """Atomically, as ct_metrics_close does; NaN as null."""
-    def clean(v):
-        if isinstance(v, list):
-            return [clean(x) for x in v]
-        return None if isinstance(v, float) and not math.isfinite(v) else v
-    m = {k: clean(v) for k, v in m.items()}
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(m, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        twin.die(f'cannot write "{path}": {e.strerror}')
-
-
 def main(argv=None):
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = parse_args(sys.argv[1:] if argv is None else argv)
@@ -375,7 +351,7 @@ def main(argv=None):
     show_speed(torch, nn, x, y, init, loss_fn, log, args, device, m)
 
     if args.metrics:
-        write_metrics(args.metrics, m)
+        twin.write_metrics(args.metrics, m)
     return 0
 
 

@@ -24,7 +24,6 @@ Run it with a Python that has torch and numpy (Debian: /usr/bin/python3 with
 python3-torch). Exit codes as in the C chapters: 2 for a bad flag, 1 for a
 run-time error.
 """
-import json
 import os
 import struct
 import sys
@@ -356,11 +355,7 @@ def main(argv):
     print(f"wrote {path}: {img.shape[1]}x{img.shape[0]} pixels, the first {n} test images, {right} of them right")
     print("frame green = predicted right, red = wrong")
 
-    if a.metrics:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(metrics, f, indent=1)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, metrics)
     return 0
 
 

@@ -20,7 +20,6 @@ then --load-init here), the DataParallel run here reaches the parameters the
 C one saved with --save (tests/chapter/check_ch07.py compares them, with
 --float64 here as the reference).
 """
-import json
 import os
 import re
 import sys
@@ -343,11 +342,7 @@ def main(argv):
     compare_training(torch, nn, a, devs, metrics)
     show_state_dict(torch, nn, a, devs, metrics)
     show_main_device(torch, nn, devs, metrics)
-    if a.metrics:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(metrics, f, indent=1)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, metrics)
     return 0
 
 

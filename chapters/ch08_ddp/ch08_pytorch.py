@@ -16,7 +16,6 @@ Only rank 0 prints and saves. Run it with a Python that has torch and numpy
 (Debian: /usr/bin/python3 with python3-torch).
 """
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -358,11 +357,8 @@ def main(argv):
     worst = reduce_scalar(torch, dist, diff, dist.ReduceOp.MAX)
     print(f"rank 0 saved {path}; every rank loaded it: largest difference from its own parameters {worst:g}")
     metrics["checkpoint_max_diff"] = worst
-    if a.metrics and r == 0:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(metrics, f, indent=1)
-        os.replace(tmp, a.metrics)
+    if r == 0:
+        twin.write_metrics(a.metrics, metrics)
     dist.barrier()  # every rank done with every collective
     # Debian's torch 1.13 with gloo sometimes never returns from destroy_process_group or from
     # the interpreter's exit (about 1 run in 3 here, one rank spinning); everything is written,

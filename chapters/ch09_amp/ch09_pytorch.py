@@ -23,7 +23,6 @@ What this PyTorch can do decides a few lines:
     ./ch09 --quick
     /usr/bin/python3 chapters/ch09_amp/ch09_pytorch.py --quick
 """
-import json
 import math
 import os
 import sys
@@ -534,11 +533,7 @@ def main(argv):
     speed(torch, nn, amp, a, metrics)
     checkpoint(torch, nn, amp, a, metrics)
     bad_batch(torch, nn, amp, a, metrics)
-    if a.metrics:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(metrics, f, indent=1)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, metrics)
     return 0
 
 

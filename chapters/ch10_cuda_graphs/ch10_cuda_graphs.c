@@ -373,11 +373,10 @@ static int show_capture(graphed *gr, ct_metrics *m) {
   if (max_abs_diff(before, p[0]->value, &moved) != CT_OK) return -1;
   ct_free(before);
   int64_t nodes = ct_cuda_graph_num_nodes(gr->g);
-  printf("captured one training step: %" PRId64 " kernel calls in one graph\n", nodes);
+  ct_metrics_print(m, "kernels_per_step", "captured one training step: %.0f kernel calls in one graph\n", (double)nodes);
   printf("parameters after capture: %s\n", moved == 0 ? "unchanged (capture runs nothing)" : "CHANGED");
   printf("memory: allocated %.0f KiB -> %.0f KiB, reserved %.0f KiB -> %.0f KiB (the graph's private pool)\n",
          kib(a0), kib(a1), kib(r0), kib(r1));
-  ct_metrics_num(m, "kernels_per_step", (double)nodes);
   ct_metrics_num(m, "capture_param_change", moved);
   ct_metrics_num(m, "capture_reserved_kib", kib(r1) - kib(r0));
   return moved == 0 ? CT_OK : ct_fail(CT_ERR_VALUE, "the capture changed the parameters");

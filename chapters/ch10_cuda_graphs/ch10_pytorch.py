@@ -23,7 +23,6 @@ parameters the C program's replays reached (./ch10 --save);
 tests/chapter/check_ch10.py compares them, with --float64 here as the
 reference.
 """
-import json
 import math
 import os
 import sys
@@ -424,11 +423,7 @@ def main(argv):
     show_forbidden(c, gr)
     show_pool(c)
     show_timing(c)
-    if a.metrics:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(c.metrics, f, indent=1)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, c.metrics)
     return 0
 
 

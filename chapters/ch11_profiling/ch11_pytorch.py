@@ -280,11 +280,7 @@ def main(argv):
     t.show_memory(m)
     t.show_trace(prof, m)
     t.show_overhead(m)
-    if args.metrics:
-        tmp = f"{args.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(m, f, indent=1)
-        os.replace(tmp, args.metrics)
+    twin.write_metrics(args.metrics, m)
     return 0
 
 

@@ -21,7 +21,6 @@ numbers), so the sums agree: tests/chapter/check_ch12.py compares C's
 chunk_sums with reference_sums here (float64).
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -462,11 +461,7 @@ def main(argv):
     show_race(torch, dev, a, m)
     show_record_stream(torch, dev, a, m)
     show_sync_points(torch, dev, a, m)
-    if a.metrics:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(m, f, indent=1)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, m)
     return 0
 
 

@@ -326,10 +326,10 @@ static void show_cache(const ct_cli *cli, ct_dtype dt, jit_state *js, ct_metrics
   const char *why = strstr(s.last_rejection, "rejected: ");
   printf("one bit of the entry flipped: %s\n  %s\n", s.rejected ? "rejected, never run" : "NOT DETECTED",
          why ? why : s.last_rejection);
-  printf("  rebuilt: compiled again in %.1f ms and written back atomically\n", 1e3 * s.compile_seconds);
+  ct_metrics_print(m, "compile_ms", "  rebuilt: compiled again in %.1f ms and written back atomically\n",
+                   1e3 * s.compile_seconds);
   ct_metrics_num(m, "rejected", (double)s.rejected);
   ct_metrics_num(m, "rebuild_compiles", (double)s.compiles);
-  ct_metrics_num(m, "compile_ms", 1e3 * s.compile_seconds);
   MUST_OK(ct_jit_cache_dir(dir, sizeof dir));
   printf("cache directory: %s (mode 0700, checked at every disk access)\n", home_relative(dir, shown, sizeof shown));
   printf("this kernel's entry: %s\n", strrchr(path, '/') + 1);

@@ -18,7 +18,6 @@ compares the two tables).
     ./ch13 --device cpu --quick
     /usr/bin/python3 chapters/ch13_jit/ch13_pytorch.py --device cpu --quick
 """
-import json
 import math
 import os
 import statistics
@@ -288,11 +287,7 @@ def main(argv):
         print(f"{s:12d} {f_txt} {us[-1]:10.2f} {cs[-1]:10.2f}")
     m.update({"sizes": sizes, "size_fused_gbs": fs, "size_unfused_gbs": us, "size_copy_gbs": cs})
 
-    if a.metrics:
-        tmp = a.metrics + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(m, f, indent=1, allow_nan=False, default=str)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, m)
     return 0
 
 

@@ -9,7 +9,7 @@ below), so both draw the same batches; --load-init FILE starts from the C
 program's initial weights (./ch14 --save-init FILE); --generate FILE samples
 from a checkpoint the C program saved.
 """
-import argparse, json, math, os, re, sys, time
+import argparse, math, os, re, sys, time
 import numpy as np
 import torch
 import torch.nn as nn
@@ -245,9 +245,7 @@ def main(argv):
         metrics["sample_generate"] = text
     else:
         metrics.update(train(a, device, dtype))
-    if a.metrics:
-        with open(a.metrics, "w", encoding="utf-8") as f:
-            json.dump(metrics, f, ensure_ascii=False)
+    twin.write_metrics(a.metrics, metrics)
     return 0
 
 

@@ -826,12 +826,30 @@ void ct_metrics_series(ct_metrics *m, const char *key, const double *values, int
   metrics_put(m, key, &v);
 }
 
-void ct_metrics_print(ct_metrics *m, const char *key, double value, const char *fmt, ...) {
-  va_list ap;
+// Whether fmt's first conversion takes a double (no length modifier): %f %e %g %a, any case.
+static bool first_conversion_is_double(const char *fmt) {
+  for (const char *p = fmt; (p = strchr(p, '%')); ) {
+    if (p[1] == '%') {
+      p += 2;
+      continue;
+    }
+    ++p;
+    p += strspn(p, "-+ #0'");   // flags
+    p += strspn(p, "0123456789*"); // width
+    if (*p == '.') ++p, p += strspn(p, "0123456789*");
+    return *p && strchr("fFeEgGaA", *p);
+  }
+  return false;
+}
+
+void ct_metrics_print(ct_metrics *m, const char *key, const char *fmt, ...) {
+  va_list ap, first;
   va_start(ap, fmt);
+  va_copy(first, ap);
   vprintf(fmt, ap);
+  if (first_conversion_is_double(fmt)) ct_metrics_num(m, key, va_arg(first, double));
+  va_end(first);
   va_end(ap);
-  ct_metrics_num(m, key, value);
 }
 
 static void metrics_free(ct_metrics *m) {

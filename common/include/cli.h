@@ -180,10 +180,12 @@ void ct_metrics_str(ct_metrics *m, const char *key, const char *value);
 void ct_metrics_series(ct_metrics *m, const char *key, const double *values, int n);
 int ct_metrics_close(ct_metrics *m); // CT_OK or CT_ERR_IO
 // One figure, printed and recorded: prints fmt with its arguments (printf's
-// rules; the line's text is the chapter's) and records value under key in m
-// (m may be NULL or a sink). The same fact on the screen and in the JSON.
-void ct_metrics_print(ct_metrics *m, const char *key, double value, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+// rules; the line's text is the chapter's) and records the first argument,
+// the figure, under key in m (m may be NULL or a sink): the same fact on the
+// screen and in the JSON, written once. fmt's first conversion takes that
+// double (%g, %.1f, %.0f, ...); one that does not (%d, %s) records nothing.
+//   ct_metrics_print(m, "compile_ms", "compiled in %.1f ms\n", ms);
+void ct_metrics_print(ct_metrics *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 // ---- timing: what every chapter that times work shares ----------------------
 // Seconds on CLOCK_MONOTONIC (time.perf_counter()): only differences mean something.
