@@ -15,7 +15,10 @@ the same from any folder: a build folder, tools/book, tools/record, the tests.
   default (twin_help.explain).
 - section(name) prints "== name ==", the line the book places output by.
 - die(message) prints "<prog>: message" on stderr and exits 1 (a run-time error).
+- import_torch() -> torch, or a clear exit 1 naming the Python to use (after the flags: --help
+  works without torch).
 - pick_device(torch, spec) -> (device, why the CPU was chosen or None), as ct_cli_begin.
+- device_of(torch, spec) -> the torch.device of --device: auto is cuda:0 where CUDA is available.
 - write_metrics(path, m) writes the figures as ct_metrics_close does: one JSON object,
   NaN and infinities as null, atomically (a temporary, then a rename); nothing without a path.
 
@@ -75,6 +78,23 @@ def parse(p, argv, helps=None):
     """The flags of argv; helps ({"--flag": text}) gives the flags added without a help text theirs."""
     explain(p, helps or {})
     return p.parse_args(argv)
+
+
+def import_torch():
+    try:
+        import torch
+    except ImportError as e:
+        die(f"cannot import torch ({e}); run this with a Python that has PyTorch (Debian: /usr/bin/python3)")
+    return torch
+
+
+def device_of(torch, spec):
+    """torch.device("cuda:0" if torch.cuda.is_available() else "cpu") for auto; a CUDA device where
+    this PyTorch has no CUDA stops the run (exit 1), as the C program does."""
+    dev = torch.device(("cuda:0" if torch.cuda.is_available() else "cpu") if spec == "auto" else spec)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        die(f"--device {spec}: CUDA is not available to this PyTorch")
+    return dev
 
 
 def why_unavailable(torch):

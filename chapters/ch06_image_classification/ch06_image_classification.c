@@ -76,9 +76,6 @@ cd build && ninja ch06_image_classification
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "ct.h"
 
@@ -103,14 +100,6 @@ cd build && ninja ch06_image_classification
 // numbers transforms.Normalize is given for this dataset.
 #define FMNIST_MEAN 0.2860
 #define FMNIST_STD 0.3530
-
-static int threads_in_use(void) {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
 
 // The chapter's settings, from its flags.
 typedef struct settings {
@@ -745,7 +734,7 @@ static void show_throughput(const settings *s, const history *h, const eval_resu
   double ips = h->train_seconds > 0 ? (double)h->images / h->train_seconds : NAN;
   if (h->images > 0)
     printf("train: %" PRId64 " images in %.1f s: %.0f images/s (batch %ld, %d CPU threads)\n",
-           h->images, h->train_seconds, ips, s->batch_size, threads_in_use());
+           h->images, h->train_seconds, ips, s->batch_size, ct_cli_threads());
   else
     printf("train: no training in this run (--load)\n");
   double eips = r->seconds > 0 ? (double)r->total / r->seconds : NAN;
@@ -755,7 +744,7 @@ static void show_throughput(const settings *s, const history *h, const eval_resu
   ct_metrics_num(m, "train_seconds", h->train_seconds);
   ct_metrics_num(m, "train_images", (double)h->images);
   ct_metrics_num(m, "eval_images_per_s", eips);
-  ct_metrics_num(m, "threads", threads_in_use());
+  ct_metrics_num(m, "threads", ct_cli_threads());
 }
 /*md output throughput*/
 

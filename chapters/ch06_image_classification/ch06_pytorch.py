@@ -167,11 +167,8 @@ def write_png(path, rgb):
 
 def main(argv):
     a = parse_args(argv)
-    try:
-        import torch
-        import torch.nn as nn
-    except ImportError as e:
-        twin.die(f"cannot import torch ({e}); run with a Python that has it, e.g. Debian's /usr/bin/python3")
+    torch = twin.import_torch()
+    nn = torch.nn
     torch.set_num_threads(os.cpu_count())  # the same thread count as the C program's OpenMP
     torch.manual_seed(a.seed)
     if a.device == "auto":

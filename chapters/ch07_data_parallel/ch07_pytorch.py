@@ -322,16 +322,10 @@ def show_main_device(torch, nn, devs, metrics):
 
 def main(argv):
     a = parse_args(argv)
-    try:
-        import torch
-        import torch.nn as nn
-    except ImportError as e:
-        twin.die(f"cannot import torch ({e}); run this with a Python that has PyTorch (Debian: /usr/bin/python3)")
+    torch = twin.import_torch()
+    nn = torch.nn
     torch.manual_seed(a.seed)
-    if a.device == "auto":
-        dev = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    else:
-        dev = torch.device(a.device)
+    dev = twin.device_of(torch, a.device)
     print(f"device: {dev}", flush=True)
     devs = device_list(torch, a.devices, dev)
     metrics = {"quick": int(a.quick), "float64": int(a.float64)}

@@ -504,15 +504,9 @@ def bad_batch(torch, nn, amp, a, metrics):
 
 def main(argv):
     a = parse_args(argv)
-    try:
-        import torch
-        import torch.nn as nn
-    except ImportError as e:
-        twin.die(f"cannot import torch ({e}); run this with a Python that has PyTorch (Debian: /usr/bin/python3)")
-    if a.device == "auto":
-        dev = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    else:
-        dev = torch.device(a.device)
+    torch = twin.import_torch()
+    nn = torch.nn
+    dev = twin.device_of(torch, a.device)
     if a.compile and not hasattr(torch, "compile"):
         twin.die(f"--compile: torch {torch.__version__} has no torch.compile (PyTorch 2 or later)")
     amp = Amp(torch, dev)

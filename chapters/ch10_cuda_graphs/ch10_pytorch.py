@@ -389,18 +389,10 @@ def show_timing(c):
 
 def main(argv):
     a = parse_args(argv)
-    try:
-        import torch
-        import torch.nn as nn
-    except ImportError as e:
-        twin.die(f"cannot import torch ({e}); run this with a Python that has PyTorch (Debian: /usr/bin/python3)")
+    torch = twin.import_torch()
+    nn = torch.nn
     torch.manual_seed(a.seed)
-    if a.device == "auto":
-        dev = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    else:
-        dev = torch.device(a.device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        twin.die("--device cuda: CUDA is not available to this PyTorch")
+    dev = twin.device_of(torch, a.device)
     print(f"device: {dev}", flush=True)
     c = Ctx()
     c.torch, c.nn, c.a, c.dev, c.cuda = torch, nn, a, dev, dev.type == "cuda"

@@ -249,10 +249,7 @@ class Twin:
 
 def main(argv):
     args = parse_args(argv)
-    try:
-        import torch
-    except ImportError as e:
-        twin.die(f"cannot import torch: {e}")
+    torch = twin.import_torch()
     if args.metrics and not os.path.isdir(os.path.dirname(os.path.abspath(args.metrics))):
         twin.die(f"--metrics {args.metrics}: its folder does not exist")
     if not os.path.isdir(os.path.dirname(os.path.abspath(args.trace))):

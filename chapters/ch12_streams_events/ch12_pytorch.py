@@ -437,17 +437,9 @@ def show_sync_points(torch, dev, a, m):
 
 def main(argv):
     a = parse_args(argv)
-    try:
-        import torch
-    except ImportError as e:
-        twin.die(f"cannot import torch ({e}); run this with a Python that has PyTorch (Debian: /usr/bin/python3)")
+    torch = twin.import_torch()
     torch.manual_seed(a.seed)
-    if a.device == "auto":
-        dev = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    else:
-        dev = torch.device(a.device)
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            twin.die("--device cuda: CUDA is unavailable to this PyTorch")
+    dev = twin.device_of(torch, a.device)
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
     defaults(a, dev.type == "cuda")

@@ -156,10 +156,7 @@ def gbs(nbytes, ms):
 def main(argv):
     global torch
     a = parse_args(argv)
-    try:
-        import torch
-    except ImportError as e:
-        twin.die(f"cannot import torch: {e}")
+    torch = twin.import_torch()
     want = a.device
     if want == "auto":
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -70,9 +70,6 @@ cd build && ninja ch14_gpt
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "ct.h"
 
@@ -84,14 +81,6 @@ cd build && ninja ch14_gpt
 #define TAG_EVAL_TRAIN 2u
 #define TAG_EVAL_VAL 3u
 #define TAG_SAMPLE 4u
-
-static int threads_in_use(void) {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
 
 // The chapter's settings, from its flags (0 or NULL: the preset's value).
 typedef struct settings {
@@ -1355,14 +1344,14 @@ static void show_throughput(const trainer *t, const history *h, ct_metrics *m) {
   printf("trained %" PRId64 " steps, %" PRId64 " tokens in %.1f s: %.0f tokens/s, %.1f ms/step "
          "(%d process%s, %d CPU threads each%s%s)\n", h->steps, h->tokens, h->train_seconds, tps,
          h->steps ? 1e3 * h->train_seconds / (double)h->steps : NAN, t->world, t->world > 1 ? "es" : "",
-         threads_in_use(), t->amp == CT_F32 ? "" : t->amp == CT_BF16 ? ", autocast bf16" : ", autocast fp16",
+         ct_cli_threads(), t->amp == CT_F32 ? "" : t->amp == CT_BF16 ? ", autocast bf16" : ", autocast fp16",
          t->graph ? ", CUDA graph" : "");
   printf("after the first %d steps: %.0f tokens/s\n", WARM_STEPS, steady);
   ct_metrics_num(m, "tokens_per_s", tps);
   ct_metrics_num(m, "tokens_per_s_steady", steady);
   ct_metrics_num(m, "train_seconds", h->train_seconds);
   ct_metrics_num(m, "steps", (double)h->steps);
-  ct_metrics_num(m, "threads", threads_in_use());
+  ct_metrics_num(m, "threads", ct_cli_threads());
 }
 /*md output throughput*/
 

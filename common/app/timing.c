@@ -11,6 +11,10 @@
 
 #include "error.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 double ct_cli_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -18,6 +22,14 @@ double ct_cli_seconds(void) {
 }
 
 int ct_cli_synchronize(ct_device d) { return d.type == CT_CUDA ? ct_cuda_synchronize(d.index) : CT_OK; }
+
+int ct_cli_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 
 int ct_cli_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

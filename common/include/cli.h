@@ -195,6 +195,9 @@ double ct_cli_seconds(void);
 // Returns the status, which a caller checks (an asynchronous kernel error
 // shows up here).
 int ct_cli_synchronize(ct_device d);
+// The threads the CPU work of this process uses (torch.get_num_threads()):
+// OpenMP's maximum, 1 in a build without OpenMP.
+int ct_cli_threads(void);
 // qsort's comparison for doubles, ascending.
 int ct_cli_cmp_double(const void *a, const void *b);
 // The median of v[0..n) (the mean of the middle two when n is even); v is

@@ -10,6 +10,7 @@
 //  - ct_cli_cmp_double orders qsort ascending, equal values compare 0;
 //  - ct_cli_seconds never goes back and measures a sleep;
 //  - ct_cli_synchronize returns CT_OK on the device under test;
+//  - ct_cli_threads is OpenMP's thread count, and follows omp_set_num_threads;
 //  - ct_metrics_print prints its line exactly as printf would and records
 //    the first argument under its key; a first conversion that is not a
 //    double records nothing;
@@ -25,6 +26,10 @@
 #include <unistd.h>
 
 #include "testutil.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 // The median by another route: insertion sort of a copy.
 static double median_ref(const double *v, int n) {
@@ -86,6 +91,18 @@ static void test_synchronize(void **state) {
   assert_non_null(t);
   assert_int_equal(ct_cli_synchronize(tu_device), CT_OK);
   ct_free(t);
+}
+
+static void test_threads(void **state) {
+  (void)state;
+  assert_true(ct_cli_threads() >= 1);
+#ifdef _OPENMP
+  int was = omp_get_max_threads();
+  assert_int_equal(ct_cli_threads(), was);
+  omp_set_num_threads(was + 2);
+  assert_int_equal(ct_cli_threads(), was + 2);
+  omp_set_num_threads(was);
+#endif
 }
 
 // The whole of a small file, as a string (caller frees); NULL when absent.
@@ -191,6 +208,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_median),        cmocka_unit_test(test_cmp_double),
       cmocka_unit_test(test_seconds),       cmocka_unit_test(test_synchronize),
+      cmocka_unit_test(test_threads),
       cmocka_unit_test(test_metrics_print), cmocka_unit_test(test_begin_records),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
