@@ -18,6 +18,8 @@ the same from any folder: a build folder, tools/book, tools/record, the tests.
 - import_torch() -> torch, or a clear exit 1 naming the Python to use (after the flags: --help
   works without torch).
 - pick_device(torch, spec) -> (device, why the CPU was chosen or None), as ct_cli_begin.
+- begin(torch, args) -> (device, metrics): what ct_cli_begin does: picks the device, seeds
+  torch, prints the "device: ..." line, and starts the metrics with device, seed and quick.
 - device_of(torch, spec) -> the torch.device of --device: auto is cuda:0 where CUDA is available.
 - write_metrics(path, m) writes the figures as ct_metrics_close does: one JSON object,
   NaN and infinities as null, atomically (a temporary, then a rename); nothing without a path.
@@ -95,6 +97,16 @@ def device_of(torch, spec):
     if dev.type == "cuda" and not torch.cuda.is_available():
         die(f"--device {spec}: CUDA is not available to this PyTorch")
     return dev
+
+
+def begin(torch, args):
+    device, why = pick_device(torch, args.device)
+    torch.manual_seed(args.seed)
+    if device.type == "cuda":
+        print(f"device: {device} ({torch.cuda.get_device_name(device)})")
+    else:
+        print(f"device: cpu ({why})" if why else "device: cpu")
+    return device, {"device": str(device), "seed": args.seed, "quick": int(args.quick)}
 
 
 def why_unavailable(torch):

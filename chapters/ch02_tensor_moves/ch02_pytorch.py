@@ -510,13 +510,8 @@ def main(argv):
         import torch
     except ImportError as e:
         twin.die(f"needs torch and numpy: {e}")
-    device, why = twin.pick_device(torch, args.device)
-    torch.manual_seed(args.seed)
-    if device.type == "cuda":
-        print(f"device: {device} ({torch.cuda.get_device_name(device.index)})")
-    else:
-        print("device: cpu" + (f" ({why})" if why else ""))
-    m = {"device": str(device), "seed": args.seed, "quick": int(args.quick), "torch_version": torch.__version__}
+    device, m = twin.begin(torch, args)  # the device, torch.manual_seed, "device: ...", the metrics
+    m["torch_version"] = torch.__version__
 
     x = show_create(torch, m)
     xd = show_to_device(torch, device, x, m)

@@ -64,10 +64,9 @@ def storage_bytes(tensors):
 
 
 class Twin:
-    def __init__(self, torch, device, args):
-        self.torch, self.device, self.args = torch, device, args
+    def __init__(self, torch, device, args, m):
+        self.torch, self.device, self.args, self.m = torch, device, args, m
         self.cuda = device.type == "cuda"
-        self.m = {"device": str(device), "seed": args.seed, "quick": int(args.quick)}
 
     def sync(self):
         if self.cuda:
@@ -486,16 +485,9 @@ def main(argv=None):
         pass
     import torch  # after argparse, so that --help works without torch
 
-    device, why = twin.pick_device(torch, args.device)
-    torch.manual_seed(args.seed)
-    if device.type == "cuda":
-        print(f"device: {device} ({torch.cuda.get_device_name(device)})")
-    elif why:
-        print(f"device: cpu ({why})")
-    else:
-        print("device: cpu")
+    device, m = twin.begin(torch, args)  # the device, torch.manual_seed, "device: ...", the metrics
 
-    t = Twin(torch, device, args)
+    t = Twin(torch, device, args, m)
     t.show_statistics()
     t.show_splitting()
     t.show_raw_vs_cached()

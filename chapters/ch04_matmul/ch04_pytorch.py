@@ -297,14 +297,7 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     import torch  # after argparse, so that --help works without torch
 
-    device, why = twin.pick_device(torch, args.device)
-    torch.manual_seed(args.seed)
-    if device.type == "cuda":
-        print(f"device: {device} ({torch.cuda.get_device_name(device)})")
-    else:
-        print(f"device: cpu ({why})" if why else "device: cpu")
-
-    m = {"device": str(device), "seed": args.seed, "quick": int(args.quick)}
+    device, m = twin.begin(torch, args)  # the device, torch.manual_seed, "device: ...", the metrics
     failures = []
     peak = show_cpu(torch, args, m)
     cpu = run_cpu_ladder(torch, args, peak, m, failures)

@@ -334,13 +334,7 @@ def main(argv=None):
     from torch import nn
 
     torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
-    device, why = twin.pick_device(torch, args.device)
-    torch.manual_seed(args.seed)
-    if device.type == "cuda":
-        print(f"device: {device} ({torch.cuda.get_device_name(device)})")
-    else:
-        print(f"device: cpu ({why})" if why else "device: cpu")
-    m = {"device": str(device), "seed": args.seed, "quick": int(args.quick)}
+    device, m = twin.begin(torch, args)  # the device, torch.manual_seed, "device: ...", the metrics
 
     x, y, init = show_data(torch, nn, args, m)
     theta, closed_mse = show_closed_form(torch, x, y, m)
