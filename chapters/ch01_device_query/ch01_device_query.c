@@ -131,7 +131,7 @@ static void show_tensor(const ct_cli *cli, ct_metrics *m);
 
 `ct_cli_begin` 做的正是开头那行 PyTorch 代码做的事：`--device auto`（默认值）时有 GPU 就用 GPU，没有就退回 CPU，并把退回的原因写进第一行。它还调用 `ct_manual_seed(seed)`，对应 `torch.manual_seed(seed)`。
 
-`--metrics FILE` 把这次运行得到的数字写成一个 JSON 对象，给画图和基准测试的脚本读。文件先写到一个临时名字，写完再改名，所以读的一方不会读到写了一半的文件。本章本来就很快，`--quick` 在这里什么也不改变；但它仍然被接受，因为测试对每一章都带着它运行。
+`--metrics FILE` 把这次运行得到的数字写成一个 JSON 对象，给画图和基准测试的脚本读。`ct_cli_begin` 打开它（`cli.metrics`），先记下设备、种子和 `--quick`。文件先写到一个临时名字，写完再改名，所以读的一方不会读到写了一半的文件。本章本来就很快，`--quick` 在这里什么也不改变；但它仍然被接受，因为测试对每一章都带着它运行。
 :::
 ::: en
 ## The command line and the first line of output
@@ -142,21 +142,16 @@ static void show_tensor(const ct_cli *cli, ct_metrics *m);
 
 `ct_cli_begin` does what the PyTorch line above does: with `--device auto` (the default) it takes the GPU when there is one and otherwise falls back to the CPU, writing the reason for the fallback into the first line. It also calls `ct_manual_seed(seed)`, the counterpart of `torch.manual_seed(seed)`.
 
-`--metrics FILE` writes the run's figures as one JSON object for plotting and benchmark scripts. The file is written under a temporary name and renamed when complete, so a reader never sees half of it. This chapter is fast anyway, so `--quick` changes nothing here; it is still accepted because the tests run every chapter with it.
+`--metrics FILE` writes the run's figures as one JSON object for plotting and benchmark scripts. `ct_cli_begin` opens it (`cli.metrics`) and records the device, the seed and `--quick` first. The file is written under a temporary name and renamed when complete, so a reader never sees half of it. This chapter is fast anyway, so `--quick` changes nothing here; it is still accepted because the tests run every chapter with it.
 :::
 */
 int main(int argc, char **argv) {
   ct_cli cli = {.program = "ch01",
                 .summary = "Chapter 1: what the GPUs (or the CPU) of this machine can do."};
   ct_cli_parse(&cli, argc, argv, NULL, 0);
-  ct_cli_begin(&cli); // prints "device: ..."
+  ct_cli_begin(&cli); // prints "device: ...", records device, seed and quick
 
-  ct_metrics *m = ct_metrics_open(cli.metrics_path); // a no-op sink without --metrics
-  if (!m) ct_cli_die(&cli);
-  char dev[CT_DEVICE_STR_MAX];
-  ct_metrics_str(m, "device", ct_device_str(cli.device, dev));
-  ct_metrics_num(m, "seed", (double)cli.seed);
-  ct_metrics_num(m, "quick", cli.quick); // accepted; a query has nothing to shorten
+  ct_metrics *m = cli.metrics; // a no-op sink without --metrics
 
   show_availability(&cli, m);
   show_devices(&cli, m);

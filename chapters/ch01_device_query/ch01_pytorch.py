@@ -13,12 +13,13 @@ python3-torch package). It works on a CPU-only machine and with a CPU-only
 build of PyTorch. Exit codes as in the C chapters: 2 for a bad flag (argparse),
 1 for a run-time error such as --device cuda without a GPU.
 """
-import argparse
-import json
 import os
 import re
 import signal
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares)
 
 LABEL_WIDTH = 28  # the C program's value column
 
@@ -28,74 +29,14 @@ def row(key, value):
     print(f"{key + ':':<{LABEL_WIDTH}}{value}")
 
 
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def device_spec(text):
-    if text in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d{1,4}", text):
-        return text
-    raise argparse.ArgumentTypeError(f'expects auto, cpu, cuda or cuda:N, got "{text}"')
-
-
-def non_negative_int(text):
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f'expects a non-negative integer, got "{text}"')
-    return int(text)
-
-
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="ch01_pytorch.py",
-        description="Chapter 1 (PyTorch twin): what the GPUs (or the CPU) of this machine can do.")
-    p.add_argument("--device", type=device_spec, default="auto",
-                   help="auto (the GPU when CUDA is available), cpu, cuda, cuda:N (default: auto)")
-    p.add_argument("--seed", type=non_negative_int, default=0,
-                   help="seed for torch.manual_seed (default: 0)")
-    p.add_argument("--quick", action="store_true",
-                   help="a small workload, seconds on a 2-core CPU (used by the tests)")
-    p.add_argument("--metrics", metavar="FILE", help="write the figures as JSON to FILE")
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {})
+    p = twin.parser("ch01_pytorch.py", "Chapter 1 (PyTorch twin): what the GPUs (or the CPU) of this machine can do.")
+    twin.explain(p, {})
     return p.parse_args(argv)
 
 
-def die(message):
-    sys.stdout.flush()
-    print(f"ch01_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def why_unavailable(torch):
-    """PyTorch's is_available() says only False; ask it for the reason."""
-    if torch.version.cuda is None:
-        return "this PyTorch was built without CUDA"
-    try:
-        torch.cuda.init()  # raises with the reason, e.g. "Found no NVIDIA driver"
-    except Exception as e:  # noqa: BLE001 - any failure is the reason
-        return str(e).strip().splitlines()[0]
-    return "no CUDA device found"
-
-
-def pick_device(torch, spec):
-    """torch.device("cuda" if torch.cuda.is_available() else "cpu"), with the reason."""
-    if spec == "cpu":
-        return torch.device("cpu"), None
-    if not torch.cuda.is_available():
-        if spec == "auto":
-            return torch.device("cpu"), f"CUDA unavailable: {why_unavailable(torch)}"
-        die(f"--device {spec}: CUDA unavailable: {why_unavailable(torch)}")
-    index = torch.cuda.current_device() if spec in ("auto", "cuda") else int(spec.split(":")[1])
-    if index >= torch.cuda.device_count():
-        die(f"--device {spec}: CUDA device index {index} out of range "
-            f"(there are {torch.cuda.device_count()} devices)")
-    torch.cuda.set_device(index)
-    return torch.device("cuda", index), None
-
-
 def show_availability(torch, m):
-    section("availability")
+    twin.section("availability")
     available = torch.cuda.is_available()
     count = torch.cuda.device_count()
     # current_device() raises where there is no GPU; ct answers -1.
@@ -104,13 +45,13 @@ def show_availability(torch, m):
     row("device_count", count)
     row("current_device", current)
     if not available:
-        row("unavailable_reason", why_unavailable(torch))
+        row("unavailable_reason", twin.why_unavailable(torch))
     m.update(cuda_available=int(available), cuda_device_count=count, cuda_current_device=current,
-             cuda_unavailable_reason="" if available else why_unavailable(torch))
+             cuda_unavailable_reason="" if available else twin.why_unavailable(torch))
 
 
 def show_devices(torch, m):
-    section("devices")
+    twin.section("devices")
     count = torch.cuda.device_count()
     if count == 0:
         print("(no CUDA devices)")
@@ -153,7 +94,7 @@ def show_devices(torch, m):
 
 
 def show_versions(torch, m):
-    section("versions")
+    twin.section("versions")
     row("torch", torch.__version__)
     row("torch cuda build", "yes" if torch.version.cuda else "no (torch.version.cuda is None)")
     row("cuda runtime", torch.version.cuda or "none")  # the CUDA torch was built with
@@ -186,7 +127,7 @@ def mem_available_bytes():
 
 
 def show_cpu(torch, m):
-    section("cpu")
+    twin.section("cpu")
     gib = 1024 ** 3
     model = cpu_model()
     logical = os.cpu_count()
@@ -208,7 +149,7 @@ def show_cpu(torch, m):
 
 
 def show_tensor(torch, device, m):
-    section("tensor")
+    twin.section("tensor")
     x = torch.randn(3, 3).to(device)  # as the seed tutorials write it
     print(f"x = randn(3, 3) on {device}:")
     print(x)
@@ -224,37 +165,14 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     import torch  # after argparse, so that --help works without torch
 
-    device, why = pick_device(torch, args.device)
-    torch.manual_seed(args.seed)
-    if device.type == "cuda":
-        print(f"device: {device} ({torch.cuda.get_device_name(device)})")
-    elif why:
-        print(f"device: cpu ({why})")
-    else:
-        print("device: cpu")
-
-    m = {"device": str(device), "seed": args.seed, "quick": int(args.quick)}
+    device, m = twin.begin(torch, args)  # the device, torch.manual_seed, "device: ...", the metrics
     show_availability(torch, m)
     show_devices(torch, m)
     show_versions(torch, m)
     show_cpu(torch, m)
     show_tensor(torch, device, m)
 
-    if args.metrics:  # atomically, as ct_metrics_close does
-        tmp = f"{args.metrics}.tmp.{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(m, f, indent=2)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, args.metrics)
-        except OSError as e:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            die(f'cannot write "{args.metrics}": {e.strerror}')
+    twin.write_metrics(args.metrics, m)  # atomically, as ct_metrics_close does
     return 0
 
 

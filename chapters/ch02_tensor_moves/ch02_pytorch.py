@@ -19,13 +19,14 @@ bandwidth section times host copies, as the C program does on the CPU).
 Exit codes as in the C chapters: 2 for a bad flag, 1 for a run-time error.
 """
 import argparse
-import json
 import math
 import os
-import re
 import statistics
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares)
 
 LABEL_WIDTH = 34  # the C program's value column
 SENTINEL = -1.0
@@ -37,22 +38,6 @@ def row(key, value):
     print(f"{label:<{LABEL_WIDTH}}{value}" if len(label) < LABEL_WIDTH else f"{label} {value}")
 
 
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def device_spec(text):
-    if text in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d{1,4}", text):
-        return text
-    raise argparse.ArgumentTypeError(f'expects auto, cpu, cuda or cuda:N, got "{text}"')
-
-
-def non_negative_int(text):
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f'expects a non-negative integer, got "{text}"')
-    return int(text)
-
-
 def max_mib(text):
     if not text.isdigit() or int(text) > 16384:
         raise argparse.ArgumentTypeError(f'expects 0..16384, got "{text}"')
@@ -60,51 +45,11 @@ def max_mib(text):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="ch02_pytorch.py",
-                                description="Chapter 2 (PyTorch twin): x.to(device), and what moving a tensor costs.")
-    p.add_argument("--device", type=device_spec, default="auto",
-                   help="auto (the GPU when CUDA is available), cpu, cuda, cuda:N (default: auto)")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed for torch.manual_seed (default: 0)")
-    p.add_argument("--quick", action="store_true", help="a small workload, seconds on a 2-core CPU (used by the tests)")
-    p.add_argument("--metrics", metavar="FILE", help="write the figures as JSON to FILE")
+    p = twin.parser("ch02_pytorch.py", "Chapter 2 (PyTorch twin): x.to(device), and what moving a tensor costs.")
     p.add_argument("--max-mib", type=max_mib, default=0,
                    help="largest copy in the bandwidth table, MiB; 0: 256, or 4 with --quick (default: 0)")
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {})
+    twin.explain(p, {})
     return p.parse_args(argv)
-
-
-def die(message):
-    sys.stdout.flush()
-    print(f"ch02_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def why_unavailable(torch):
-    if torch.version.cuda is None:
-        return "this PyTorch was built without CUDA"
-    try:
-        torch.cuda.init()
-    except Exception as e:  # noqa: BLE001 - any failure is the reason
-        return str(e).strip().splitlines()[0]
-    return "no CUDA device found"
-
-
-def pick_device(torch, spec):
-    """torch.device("cuda" if torch.cuda.is_available() else "cpu"), with the reason."""
-    if spec == "cpu":
-        return torch.device("cpu"), None
-    if not torch.cuda.is_available():
-        if spec == "auto":
-            return torch.device("cpu"), f"CUDA unavailable: {why_unavailable(torch)}"
-        die(f"--device {spec}: CUDA unavailable: {why_unavailable(torch)}")
-    index = torch.cuda.current_device() if spec in ("auto", "cuda") else int(spec.split(":")[1])
-    if index >= torch.cuda.device_count():
-        die(f"--device {spec}: CUDA device index {index} out of range "
-            f"(there are {torch.cuda.device_count()} devices)")
-    torch.cuda.set_device(index)
-    return torch.device("cuda", index), None
 
 
 def caught(e, m, key):
@@ -127,7 +72,7 @@ def absent_device(torch):
 
 
 def show_create(torch, m):
-    section("create")
+    twin.section("create")
     x = torch.randn(2, 3)
     print("x = randn(2, 3):")
     print(x)
@@ -138,7 +83,7 @@ def show_create(torch, m):
 
 
 def show_to_device(torch, device, x, m):
-    section("to_device")
+    twin.section("to_device")
     # twin: to_device
     y = torch.ones_like(x, device=device)
     print(f"y = ones_like(x, device={device}):")
@@ -157,14 +102,14 @@ def show_to_device(torch, device, x, m):
         print(f"x.to({absent}), a device this machine does not have:")
         try:
             x.to(absent)
-            die(f"moving to the absent device {absent} succeeded")
+            twin.die(f"moving to the absent device {absent} succeeded")
         except (RuntimeError, AssertionError) as e:
             caught(e, m, "absent_device")
     return xd
 
 
 def show_round_trip(torch, device, x, xd, m):
-    section("round_trip")
+    twin.section("round_trip")
     # twin: round_trip
     back = xd.to("cpu", torch.double)
     print('x.to("cpu", torch.double):')
@@ -191,7 +136,7 @@ def show_round_trip(torch, device, x, xd, m):
 
 
 def show_cuda_cpu(torch, device, x, m):
-    section("cuda_cpu")
+    twin.section("cuda_cpu")
     if device.type == "cuda":
         xc = x.cuda()
         print("x.cuda():")
@@ -208,7 +153,7 @@ def show_cuda_cpu(torch, device, x, m):
         print("x.cuda():")
         try:
             x.cuda()
-            die("x.cuda() succeeded without CUDA")
+            twin.die("x.cuda() succeeded without CUDA")
         except (RuntimeError, AssertionError) as e:
             caught(e, m, "cuda_call")
     row("x.cpu() is x", "yes" if x.cpu() is x else "no")
@@ -222,7 +167,7 @@ def ensure_same_device(*tensors):
 
 
 def show_mixed_devices(torch, device, m):
-    section("mixed_devices")
+    twin.section("mixed_devices")
     a = torch.randn(3, 3, device=device)
     other = torch.device("cpu") if device.type == "cuda" else absent_device(torch)
     try:
@@ -238,7 +183,7 @@ def show_mixed_devices(torch, device, m):
         # twin: mixed_devices
         try:
             a + b
-            die("adding tensors on two devices succeeded")
+            twin.die("adding tensors on two devices succeeded")
         except RuntimeError as e:
             caught(e, m, "mixed_error")
         c1 = a + b.to(a.device)
@@ -325,7 +270,7 @@ def pcie_link(torch, index):
 
 
 def show_bandwidth(torch, np, device, args, m):
-    section("bandwidth")
+    twin.section("bandwidth")
     gpu = device.type == "cuda"
     limit = (args.max_mib or (4 if args.quick else 256)) * MIB
     sizes = []
@@ -422,7 +367,7 @@ def show_bandwidth(torch, np, device, args, m):
         else:
             try:
                 torch.zeros(4).pin_memory()
-                die("pin_memory() succeeded without CUDA")
+                twin.die("pin_memory() succeeded without CUDA")
             except (RuntimeError, NotImplementedError, AssertionError) as e:
                 caught(e, m, "pin_memory")
 
@@ -492,7 +437,7 @@ class Overlap:
 
 
 def show_overlap(torch, device, args, m):
-    section("overlap")
+    twin.section("overlap")
     nbytes = (16 if args.quick else 64) * MIB
     o = Overlap(torch, device, nbytes)
     reps = 3 if args.quick else 7
@@ -525,7 +470,7 @@ def show_overlap(torch, device, args, m):
 
 
 def show_hazard(torch, device, args, overlap, ms_per_iter, m):
-    section("hazard")
+    twin.section("hazard")
     gpu = device.type == "cuda"
     n = (1 << 20) if args.quick else (1 << 24)
     src = torch.arange(n, dtype=torch.float32, device=device)
@@ -558,28 +503,15 @@ def show_hazard(torch, device, args, overlap, ms_per_iter, m):
              hazard_kernel_iters=overlap.iters)
 
 
-def write_metrics(path, m):
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(m, f, indent=2, allow_nan=False, default=float)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 def main(argv):
     args = parse_args(argv)
     try:
         import numpy as np
         import torch
     except ImportError as e:
-        die(f"needs torch and numpy: {e}")
-    device, why = pick_device(torch, args.device)
-    torch.manual_seed(args.seed)
-    if device.type == "cuda":
-        print(f"device: {device} ({torch.cuda.get_device_name(device.index)})")
-    else:
-        print("device: cpu" + (f" ({why})" if why else ""))
-    m = {"device": str(device), "seed": args.seed, "quick": int(args.quick), "torch_version": torch.__version__}
+        twin.die(f"needs torch and numpy: {e}")
+    device, m = twin.begin(torch, args)  # the device, torch.manual_seed, "device: ...", the metrics
+    m["torch_version"] = torch.__version__
 
     x = show_create(torch, m)
     xd = show_to_device(torch, device, x, m)
@@ -595,7 +527,7 @@ def main(argv):
         if any(isinstance(z, float) and not math.isfinite(z) for z in vals):
             m[k] = None
     if args.metrics:
-        write_metrics(args.metrics, m)
+        twin.write_metrics(args.metrics, m)
     return 0
 
 

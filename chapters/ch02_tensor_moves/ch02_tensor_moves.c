@@ -107,18 +107,6 @@ static void print_tensor(const ct_cli *cli, const char *label, const ct_tensor *
   MUST_OK(ct_print(stdout, t));
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-  double s[MAX_REPS];
-  memcpy(s, v, (size_t)n * sizeof *s);
-  qsort(s, (size_t)n, sizeof *s, cmp_double);
-  return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-}
-
 // "4 KiB", "1 MiB", "256 MiB".
 static const char *size_str(double bytes, char *buf, size_t len) {
   if (bytes >= MIB) snprintf(buf, len, "%.0f MiB", bytes / MIB);
@@ -166,12 +154,7 @@ int main(int argc, char **argv) {
   if (max_mib == 0) max_mib = cli.quick ? 4 : 256;
   ct_cli_begin(&cli); // prints "device: ..."
 
-  ct_metrics *m = ct_metrics_open(cli.metrics_path);
-  if (!m) ct_cli_die(&cli);
-  char dev[CT_DEVICE_STR_MAX];
-  ct_metrics_str(m, "device", ct_device_str(cli.device, dev));
-  ct_metrics_num(m, "seed", (double)cli.seed);
-  ct_metrics_num(m, "quick", cli.quick);
+  ct_metrics *m = cli.metrics; // device, seed and quick already recorded
 
   ct_tensor *x = show_create(&cli, m);
   ct_tensor *xd = show_to_device(&cli, m, x);
@@ -708,7 +691,7 @@ static double host_memcpy_gbs(const ct_cli *cli, size_t bytes, int warmup, int r
   ct_event_free(e1);
   free(src);
   free(dst);
-  return median(gbs, reps);
+  return ct_cli_median(gbs, reps);
 }
 
 // The same with ct_copy_ between two CPU tensors: dst.copy_(src).
@@ -733,7 +716,7 @@ static double host_ct_copy_gbs(const ct_cli *cli, size_t bytes, int warmup, int 
   ct_event_free(e1);
   ct_free(src);
   ct_free(dst);
-  return median(gbs, reps);
+  return ct_cli_median(gbs, reps);
 }
 
 /*md
@@ -808,7 +791,7 @@ static double time_move_ms(const ct_cli *cli, move_kind k, const move_bufs *b, i
   }
   ct_event_free(e0);
   ct_event_free(e1);
-  return median(ms, reps);
+  return ct_cli_median(ms, reps);
 }
 
 /*md
@@ -1070,7 +1053,7 @@ static double schedule_ms(const ct_cli *cli, overlap_ctx *c, schedule sc, int re
     MUST_OK(run_schedule(c, sc, &ms));
     if (r >= 0) v[r] = ms;
   }
-  return median(v, reps);
+  return ct_cli_median(v, reps);
 }
 
 // Returns the kernel's milliseconds per iteration (for the next section).

@@ -87,29 +87,7 @@ ninja ch03_memory && ./ch03            # the GPU if there is one, else the CPU
 #define LOG_MAX 24
 #define MLP_MAX 8
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double mib(size_t n) { return (double)n / (double)MIB; }
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-// Sorts v in place and returns its median.
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Waits for the device's queued work (a no-op on the CPU, where work runs at once).
-static void sync_device(const ct_cli *cli) {
-  if (ct_stream_synchronize(ct_current_stream(cli->device)) != CT_OK) ct_cli_die(cli);
-}
 
 // "4 KiB", "16 MiB", "1 GiB" for the power-of-two sizes of the timing table.
 static const char *size_label(size_t n, char *buf, size_t len) {
@@ -216,12 +194,7 @@ int main(int argc, char **argv) {
 #endif
   ct_cli_begin(&cli); // prints "device: ..."
 
-  ct_metrics *m = ct_metrics_open(cli.metrics_path);
-  if (!m) ct_cli_die(&cli);
-  char dev[CT_DEVICE_STR_MAX];
-  ct_metrics_str(m, "device", ct_device_str(cli.device, dev));
-  ct_metrics_num(m, "seed", (double)cli.seed);
-  ct_metrics_num(m, "quick", cli.quick);
+  ct_metrics *m = cli.metrics; // device, seed and quick already recorded
 
   show_statistics(&cli, m);
   show_splitting(&cli, m);
@@ -539,15 +512,15 @@ static void touch_pages(void *p, size_t n) {
 static double time_malloc_us(size_t n, int reps, bool touch) {
   double t[MAX_REPS];
   for (int i = 0; i < reps; ++i) {
-    double t0 = now_s();
+    double t0 = ct_cli_seconds();
     void *p = malloc(n);
     if (!p) return -1.0;
     if (touch) touch_pages(p, n);
     sink = p;
     free(p);
-    t[i] = (now_s() - t0) * 1e6;
+    t[i] = (ct_cli_seconds() - t0) * 1e6;
   }
-  return median(t, reps);
+  return ct_cli_median(t, reps);
 }
 
 #ifdef CT_HAVE_CUDA
@@ -557,12 +530,12 @@ static int time_cuda_malloc_us(int device, size_t n, int reps, double *us) {
   CT_CUDA_CHECK(cudaSetDevice(device));
   for (int i = 0; i < reps; ++i) {
     void *p = NULL;
-    double t0 = now_s();
+    double t0 = ct_cli_seconds();
     CT_CUDA_CHECK(cudaMalloc(&p, n));
     CT_CUDA_CHECK(cudaFree(p)); // synchronizes the device
-    t[i] = (now_s() - t0) * 1e6;
+    t[i] = (ct_cli_seconds() - t0) * 1e6;
   }
-  *us = median(t, reps);
+  *us = ct_cli_median(t, reps);
   return CT_OK;
 }
 #endif
@@ -572,14 +545,14 @@ static int time_cuda_malloc_us(int device, size_t n, int reps, double *us) {
 static int time_cached_us(ct_device d, size_t n, int reps, bool touch, double *us) {
   double t[MAX_REPS];
   for (int i = -1; i < reps; ++i) {
-    double t0 = now_s();
+    double t0 = ct_cli_seconds();
     ct_block *b = ct_block_alloc(d, n, NULL, NULL);
     if (!b) return ct_last_status();
     if (touch) touch_pages(ct_block_ptr(b), n);
     ct_block_free(b);
-    if (i >= 0) t[i] = (now_s() - t0) * 1e6;
+    if (i >= 0) t[i] = (ct_cli_seconds() - t0) * 1e6;
   }
-  *us = median(t, reps);
+  *us = ct_cli_median(t, reps);
   return CT_OK;
 }
 
@@ -1243,12 +1216,12 @@ The table's "new segs" columns count the segments each step asked the system for
 static void timed_step(oom_ctx *c, ct_tensor *xb, double *ms, double *segs) {
   ct_memory_stats s0, s1;
   ct_memory_stats_get(c->d, &s0);
-  double t0 = now_s();
+  double t0 = ct_cli_seconds();
   ct_tensor *acts[MLP_MAX + 1];
   if (forward_keep(&c->net, xb, acts) != CT_OK) ct_cli_die(c->cli);
   free_acts(acts, c->net.layers + 1);
-  sync_device(c->cli);
-  *ms = (now_s() - t0) * 1e3;
+  if (ct_cli_synchronize(c->cli->device) != CT_OK) ct_cli_die(c->cli);
+  *ms = (ct_cli_seconds() - t0) * 1e3;
   ct_memory_stats_get(c->d, &s1);
   *segs = (double)(s1.num_device_allocs - s0.num_device_allocs);
 }
@@ -1276,13 +1249,13 @@ static void show_warmup(oom_ctx *c) {
   if (ct_empty_cache(d) != CT_OK) ct_cli_die(cli);
   ct_memory_stats s0, s1;
   ct_memory_stats_get(d, &s0);
-  double t0 = now_s();
+  double t0 = ct_cli_seconds();
   // torch.empty(n, device=device) then del: one segment for a whole step.
   ct_tensor *pre = ct_empty(CT_SHAPE((int64_t)(step_bytes / sizeof(float))), CT_F32, d);
   if (!pre || ct_zero_(pre) != CT_OK) ct_cli_die(cli); // written once: every page faulted in
   ct_free(pre);
-  sync_device(cli);
-  double warm_up_ms = (now_s() - t0) * 1e3;
+  if (ct_cli_synchronize(cli->device) != CT_OK) ct_cli_die(cli);
+  double warm_up_ms = (ct_cli_seconds() - t0) * 1e3;
   ct_memory_stats_get(d, &s1);
   double warm_up_segs = (double)(s1.num_device_allocs - s0.num_device_allocs);
   for (int i = 0; i < steps; ++i) timed_step(c, xb, &warm_ms[i], &warm_segs[i]);

@@ -17,70 +17,26 @@ tensors autograd saves for backward (torch.autograd.graph.saved_tensors_hooks),
 and, where the C chapter caps memory, the same cap checked in Python.
 Exit codes as in the C chapters: 2 for a bad flag, 1 for a run-time error.
 """
-import argparse
 import ctypes
 import gc
-import json
 import os
-import re
 import signal
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares)
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 LAYERS, WIDTH = 4, 32  # the out-of-memory model, as in ch03
 
 
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def device_spec(text):
-    if text in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d{1,4}", text):
-        return text
-    raise argparse.ArgumentTypeError(f'expects auto, cpu, cuda or cuda:N, got "{text}"')
-
-
-def non_negative_int(text):
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f'expects a non-negative integer, got "{text}"')
-    return int(text)
-
-
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="ch03_pytorch.py",
-        description="Chapter 3 (PyTorch twin): the caching allocator: statistics, cost, out of memory, warm-up.")
-    p.add_argument("--device", type=device_spec, default="auto",
-                   help="auto (the GPU when CUDA is available), cpu, cuda, cuda:N (default: auto)")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed for torch.manual_seed (default: 0)")
-    p.add_argument("--quick", action="store_true", help="a small workload, seconds on a 2-core CPU")
-    p.add_argument("--metrics", metavar="FILE", help="write the figures as JSON to FILE")
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {})
+    p = twin.parser("ch03_pytorch.py",
+                    "Chapter 3 (PyTorch twin): the caching allocator: statistics, cost, out of memory, warm-up.",
+                    quick="a small workload, seconds on a 2-core CPU")
+    twin.explain(p, {})
     return p.parse_args(argv)
-
-
-def die(message):
-    sys.stdout.flush()
-    print(f"ch03_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def pick_device(torch, spec):
-    if spec == "cpu":
-        return torch.device("cpu"), None
-    if not torch.cuda.is_available():
-        why = "this PyTorch was built without CUDA" if torch.version.cuda is None else "no usable CUDA device"
-        if spec == "auto":
-            return torch.device("cpu"), f"CUDA unavailable: {why}"
-        die(f"--device {spec}: CUDA unavailable: {why}")
-    index = torch.cuda.current_device() if spec in ("auto", "cuda") else int(spec.split(":")[1])
-    if index >= torch.cuda.device_count():
-        die(f"--device {spec}: CUDA device index {index} out of range")
-    torch.cuda.set_device(index)
-    return torch.device("cuda", index), None
 
 
 def fmt_size(n):
@@ -108,10 +64,9 @@ def storage_bytes(tensors):
 
 
 class Twin:
-    def __init__(self, torch, device, args):
-        self.torch, self.device, self.args = torch, device, args
+    def __init__(self, torch, device, args, m):
+        self.torch, self.device, self.args, self.m = torch, device, args, m
         self.cuda = device.type == "cuda"
-        self.m = {"device": str(device), "seed": args.seed, "quick": int(args.quick)}
 
     def sync(self):
         if self.cuda:
@@ -146,7 +101,7 @@ class Twin:
                 self.m[f"{prefix}_{key}"] = [r[i] for r in log["rows"]]
 
     def show_statistics(self):
-        section("statistics")
+        twin.section("statistics")
         torch, dev = self.torch, self.device
         big_n = 2000 if self.args.quick else 10000
         if not self.cuda:
@@ -186,7 +141,7 @@ class Twin:
         del x
 
     def show_splitting(self):
-        section("splitting")
+        twin.section("splitting")
         torch, dev = self.torch, self.device
         if self.cuda:
             torch.cuda.empty_cache()
@@ -212,7 +167,7 @@ class Twin:
         print("addresses after t1: " + ", ".join(f"t{i + 1} {o:+d}" for i, o in enumerate(offsets) if i)
               + ("" if self.cuda else " (CPU tensors come straight from malloc: no segments)"))
         self.m["splitting_offsets"] = offsets
-        section("summary")
+        twin.section("summary")
         if self.cuda:
             print(torch.cuda.memory_summary(dev))
         else:
@@ -222,7 +177,7 @@ class Twin:
 
     # ---- raw vs cached -----------------------------------------------------------------
     def show_raw_vs_cached(self):
-        section("raw_vs_cached")
+        twin.section("raw_vs_cached")
         torch, dev = self.torch, self.device
         sizes = [4 * KIB, MIB, 16 * MIB] if self.args.quick else [4 * KIB, 64 * KIB, MIB, 16 * MIB, 64 * MIB, 256 * MIB]
         page = os.sysconf("SC_PAGE_SIZE")
@@ -340,7 +295,7 @@ class Twin:
         return h, peak, saved
 
     def show_oom(self):
-        section("oom")
+        twin.section("oom")
         torch, dev = self.torch, self.device
         self.setup_oom()
         print(f"model: {LAYERS} layers relu(h @ W), W ({WIDTH}, {WIDTH}); batch {self.batch}: each activation "
@@ -382,7 +337,7 @@ class Twin:
             return False, 0
 
     def show_halve_batch(self):
-        section("halve_batch")
+        twin.section("halve_batch")
         batch, tried = self.batch, []
         # twin: halve_batch
         while batch >= 1:  # a smaller batch, as the seeds advise, halved until it fits
@@ -399,7 +354,7 @@ class Twin:
         self.m.update(halve_tried=tried, halve_fitted=batch, halve_peak_allocated=peak)
 
     def show_chunks(self):
-        section("chunks")
+        twin.section("chunks")
         total, n = 0.0, (self.batch + self.fitted - 1) // self.fitted
         for i in range(0, self.batch, self.fitted):  # for i in range(0, len(data), batch_size)
             out, _, saved = self.forward(self.X[i:i + self.fitted], keep=True)
@@ -412,7 +367,7 @@ class Twin:
         self.m.update(chunks_n=n, chunks_rows=self.fitted, chunks_output_sum=total)
 
     def show_no_activations(self):
-        section("no_activations")
+        twin.section("no_activations")
         torch, b = self.torch, self.fitted
         peaks = {}
         for keep in (True, False):
@@ -437,7 +392,7 @@ class Twin:
                       noact_full_output_sum=s)
 
     def show_free_and_empty_cache(self):
-        section("free_and_empty_cache")
+        twin.section("free_and_empty_cache")
         torch = self.torch
         print(f"kept: the whole-batch output, still referenced: {nbytes(self.kept) / MIB:.2f} MiB")
         ok1, _ = self.try_batch(self.fitted)
@@ -452,7 +407,7 @@ class Twin:
         self.m.update(fec_first_oom=int(not ok1), fec_empty_cache_only_oom=int(not ok2), fec_after_free_ok=int(ok3))
 
     def show_zero_grad(self):
-        section("zero_grad")
+        twin.section("zero_grad")
         torch, dev = self.torch, self.device
         if self.cuda:
             torch.cuda.set_per_process_memory_fraction(1.0, dev)
@@ -485,7 +440,7 @@ class Twin:
         self.m.update(zg_grads_bytes=grads, zg_allocated_zeros=after[False], zg_allocated_none=after[True])
 
     def show_warmup(self):
-        section("warmup")
+        twin.section("warmup")
         torch, dev, b = self.torch, self.device, self.fitted
         steps = 3 if self.args.quick else 5
         xb = self.X[:b]
@@ -530,16 +485,9 @@ def main(argv=None):
         pass
     import torch  # after argparse, so that --help works without torch
 
-    device, why = pick_device(torch, args.device)
-    torch.manual_seed(args.seed)
-    if device.type == "cuda":
-        print(f"device: {device} ({torch.cuda.get_device_name(device)})")
-    elif why:
-        print(f"device: cpu ({why})")
-    else:
-        print("device: cpu")
+    device, m = twin.begin(torch, args)  # the device, torch.manual_seed, "device: ...", the metrics
 
-    t = Twin(torch, device, args)
+    t = Twin(torch, device, args, m)
     t.show_statistics()
     t.show_splitting()
     t.show_raw_vs_cached()
@@ -551,21 +499,7 @@ def main(argv=None):
     t.show_zero_grad()
     t.show_warmup()
 
-    if args.metrics:  # atomically, as ct_metrics_close does
-        tmp = f"{args.metrics}.tmp.{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(t.m, f, indent=2)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, args.metrics)
-        except OSError as e:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            die(f'cannot write "{args.metrics}": {e.strerror}')
+    twin.write_metrics(args.metrics, t.m)  # atomically, as ct_metrics_close does
     return 0
 
 

@@ -362,11 +362,6 @@ GFLOP/s = 2·M·N·K / time.
 */
 typedef int (*product_fn)(void *ctx); // one product C = A·B; returns a ct_status
 
-static int cmp_double(const void *x, const void *y) {
-  const double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
-}
-
 // A median is trusted only when its samples look like a measurement. All
 // repeats identical means the clock ticked at its resolution rather than
 // timing the work; a spread (slowest - fastest) above TIMING_SPREAD of the
@@ -423,7 +418,7 @@ static int sample_rounds(int n, product_fn *fns, void **ctxs, const int *inner, 
       if (!rc) rc = ct_event_elapsed_time(e0, e1, &t);
       samples[f][r] = (double)t / inner[f];
     }
-  for (int f = 0; f < n && !rc; f++) qsort(samples[f], (size_t)reps, sizeof(double), cmp_double);
+  for (int f = 0; f < n && !rc; f++) qsort(samples[f], (size_t)reps, sizeof(double), ct_cli_cmp_double);
   return rc;
 }
 
@@ -697,8 +692,7 @@ static double cpu_copy_bandwidth(size_t bytes) {
   (void)sink;
   free(x);
   free(y);
-  qsort(best, 5, sizeof(double), cmp_double);
-  return best[2];
+  return ct_cli_median(best, 5);
 }
 
 static void show_cpu(run *rn, cpu_info *ci) {
@@ -1239,12 +1233,7 @@ int main(int argc, char **argv) {
   }
   ct_cli_begin(&cli);
   rn.cli = &cli;
-  rn.m = ct_metrics_open(cli.metrics_path);
-  if (!rn.m) ct_cli_die(&cli);
-  char dev[CT_DEVICE_STR_MAX];
-  ct_metrics_str(rn.m, "device", ct_device_str(cli.device, dev));
-  ct_metrics_num(rn.m, "seed", (double)cli.seed);
-  ct_metrics_num(rn.m, "quick", cli.quick);
+  rn.m = cli.metrics; // device, seed and quick already recorded
   if (rn.dump) ct_metrics_num(rn.m, "dump_size", cli.quick ? CPU_SIZES_QUICK[0] : CPU_SIZES[0]);
 
   static ladder cpu, gpu; // static: a few KiB each

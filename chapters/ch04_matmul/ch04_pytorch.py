@@ -22,8 +22,6 @@ so `ct_mm` and `torch.mm` can be compared key by key:
 Exit codes as in the C chapters: 2 for a bad flag, 1 for a run-time error or
 a failed check.
 """
-import argparse
-import json
 import math
 import os
 import re
@@ -31,61 +29,19 @@ import signal
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares)
+
 CPU_SIZES, CPU_SIZES_QUICK = [128, 256, 512, 1024, 2048], [64, 128, 256]
 GPU_SIZES, GPU_SIZES_QUICK = [256, 512, 1024, 2048, 4096], [256, 1024]
 N_SAMPLES = 4096
 FULL_CHECK_MAX_MN = 256 * 256
 
 
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def device_spec(text):
-    if text in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d{1,4}", text):
-        return text
-    raise argparse.ArgumentTypeError(f'expects auto, cpu, cuda or cuda:N, got "{text}"')
-
-
-def non_negative_int(text):
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f'expects a non-negative integer, got "{text}"')
-    return int(text)
-
-
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="ch04_pytorch.py",
-                                description="Chapter 4 (PyTorch twin): C = A @ B with torch.mm, checked and timed.")
-    p.add_argument("--device", type=device_spec, default="auto",
-                   help="auto (the GPU when CUDA is available), cpu, cuda, cuda:N (default: auto)")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed for torch.manual_seed (default: 0)")
-    p.add_argument("--quick", action="store_true", help="a small workload, seconds on a 2-core CPU (used by the tests)")
-    p.add_argument("--metrics", metavar="FILE", help="write the figures as JSON to FILE")
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {})
+    p = twin.parser("ch04_pytorch.py", "Chapter 4 (PyTorch twin): C = A @ B with torch.mm, checked and timed.")
+    twin.explain(p, {})
     return p.parse_args(argv)
-
-
-def die(message):
-    sys.stdout.flush()
-    print(f"ch04_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def pick_device(torch, spec):
-    if spec == "cpu":
-        return torch.device("cpu"), None
-    if not torch.cuda.is_available():
-        why = "this PyTorch was built without CUDA" if torch.version.cuda is None else "no usable CUDA device"
-        if spec == "auto":
-            return torch.device("cpu"), f"CUDA unavailable: {why}"
-        die(f"--device {spec}: CUDA unavailable: {why}")
-    index = torch.cuda.current_device() if spec in ("auto", "cuda") else int(spec.split(":")[1])
-    if index >= torch.cuda.device_count():
-        die(f"--device {spec}: CUDA device index {index} out of range")
-    torch.cuda.set_device(index)
-    return torch.device("cuda", index), None
 
 
 # ---- the check: float64 reference, error relative to ||A[i,:]|| * ||B[:,j]|| ----------
@@ -202,7 +158,7 @@ def cpu_facts():
 
 
 def show_cpu(torch, args, m):
-    section("cpu")
+    twin.section("cpu")
     cores, mhz, fpc, isa, peak = cpu_facts()
     print(f"usable cores:             {cores} (torch threads {torch.get_num_threads()})")
     print(f"clock (/proc/cpuinfo):    {mhz:.0f} MHz" if mhz else
@@ -230,7 +186,7 @@ def show_cpu(torch, args, m):
 
 
 def run_cpu_ladder(torch, args, peak, m, failures):
-    section("cpu ladder")
+    twin.section("cpu ladder")
     sizes = CPU_SIZES_QUICK if args.quick else CPU_SIZES
     budget = 150 if args.quick else 1000
     gflops, mss, errs = [], [], []
@@ -252,7 +208,7 @@ def run_cpu_ladder(torch, args, peak, m, failures):
 
 
 def show_gpu(torch, device, m):
-    section("gpu")
+    twin.section("gpu")
     if device.type != "cuda":
         print("no GPU in use; the GPU ladder needs --device cuda on a machine with one")
         return
@@ -272,7 +228,7 @@ GPU_RUNGS = [  # name, label, dtype, allow_tf32, precision
 
 
 def run_gpu_ladder(torch, args, device, m, failures):
-    section("gpu ladder")
+    twin.section("gpu ladder")
     if device.type != "cuda":
         print("skipped: no GPU in use; run with --device cuda on a machine that has one")
         return {}
@@ -313,7 +269,7 @@ def run_gpu_ladder(torch, args, device, m, failures):
 
 
 def show_speedup(cpu, gpu, m):
-    section("speedup")
+    twin.section("speedup")
     common = sorted(set(cpu) & set(gpu.get("gpu_mm_f32", {})))
     if not gpu:
         n = max(cpu)
@@ -341,14 +297,7 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     import torch  # after argparse, so that --help works without torch
 
-    device, why = pick_device(torch, args.device)
-    torch.manual_seed(args.seed)
-    if device.type == "cuda":
-        print(f"device: {device} ({torch.cuda.get_device_name(device)})")
-    else:
-        print(f"device: cpu ({why})" if why else "device: cpu")
-
-    m = {"device": str(device), "seed": args.seed, "quick": int(args.quick)}
+    device, m = twin.begin(torch, args)  # the device, torch.manual_seed, "device: ...", the metrics
     failures = []
     peak = show_cpu(torch, args, m)
     cpu = run_cpu_ladder(torch, args, peak, m, failures)
@@ -357,25 +306,9 @@ def main(argv=None):
     show_speedup(cpu, gpu, m)
     m["checks_failed"] = len(failures)
 
-    if args.metrics:  # atomically, as ct_metrics_close does; NaN as null
-        m = {k: ([None if isinstance(x, float) and not math.isfinite(x) else x for x in v] if isinstance(v, list)
-                 else None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in m.items()}
-        tmp = f"{args.metrics}.tmp.{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(m, f, indent=2)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, args.metrics)
-        except OSError as e:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            die(f'cannot write "{args.metrics}": {e.strerror}')
+    twin.write_metrics(args.metrics, m)  # atomically, as ct_metrics_close does
     if failures:
-        die(f"{len(failures)} check(s) failed: {', '.join(failures)}")
+        twin.die(f"{len(failures)} check(s) failed: {', '.join(failures)}")
     return 0
 
 

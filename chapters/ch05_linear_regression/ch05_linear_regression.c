@@ -115,20 +115,6 @@ static double max_rel_diff(const ct_tensor *a, const ct_tensor *b) {
   return diff / (scale > 0 ? scale : 1);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(const double *v, long n) {
-  double *s = must_alloc((size_t)n * sizeof *s);
-  memcpy(s, v, (size_t)n * sizeof *s);
-  qsort(s, (size_t)n, sizeof *s, cmp_double);
-  double mid = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-  free(s);
-  return mid;
-}
-
 static const char *dev_str(ct_device d) {
   static char buf[4][CT_DEVICE_STR_MAX];
   static int k;
@@ -252,11 +238,7 @@ int main(int argc, char **argv) {
   ct_cli_begin(&cli); // "device: ...", and ct_manual_seed(seed)
   g_cli = r.cli = &cli;
   r.dev = cli.device;
-  r.m = ct_metrics_open(cli.metrics_path);
-  if (!r.m) ct_cli_die(&cli);
-  ct_metrics_str(r.m, "device", dev_str(r.dev));
-  ct_metrics_num(r.m, "seed", (double)cli.seed);
-  ct_metrics_num(r.m, "quick", cli.quick);
+  r.m = cli.metrics; // device, seed and quick already recorded
 
   show_data(&r);           // X, y and the initial weights, on the CPU
   show_closed_form(&r);    // the least-squares answer, float64
@@ -869,7 +851,7 @@ static void train(ct_module *model, const ct_tensor *x, const ct_tensor *y, ct_d
   // one and pays the warm-up); the median, not the mean, so that an epoch
   // slowed by another program on the machine does not count.
   const long first = h->epochs > 1 ? 1 : 0;
-  log->ms_per_epoch = median(log->epoch_ms + first, h->epochs - first);
+  log->ms_per_epoch = ct_cli_median(log->epoch_ms + first, (int)(h->epochs - first));
   log->steps_per_s = log->steps_per_epoch / (log->ms_per_epoch * 1e-3);
 
   ct_event_free(start);

@@ -21,17 +21,16 @@ for a run-time error.
 """
 import argparse
 import copy
-import json
 import math
 import os
-import re
 import signal
 import statistics
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares; puts tools/fixtures on the path)
 from batches import device_batches  # noqa: E402  (side-stream copies, as ct's DataLoader makes them)
 
 F = 4
@@ -41,22 +40,6 @@ NOISE_STD = 0.01
 TWIN_STEPS = 20
 MAX_STEP_LOG = 4096
 GRAD_TOL = 1e-5
-
-
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def die(message):
-    sys.stdout.flush()
-    print(f"ch05_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def device_spec(text):
-    if text in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d{1,4}", text):
-        return text
-    raise argparse.ArgumentTypeError(f'expects auto, cpu, cuda or cuda:N, got "{text}"')
 
 
 def int_in(lo, hi):
@@ -82,14 +65,10 @@ def learning_rate(text):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="ch05_pytorch.py",
-                                description="Chapter 5 (PyTorch twin): linear regression trained with SGD "
-                                            "on the device, checked against the closed-form solution.")
-    p.add_argument("--device", type=device_spec, default="auto",
-                   help="auto (the GPU when CUDA is available), cpu, cuda, cuda:N (default: auto)")
-    p.add_argument("--seed", type=int_in(0, 2**63 - 1), default=0, help="seed for torch.manual_seed (default: 0)")
-    p.add_argument("--quick", action="store_true", help="a small workload, seconds on a 2-core CPU (used by the tests)")
-    p.add_argument("--metrics", metavar="FILE", help="write the figures as JSON to FILE")
+    p = twin.parser("ch05_pytorch.py",
+                    "Chapter 5 (PyTorch twin): linear regression trained with SGD "
+                    "on the device, checked against the closed-form solution.",
+                    seed=int_in(0, 2**63 - 1))
     p.add_argument("--samples", type=int_in(10, 1 << 26), help="number of samples N (default 8192; --quick 1024)")
     p.add_argument("--batch-size", type=int_in(1, 1 << 62), default=32, help="samples per SGD step (default 32)")
     p.add_argument("--epochs", type=int_in(1, 1000), help="passes over the data (default 10; --quick 3)")
@@ -98,29 +77,13 @@ def parse_args(argv):
     p.add_argument("--load-init", metavar="FILE", help="read the data and the initial weights from FILE")
     p.add_argument("--save", metavar="FILE", help="save the trained model's state_dict (safetensors) to FILE")
     p.add_argument("--threads", type=int_in(1, 1024), help="torch.set_num_threads (default: the usable CPUs)")
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {})
+    twin.explain(p, {})
     a = p.parse_args(argv)
     if a.samples is None:
         a.samples = 1024 if a.quick else 8192
     if a.epochs is None:
         a.epochs = 3 if a.quick else 10
     return a
-
-
-def pick_device(torch, spec):
-    if spec == "cpu":
-        return torch.device("cpu"), None
-    if not torch.cuda.is_available():
-        why = "this PyTorch was built without CUDA" if torch.version.cuda is None else "no usable CUDA device"
-        if spec == "auto":
-            return torch.device("cpu"), f"CUDA unavailable: {why}"
-        die(f"--device {spec}: CUDA unavailable: {why}")
-    index = torch.cuda.current_device() if spec in ("auto", "cuda") else int(spec.split(":")[1])
-    if index >= torch.cuda.device_count():
-        die(f"--device {spec}: CUDA device index {index} out of range")
-    torch.cuda.set_device(index)
-    return torch.device("cuda", index), None
 
 
 def max_rel_diff(a, b):
@@ -137,18 +100,18 @@ def show_data(torch, nn, args, m):
         try:
             t = st.load_torch(args.load_init)
         except (OSError, ValueError) as e:
-            die(f"--load-init {args.load_init}: {e}")
+            twin.die(f"--load-init {args.load_init}: {e}")
         for name in ("x", "y", "weight", "bias"):
             if name not in t:
-                die(f'--load-init {args.load_init}: no tensor named "{name}" in the file')
+                twin.die(f'--load-init {args.load_init}: no tensor named "{name}" in the file')
         x, y = t["x"].float(), t["y"].float()
         n = x.shape[0] if x.dim() == 2 else -1
         if tuple(x.shape) != (n, F) or tuple(y.shape) != (n, 1) or not 10 <= n <= 1 << 26:
-            die(f"--load-init {args.load_init}: x {tuple(x.shape)} and y {tuple(y.shape)}: "
+            twin.die(f"--load-init {args.load_init}: x {tuple(x.shape)} and y {tuple(y.shape)}: "
                 f"expected (N, {F}) and (N, 1) with N in [10, 67108864]")
         init = {"weight": t["weight"].float(), "bias": t["bias"].float()}
         if tuple(init["weight"].shape) != (1, F) or tuple(init["bias"].shape) != (1,):
-            die(f"--load-init {args.load_init}: weight {tuple(init['weight'].shape)}, "
+            twin.die(f"--load-init {args.load_init}: weight {tuple(init['weight'].shape)}, "
                 f"bias {tuple(init['bias'].shape)}: expected (1, {F}) and (1,)")
         args.samples = n
     else:
@@ -165,7 +128,7 @@ def show_data(torch, nn, args, m):
                                  "true_weight": torch.tensor([TRUE_W]), "true_bias": torch.tensor([TRUE_B])},
                 metadata={"written_by": "ch05_pytorch.py --save-init"})
 
-    section("data")
+    twin.section("data")
     print(f"y = X w^T + b + noise: {args.samples} samples, {F} features, noise std {NOISE_STD:g}"
           + (" (read from --load-init)" if args.load_init else ""))
     print(f"true w = [{', '.join(f'{v:g}' for v in TRUE_W)}], b = {TRUE_B:g}")
@@ -181,7 +144,7 @@ def show_data(torch, nn, args, m):
 
 
 def show_closed_form(torch, x, y, m):
-    section("closed form")
+    twin.section("closed form")
     a = torch.cat([x.double(), torch.ones(len(x), 1, dtype=torch.float64)], dim=1)  # A = [X 1]
     theta = torch.linalg.lstsq(a, y.double()).solution.flatten()                 # float64
     mse = ((a @ theta - y.double().flatten()) ** 2).mean().item()
@@ -200,7 +163,7 @@ def new_model(nn, init, device):
 
 
 def show_to_device(torch, nn, x, y, init, device):
-    section("to device")
+    twin.section("to device")
     model = nn.Linear(F, 1)
     model.load_state_dict(init)
     print(f"model: {model}")
@@ -219,7 +182,7 @@ def show_to_device(torch, nn, x, y, init, device):
 
 
 def show_gradient_check(torch, nn, init, xd, yd, loss_fn, args, device, m):
-    section("gradient check")
+    twin.section("gradient check")
     bs = args.batch_size
     probe = new_model(nn, init, device)
     xb, yb = xd[:bs], yd[:bs]
@@ -245,7 +208,7 @@ def show_gradient_check(torch, nn, init, xd, yd, loss_fn, args, device, m):
     e_max = max(e_pred, e_w, e_b, e_step)
     m.update(grad_check_max_rel_diff=e_max, grad_check_first_loss=loss.item())
     if not e_max < GRAD_TOL:
-        die(f"the gradient by hand disagrees with autograd (max rel diff {e_max:.1e})")
+        twin.die(f"the gradient by hand disagrees with autograd (max rel diff {e_max:.1e})")
 
 
 # ---- training ------------------------------------------------------------------------------
@@ -290,7 +253,7 @@ def resident_batches(x, y, bs):
 
 
 def show_train(torch, model, loss_fn, xd, yd, args, device, closed_mse, m):
-    section("train")
+    twin.section("train")
     steps = (args.samples + args.batch_size - 1) // args.batch_size
     print(f"SGD, lr {args.lr:g}, batch {args.batch_size}, {args.epochs} epochs of {steps} steps, on {device}")
     log = train(torch, model, loss_fn, resident_batches(xd, yd, args.batch_size), args.epochs, args.lr, device, True)
@@ -309,7 +272,7 @@ def show_train(torch, model, loss_fn, xd, yd, args, device, closed_mse, m):
 
 
 def show_parameters(torch, model, loss_fn, xd, yd, theta, closed_mse, args, m):
-    section("parameters")
+    twin.section("parameters")
     w = model.weight.detach().cpu().double().flatten().tolist()
     b = model.bias.detach().cpu().double().item()
     print("          true        closed form   learned (SGD)   learned - closed")
@@ -334,7 +297,7 @@ def speed_row(how, device, log):
 
 
 def show_speed(torch, nn, x, y, init, loss_fn, main_log, args, device, m):
-    section("speed")
+    twin.section("speed")
     print(f"CPU threads: {torch.get_num_threads()} (torch.set_num_threads)")
     m["threads"] = torch.get_num_threads()
     epochs = min(args.epochs, 3)
@@ -364,29 +327,6 @@ def show_speed(torch, nn, x, y, init, loss_fn, main_log, args, device, m):
     m["loader_steps_per_s"] = log["steps_per_s"]
 
 
-def write_metrics(path, m):
-    """Atomically, as ct_metrics_close does; NaN as null."""
-    def clean(v):
-        if isinstance(v, list):
-            return [clean(x) for x in v]
-        return None if isinstance(v, float) and not math.isfinite(v) else v
-    m = {k: clean(v) for k, v in m.items()}
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(m, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        die(f'cannot write "{path}": {e.strerror}')
-
-
 def main(argv=None):
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = parse_args(sys.argv[1:] if argv is None else argv)
@@ -394,13 +334,7 @@ def main(argv=None):
     from torch import nn
 
     torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
-    device, why = pick_device(torch, args.device)
-    torch.manual_seed(args.seed)
-    if device.type == "cuda":
-        print(f"device: {device} ({torch.cuda.get_device_name(device)})")
-    else:
-        print(f"device: cpu ({why})" if why else "device: cpu")
-    m = {"device": str(device), "seed": args.seed, "quick": int(args.quick)}
+    device, m = twin.begin(torch, args)  # the device, torch.manual_seed, "device: ...", the metrics
 
     x, y, init = show_data(torch, nn, args, m)
     theta, closed_mse = show_closed_form(torch, x, y, m)
@@ -411,7 +345,7 @@ def main(argv=None):
     show_speed(torch, nn, x, y, init, loss_fn, log, args, device, m)
 
     if args.metrics:
-        write_metrics(args.metrics, m)
+        twin.write_metrics(args.metrics, m)
     return 0
 
 

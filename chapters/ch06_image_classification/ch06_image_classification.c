@@ -76,9 +76,6 @@ cd build && ninja ch06_image_classification
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "ct.h"
 
@@ -103,25 +100,6 @@ cd build && ninja ch06_image_classification
 // numbers transforms.Normalize is given for this dataset.
 #define FMNIST_MEAN 0.2860
 #define FMNIST_STD 0.3530
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int threads_in_use(void) {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-// Waits for the device's queued work, so a clock read afterwards sees it done.
-static void device_sync(ct_device d) {
-  if (d.type == CT_CUDA) ct_cuda_synchronize(d.index);
-}
 
 // The chapter's settings, from its flags.
 typedef struct settings {
@@ -483,7 +461,7 @@ static int evaluate(ct_module *model, ct_dataloader *dl, eval_result *r) {
   ct_module_train(model, false); // model.eval()
   int64_t cap = EVAL_BATCH;
   int64_t *pred = malloc((size_t)cap * sizeof *pred), *label = malloc((size_t)cap * sizeof *label);
-  double loss_sum = 0, t0 = now_seconds();
+  double loss_sum = 0, t0 = ct_cli_seconds();
   int rc = pred && label ? ct_dataloader_start_epoch(dl) : (int)ct_fail(CT_ERR_OOM, "ch06: out of host memory");
   ct_tensor *x = NULL, *y = NULL;
   while (rc == CT_OK && (rc = ct_dataloader_next(dl, &x, &y)) == 1) {
@@ -518,7 +496,7 @@ static int evaluate(ct_module *model, ct_dataloader *dl, eval_result *r) {
   free(label);
   ct_module_train(model, was_training);
   r->loss = r->total ? loss_sum / (double)r->total : NAN;
-  r->seconds = now_seconds() - t0;
+  r->seconds = ct_cli_seconds() - t0;
   return rc < 0 ? -1 : rc;
 }
 /*md twin evaluate*/
@@ -585,7 +563,7 @@ static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_opti
       break;
     }
     ct_progress *bar = ct_progress_start(stdout, epoch, (int)s->epochs, steps_per_epoch, false);
-    double t0 = now_seconds(), mean = NAN;
+    double t0 = ct_cli_seconds(), mean = NAN;
     int64_t step = resumed ? rs->at.batch : 0, images = 0, finite_until = step; // the last step read finite
     ct_tensor *x = NULL, *y = NULL;
     while ((rc = ct_dataloader_next(train_dl, &x, &y)) == 1) {
@@ -621,7 +599,7 @@ static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_opti
     }
     double sum = NAN;
     if (rc == CT_OK && ct_item(loss_sum, &sum) != CT_OK) rc = -1; // waits for the epoch's work
-    double seconds = now_seconds() - t0;
+    double seconds = ct_cli_seconds() - t0;
     ct_progress_finish(bar, NULL);
     if (rc != CT_OK) break;
     ct_cli_check_loss(cli, sum, h->steps + finite_until + 1, h->steps + step, s->lr); // diverged: exit 1
@@ -756,7 +734,7 @@ static void show_throughput(const settings *s, const history *h, const eval_resu
   double ips = h->train_seconds > 0 ? (double)h->images / h->train_seconds : NAN;
   if (h->images > 0)
     printf("train: %" PRId64 " images in %.1f s: %.0f images/s (batch %ld, %d CPU threads)\n",
-           h->images, h->train_seconds, ips, s->batch_size, threads_in_use());
+           h->images, h->train_seconds, ips, s->batch_size, ct_cli_threads());
   else
     printf("train: no training in this run (--load)\n");
   double eips = r->seconds > 0 ? (double)r->total / r->seconds : NAN;
@@ -766,7 +744,7 @@ static void show_throughput(const settings *s, const history *h, const eval_resu
   ct_metrics_num(m, "train_seconds", h->train_seconds);
   ct_metrics_num(m, "train_images", (double)h->images);
   ct_metrics_num(m, "eval_images_per_s", eips);
-  ct_metrics_num(m, "threads", threads_in_use());
+  ct_metrics_num(m, "threads", ct_cli_threads());
 }
 /*md output throughput*/
 
@@ -1153,12 +1131,7 @@ int main(int argc, char **argv) {
   /*md show*/
   ct_cli_begin(&cli); // "device: ...", ct_manual_seed(seed)
   ct_device dev = cli.device;
-  ct_metrics *m = ct_metrics_open(cli.metrics_path);
-  if (!m) ct_cli_die(&cli);
-  char devs[CT_DEVICE_STR_MAX];
-  ct_metrics_str(m, "device", ct_device_str(dev, devs));
-  ct_metrics_num(m, "seed", (double)cli.seed);
-  ct_metrics_num(m, "quick", cli.quick);
+  ct_metrics *m = cli.metrics; // device, seed and quick already recorded
 
   // Data: Fashion-MNIST, normalized, batched, delivered on the device.
   ct_dataset *train_ds = first_n(ct_fashion_mnist(s.data, true, FMNIST_MEAN, FMNIST_STD), s.train_size);
@@ -1216,7 +1189,7 @@ int main(int argc, char **argv) {
     if (train(&s, &cli, model, opt, train_dl, test_dl, dev, &h, &last, &rs) != CT_OK) ct_cli_die(&cli);
     if (rs.interrupted) stop_interrupted(&s, &cli, model, opt, &rs); // exits
   }
-  device_sync(dev);
+  if (ct_cli_synchronize(dev) != CT_OK) ct_cli_die(&cli);
   for (int e = 0; e < h.epochs; ++e) epoch_no[e] = h.first_epoch + e + 1;
   ct_metrics_num(m, "epochs", h.epochs);
   ct_metrics_series(m, "epoch", epoch_no, h.epochs);

@@ -24,10 +24,7 @@ Run it with a Python that has torch and numpy (Debian: /usr/bin/python3 with
 python3-torch). Exit codes as in the C chapters: 2 for a bad flag, 1 for a
 run-time error.
 """
-import argparse
-import json
 import os
-import re
 import struct
 import sys
 import time
@@ -36,7 +33,8 @@ import zlib
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares; puts tools/fixtures on the path)
 import st  # noqa: E402  (the repository's safetensors reader/writer)
 from batches import device_batches  # noqa: E402  (side-stream copies, as ct's DataLoader makes them)
 import fmnist  # noqa: E402  (Fashion-MNIST's IDX files as tensors)
@@ -50,29 +48,10 @@ FIRST_LOGITS = 8
 GRID_MAX, GRID_COLS = 32, 8
 
 
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def die(message):
-    sys.stdout.flush()
-    print(f"ch06_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def device_spec(text):
-    if text in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d{1,4}", text):
-        return text
-    raise argparse.ArgumentTypeError(f'expects auto, cpu, cuda or cuda:N, got "{text}"')
-
-
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="ch06_pytorch.py",
-                                description="Chapter 6 (PyTorch twin): Fashion-MNIST classification.")
-    p.add_argument("--device", type=device_spec, default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="2560 training images, 1000 test images, 1 epoch")
-    p.add_argument("--metrics", metavar="FILE")
+    p = twin.parser("ch06_pytorch.py",
+                    "Chapter 6 (PyTorch twin): Fashion-MNIST classification.",
+                    quick="2560 training images, 1000 test images, 1 epoch")
     p.add_argument("--model", choices=["mlp", "cnn"], default="cnn")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=128)
@@ -98,11 +77,7 @@ def parse_args(argv):
                         "the compiled figure tools/bench compares C with")
     p.add_argument("--float64", action="store_true",
                    help="train and evaluate in float64: a reference for the float32 runs (tests use it)")
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {
-        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
-        "--seed": "seed for torch.manual_seed",
-        "--metrics": "write the figures as JSON to FILE",
+    twin.explain(p, {
         "--model": "mlp or cnn",
         "--epochs": "passes over the training set (--quick: 1)",
         "--batch-size": "training images per step",
@@ -137,7 +112,7 @@ def fashion_mnist(torch, folder, train):
     try:
         return fmnist.load(torch, folder, train, MEAN, STD)
     except (OSError, ValueError) as e:
-        die(f"{e}. Install Debian's dataset-fashion-mnist or pass --data DIR")
+        twin.die(f"{e}. Install Debian's dataset-fashion-mnist or pass --data DIR")
 
 
 def build_model(nn, a):
@@ -192,18 +167,15 @@ def write_png(path, rgb):
 
 def main(argv):
     a = parse_args(argv)
-    try:
-        import torch
-        import torch.nn as nn
-    except ImportError as e:
-        die(f"cannot import torch ({e}); run with a Python that has it, e.g. Debian's /usr/bin/python3")
+    torch = twin.import_torch()
+    nn = torch.nn
     torch.set_num_threads(os.cpu_count())  # the same thread count as the C program's OpenMP
     torch.manual_seed(a.seed)
     if a.device == "auto":
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     else:
         if a.device.startswith("cuda") and not torch.cuda.is_available():
-            die("CUDA unavailable for this PyTorch")
+            twin.die("CUDA unavailable for this PyTorch")
         device = torch.device(a.device)
     print(f"device: {device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
     metrics = {"device": str(device), "seed": a.seed, "quick": int(a.quick), "float64": int(a.float64)}
@@ -226,7 +198,7 @@ def main(argv):
     test_loader = DataLoader(TensorDataset(x_test, y_test), batch_size=EVAL_BATCH, shuffle=False,
                              num_workers=a.workers, pin_memory=pin)
     # twin: end
-    section("data")
+    twin.section("data")
     print(f"train: {len(x_train)} images ({', '.join(map(str, x_train.shape[1:]))}) float32, "
           f"labels int64 in [0, 10)")
     print(f"test:  {len(x_test)} images")
@@ -249,7 +221,7 @@ def main(argv):
         st.save(a.save_init, model.state_dict())
     if a.load:
         model.load_state_dict(st.load_torch(a.load))  # load_state_dict casts to the model's dtype
-    section("model")
+    twin.section("model")
     print(model)
     state = model.state_dict()
     n_params = sum(p.numel() for p in model.parameters())
@@ -268,14 +240,14 @@ def main(argv):
     print(f"optimizer: {type(optimizer).__name__}, lr {a.lr:g}" + (", betas (0.9, 0.999)" if a.optimizer == "adam" else ""))
     if a.compile:
         if not hasattr(model, "compile"):
-            die(f"--compile: torch {torch.__version__} has no nn.Module.compile (PyTorch 2.2 or later)")
+            twin.die(f"--compile: torch {torch.__version__} has no nn.Module.compile (PyTorch 2.2 or later)")
         model.compile()  # in place: the same module and state_dict; the first steps compile
         print("model.compile(): torch.compile in place (the first training and evaluation steps compile)")
     metrics.update(compiled=int(a.compile), torch=torch.__version__)
     metrics.update(model=a.model, batchnorm=int(a.batchnorm), num_params=n_params, optimizer=a.optimizer,
                    lr=a.lr, batch_size=a.batch_size)
 
-    section("train")
+    twin.section("train")
     hist = {"train_loss": [], "test_loss": [], "test_acc": [], "epoch_images_per_s": []}
     step_losses, steps, images, train_seconds = [], 0, 0, 0.0
     result = None
@@ -319,7 +291,7 @@ def main(argv):
 
     correct, total, test_loss, confusion, first, eval_seconds = result
     metrics["sample_logits"] = [float(v) for v in first.flatten()]
-    section("accuracy")
+    twin.section("accuracy")
     print(f"test accuracy: {correct / total:.4f} ({correct}/{total}), test loss {test_loss:.4f}")
     print(f"{'class':<14} {'images':>7} {'correct':>8} {'accuracy':>9}")
     counts = confusion.sum(1)
@@ -329,14 +301,14 @@ def main(argv):
     metrics.update(final_test_acc=correct / total, final_test_loss=test_loss, test_correct=correct,
                    test_total=total, class_counts=counts.tolist(), class_correct=confusion.diag().tolist(),
                    per_class_acc=(confusion.diag().double() / counts.double()).tolist())
-    section("confusion")
+    twin.section("confusion")
     print("rows: true class, columns: predicted class")
     print(f"{'':<14}" + "".join(f" {j:5d}" for j in range(10)))
     for i in range(10):
         print(f"{i} {CLASSES[i]:<12}" + "".join(f" {int(v):5d}" for v in confusion[i]))
     metrics["confusion"] = confusion.flatten().tolist()
 
-    section("throughput")
+    twin.section("throughput")
     ips = images / train_seconds if train_seconds > 0 else float("nan")
     if images:
         print(f"train: {images} images in {train_seconds:.1f} s: {ips:.0f} images/s "
@@ -347,7 +319,7 @@ def main(argv):
     metrics.update(images_per_s=ips, train_seconds=train_seconds, train_images=images,
                    eval_images_per_s=total / eval_seconds, threads=torch.get_num_threads())
 
-    section("checkpoint")
+    twin.section("checkpoint")
     if a.load:
         print(f"loaded {a.load} (strict: every state_dict key matched)")
     if a.save_init:
@@ -360,7 +332,7 @@ def main(argv):
     else:
         print("not saved (pass --save FILE to write the trained state_dict)")
 
-    section("predictions")
+    twin.section("predictions")
     n = min(GRID_MAX, len(x_test))
     model.eval()
     with torch.no_grad():
@@ -380,11 +352,7 @@ def main(argv):
     print(f"wrote {path}: {img.shape[1]}x{img.shape[0]} pixels, the first {n} test images, {right} of them right")
     print("frame green = predicted right, red = wrong")
 
-    if a.metrics:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(metrics, f, indent=1)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, metrics)
     return 0
 
 

@@ -80,12 +80,6 @@ cd build && ninja ch07_data_parallel
 
 static const ct_cli *g_cli; // for ct_cli_check_loss in the training loop
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct settings {
   const char *devices; // "auto" or a list: "cpu,cpu,cpu", "cuda:0,cuda:1"
   long steps, batch_size;
@@ -444,7 +438,7 @@ static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_data
   if (!opt) return -1;
   int rc = ct_dataloader_start_epoch(train_dl);
   ct_progress *bar = ct_progress_start_label(NULL, dp ? "DataParallel" : "one device", s->steps); // a terminal's
-  double t0 = now_seconds();
+  double t0 = ct_cli_seconds();
   ct_tensor *x = NULL, *y = NULL;
   for (long step = 0; rc == CT_OK && step < s->steps; ++step) {
     rc = ct_dataloader_next(train_dl, &x, &y);
@@ -467,7 +461,7 @@ static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_data
   }
   ct_progress_clear(bar);
   sync_all(devs, n_dev);
-  r->seconds = now_seconds() - t0;
+  r->seconds = ct_cli_seconds() - t0;
   ct_optimizer_free(opt);
   return rc;
 }
@@ -732,9 +726,7 @@ int main(int argc, char **argv) {
   ct_device devs[MAX_DEV];
   int n = parse_devices(s.devices, cli.device, devs);
   if (n < 0) ct_cli_die(&cli);
-  ct_metrics *m = ct_metrics_open(cli.metrics_path);
-  if (!m) ct_cli_die(&cli);
-  ct_metrics_num(m, "quick", cli.quick);
+  ct_metrics *m = cli.metrics; // device, seed and quick already recorded
 
   show_devices(devs, n, m);
   show_current_device(m);

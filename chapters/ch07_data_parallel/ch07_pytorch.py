@@ -20,15 +20,14 @@ then --load-init here), the DataParallel run here reaches the parameters the
 C one saved with --save (tests/chapter/check_ch07.py compares them, with
 --float64 here as the reference).
 """
-import argparse
-import json
 import os
 import re
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares; puts tools/fixtures on the path)
 import fmnist  # noqa: E402  (Fashion-MNIST's IDX files as tensors)
 import st  # noqa: E402  (the repository's safetensors reader/writer)
 from threaded_dp import ThreadedDataParallel  # noqa: E402  (DataParallel's steps on threads)
@@ -38,23 +37,9 @@ LOG_EVERY = 25
 EVAL_IMAGES = 1000
 
 
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def die(message):
-    sys.stdout.flush()
-    print(f"ch07_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="ch07_pytorch.py", description="Chapter 7's twin: DataParallel.")
-    p.add_argument("--device", default="auto")
+    p = twin.parser("ch07_pytorch.py", "Chapter 7's twin: DataParallel.", quick="20 training steps")
     p.add_argument("--devices", default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="20 training steps")
-    p.add_argument("--metrics", metavar="FILE")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.05)
@@ -64,12 +49,8 @@ def parse_args(argv):
     p.add_argument("--save", metavar="FILE")
     p.add_argument("--load-init", metavar="FILE", help="start from these weights (./ch07 --save-init)")
     p.add_argument("--float64", action="store_true", help="train in float64 (the tests' reference)")
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {
-        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
+    twin.explain(p, {
         "--devices": "device_ids: auto, or a list such as cpu,cpu,cpu or cuda:0,cuda:1",
-        "--seed": "seed for torch.manual_seed",
-        "--metrics": "write the figures as JSON to FILE",
         "--steps": "training steps of each run (--quick: 20)",
         "--batch-size": "the global batch, split over the replicas",
         "--lr": "SGD learning rate",
@@ -92,7 +73,7 @@ def device_list(torch, spec, fallback):
     names = spec.split(",")
     for n in names:
         if not re.fullmatch(r"cpu|cuda(:\d+)?", n):
-            die(f'--devices: expected a list of cpu, cuda, cuda:N, got "{spec}"')
+            twin.die(f'--devices: expected a list of cpu, cuda, cuda:N, got "{spec}"')
     return [torch.device(n) for n in names]
 
 
@@ -108,7 +89,7 @@ def make_data_parallel(torch, nn, module, devs):
 
 
 def show_devices(torch, devs, metrics):
-    section("devices")
+    twin.section("devices")
     print(f"CUDA devices: {torch.cuda.device_count()}")
     print(f"Let's use {len(devs)} devices!  device_ids = [{', '.join(str(d) for d in devs)}]")
     if len(devs) > 1 and len(set(map(str, devs))) == 1:
@@ -117,7 +98,7 @@ def show_devices(torch, devs, metrics):
 
 
 def show_current_device(torch, metrics):
-    section("current device")
+    twin.section("current device")
     g = torch.cuda.device_count()
     if g == 0:
         print("no CUDA device: every tensor here is a CPU tensor, get_device() == -1")
@@ -147,7 +128,7 @@ def size_str(shape):
 
 
 def seed_example(torch, nn, devs, seed, metrics):
-    section("seed example")
+    twin.section("seed example")
     from torch.utils.data import DataLoader, Dataset
 
     # twin: seed_example
@@ -188,7 +169,7 @@ def seed_example(torch, nn, devs, seed, metrics):
 
 
 def show_split_rule(torch, n_dev, metrics):
-    section("split rule")
+    twin.section("split rule")
     flat = []
     print(f"{'rows':>6} {'k':>4}  chunks")
     for rows, k in ((30, n_dev), (10, n_dev), (2, n_dev), (256, n_dev), (5, 4), (7, 3), (17, 5)):
@@ -234,14 +215,14 @@ def accuracy(torch, model, x_test, y_test, dev):
 
 
 def compare_training(torch, nn, a, devs, metrics):
-    section("training")
+    twin.section("training")
     dtype = torch.float64 if a.float64 else torch.float32
     folder = a.data or os.environ.get("CT_FASHION_MNIST_DIR") or "/usr/share/datasets/fashion-mnist"
     try:
         x_train, y_train = fmnist.load(torch, folder, True, MEAN, STD)
         x_test, y_test = fmnist.load(torch, folder, False, MEAN, STD)
     except (OSError, ValueError) as e:
-        die(f"{e}. Install Debian's dataset-fashion-mnist or pass --data DIR")
+        twin.die(f"{e}. Install Debian's dataset-fashion-mnist or pass --data DIR")
     x_train, x_test = x_train.to(dtype), x_test.to(dtype)
     single = build_mlp(nn).to(dtype)
     if a.load_init:
@@ -281,7 +262,7 @@ def compare_training(torch, nn, a, devs, metrics):
 
 
 def show_state_dict(torch, nn, a, devs, metrics):
-    section("state dict")
+    twin.section("state dict")
     from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
     model = build_mlp(nn).to(devs[0])
     wrapper = nn.DataParallel(model)  # on the CPU it only wraps; its keys gain "module." all the same
@@ -324,7 +305,7 @@ def show_state_dict(torch, nn, a, devs, metrics):
 
 
 def show_main_device(torch, nn, devs, metrics):
-    section("device_ids[0]")
+    twin.section("device_ids[0]")
     if devs[0].type != "cuda":
         print("device_ids[0] is the CPU: the model is already there, the check passes")
         metrics["main_device_error"] = ""
@@ -341,16 +322,10 @@ def show_main_device(torch, nn, devs, metrics):
 
 def main(argv):
     a = parse_args(argv)
-    try:
-        import torch
-        import torch.nn as nn
-    except ImportError as e:
-        die(f"cannot import torch ({e}); run this with a Python that has PyTorch (Debian: /usr/bin/python3)")
+    torch = twin.import_torch()
+    nn = torch.nn
     torch.manual_seed(a.seed)
-    if a.device == "auto":
-        dev = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    else:
-        dev = torch.device(a.device)
+    dev = twin.device_of(torch, a.device)
     print(f"device: {dev}", flush=True)
     devs = device_list(torch, a.devices, dev)
     metrics = {"quick": int(a.quick), "float64": int(a.float64)}
@@ -361,11 +336,7 @@ def main(argv):
     compare_training(torch, nn, a, devs, metrics)
     show_state_dict(torch, nn, a, devs, metrics)
     show_main_device(torch, nn, devs, metrics)
-    if a.metrics:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(metrics, f, indent=1)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, metrics)
     return 0
 
 

@@ -55,21 +55,11 @@ In order: the process group and the environment the launcher gives each process;
 
 static const ct_cli *g_cli; // for ct_cli_check_loss in the training loop
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct settings {
   const char *backend, *data, *save;
   long nproc, epochs, batch_size, train_size, accumulate;
   double lr, momentum, bucket_mb;
 } settings;
-
-static void sync_device(ct_device d) {
-  if (d.type == CT_CUDA) ct_cuda_synchronize(d.index);
-}
 
 // A scalar all-reduced (the mean, the max) so rank 0 can print one number for all.
 static double reduce_scalar(ct_process_group *pg, double v, ct_dist_reduce_op op) {
@@ -284,11 +274,6 @@ with α the latency of a message and β the link bandwidth. Small messages are d
 nccl-tests reports two figures: **algbw** = S/T, and **busbw** = algbw · 2(N − 1)/N, which divides out the algorithm's traffic factor so that it compares directly with a link's bandwidth. Below, all_reduce is timed at a few sizes (the median of 5 runs each, the slowest rank's) and reported by those two definitions. With the `mpi` backend on one machine the "link" is shared memory and two ranks compete for the same two cores: the figures show the trend, not a network.
 :::
 */
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static int show_bandwidth(ct_process_group *pg, bool quick, ct_metrics *m) {
   ct_cli_section("all-reduce bandwidth");
   int w = ct_dist_get_world_size(pg);
@@ -302,17 +287,16 @@ static int show_bandwidth(ct_process_group *pg, bool quick, ct_metrics *m) {
     double times[5];
     for (int k = 0; k < 5; ++k) {
       int rc = ct_dist_barrier(pg);
-      double t0 = now_seconds();
+      double t0 = ct_cli_seconds();
       if (!rc) rc = ct_dist_all_reduce(pg, t, CT_REDUCE_SUM);
-      sync_device(d);
-      times[k] = now_seconds() - t0;
+      if (!rc) rc = ct_cli_synchronize(d);
+      times[k] = ct_cli_seconds() - t0;
       if (rc) {
         ct_free(t);
         return rc;
       }
     }
-    qsort(times, 5, sizeof times[0], cmp_double);
-    double sec = reduce_scalar(pg, times[2], CT_REDUCE_MAX);
+    double sec = reduce_scalar(pg, ct_cli_median(times, 5), CT_REDUCE_MAX);
     sizes[ns] = (double)bytes;
     algbw[ns] = (double)bytes / sec / 1e9;
     busbw[ns] = algbw[ns] * 2.0 * (w - 1) / w;
@@ -494,14 +478,14 @@ static int train(const settings *st, ct_process_group *pg, trained *t, ct_metric
   for (long e = 0; rc == CT_OK && e < st->epochs && e < 64; ++e) {
     sampler.epoch = e;                                     // sampler.set_epoch(e)
     rc = ct_distributed_sampler_indices(&sampler, t->s.idx);
-    double sum = 0, t0 = now_seconds();
+    double sum = 0, t0 = ct_cli_seconds();
     for (int64_t k = 0; rc == CT_OK && k < steps; ++k) {
       double l = 0;
       rc = train_step(t->ddp, t->opt, &t->s, k * acc, acc, B, d, &l);
       sum += l;
     }
-    sync_device(d);
-    double sec = reduce_scalar(pg, now_seconds() - t0, CT_REDUCE_MAX);
+    if (rc == CT_OK) rc = ct_cli_synchronize(d);
+    double sec = reduce_scalar(pg, ct_cli_seconds() - t0, CT_REDUCE_MAX);
     if (rc == CT_OK) rc = accuracy(pg, t->model, t->test, 2000, &accs[e]);
     losses[e] = reduce_scalar(pg, steps ? sum / (double)steps : NAN, CT_REDUCE_AVG);
     if (rc == CT_OK && steps) // every rank sees the same mean, so all stop together: NaN/inf, exit 1
@@ -545,15 +529,15 @@ static double timed_steps(ct_process_group *pg, trained *t, const settings *st, 
   ct_device d = ct_dist_device(pg);
   double l = 0, wait = 0;
   ct_dist_barrier(pg);
-  double t0 = now_seconds();
+  double t0 = ct_cli_seconds();
   for (int k = 0; k < TIMED_STEPS; ++k) {
     if (train_step(t->ddp, t->opt, &t->s, k % (t->s.n / st->batch_size), 1, st->batch_size, d, &l) != CT_OK)
       return -1;
     wait += ct_ddp_last_wait_seconds(t->ddp);
   }
-  sync_device(d);
+  if (ct_cli_synchronize(d) != CT_OK) return -1;
   *wait_ms = reduce_scalar(pg, 1e3 * wait / TIMED_STEPS, CT_REDUCE_MAX);
-  return reduce_scalar(pg, 1e3 * (now_seconds() - t0) / TIMED_STEPS, CT_REDUCE_MAX);
+  return reduce_scalar(pg, 1e3 * (ct_cli_seconds() - t0) / TIMED_STEPS, CT_REDUCE_MAX);
 }
 
 static int show_overlap(ct_process_group *pg, trained *t, const settings *st, ct_metrics *m, double *ddp_ms) {
@@ -595,7 +579,7 @@ static double time_global_steps(ct_module *model, ct_data_parallel *dp, shard *s
   ct_param **p = ct_module_parameters(model, &np);
   ct_optimizer *opt = ct_optim_sgd(p, np, ct_sgd_defaults(lr));
   int rc = opt ? CT_OK : -1;
-  double t0 = now_seconds();
+  double t0 = ct_cli_seconds();
   for (int k = 0; rc == CT_OK && k < TIMED_STEPS; ++k) {
     ct_tensor *x = NULL, *y = NULL, *g = NULL;
     rc = get_batch(s, k % (s->n / B), B, d, &x, &y);
@@ -607,9 +591,9 @@ static double time_global_steps(ct_module *model, ct_data_parallel *dp, shard *s
       rc = -1;
     ct_free(x), ct_free(y), ct_free(g), ct_free(out), ct_free(loss);
   }
-  sync_device(d);
+  if (rc == CT_OK) rc = ct_cli_synchronize(d);
   ct_optimizer_free(opt);
-  return rc == CT_OK ? 1e3 * (now_seconds() - t0) / TIMED_STEPS : -1;
+  return rc == CT_OK ? 1e3 * (ct_cli_seconds() - t0) / TIMED_STEPS : -1;
 }
 
 static int show_dp_vs_ddp(ct_process_group *pg, trained *t, const settings *st, double ddp_ms, ct_metrics *m) {
@@ -777,9 +761,7 @@ int main(int argc, char **argv) {
   const char *backend = strcmp(s.backend, "auto") == 0 ? (cli.device.type == CT_CUDA ? "nccl" : "mpi") : s.backend;
   ct_process_group *pg = ct_dist_init_process_group(backend); // dist.init_process_group(backend)
   if (!pg) ct_cli_die(&cli);
-  ct_metrics *m = ct_metrics_open(ct_dist_get_rank(pg) == 0 ? cli.metrics_path : NULL); // rank 0 writes
-  if (!m) ct_cli_die(&cli);
-  ct_metrics_num(m, "quick", cli.quick);
+  ct_metrics *m = cli.metrics; // device, seed and quick recorded; only rank 0 writes the file
   trained t = {0};
   double ddp_ms = 0;
   if (show_group(pg, m) != CT_OK || show_collectives(pg, m) != CT_OK) ct_cli_die(&cli);

@@ -16,7 +16,6 @@ Only rank 0 prints and saves. Run it with a Python that has torch and numpy
 (Debian: /usr/bin/python3 with python3-torch).
 """
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -24,7 +23,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "tools", "fixtures"))
+sys.path.insert(0, os.path.join(ROOT, "chapters"))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares; puts tools/fixtures on the path)
 import fmnist  # noqa: E402  (Fashion-MNIST's IDX files as tensors)
 import st  # noqa: E402  (the repository's safetensors reader/writer)
 from threaded_dp import ThreadedDataParallel  # noqa: E402  (DataParallel's steps on threads)
@@ -32,10 +32,6 @@ from threaded_dp import ThreadedDataParallel  # noqa: E402  (DataParallel's step
 MEAN, STD = 0.2860, 0.3530
 TIMED_STEPS = 20
 DEV = "cpu"  # this rank's device: "cpu", or "cuda:LOCAL_RANK" under NCCL (pick_backend)
-
-
-def section(name):
-    print(f"== {name} ==", flush=True)
 
 
 def parse_args(argv):
@@ -61,8 +57,7 @@ def parse_args(argv):
     p.add_argument("--data", default=None,
                    help="Fashion-MNIST folder (default: $CT_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)")
     p.add_argument("--save", metavar="FILE", help="rank 0 saves the model here (default: ch08_pytorch_model.safetensors)")
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {})
+    twin.explain(p, {})
     a = p.parse_args(argv)
     if a.epochs < 1 or a.batch_size < 1 or a.accumulate < 1 or a.lr <= 0 or a.bucket_mb < 0:
         p.error("--epochs, --batch-size, --accumulate >= 1; --lr > 0; --bucket-mb >= 0")
@@ -96,7 +91,7 @@ def reduce_scalar(torch, dist, v, op):
 
 
 def show_group(torch, dist, metrics):
-    section("process group")
+    twin.section("process group")
     w = dist.get_world_size()
     mine = torch.tensor([dist.get_rank(), int(os.environ["LOCAL_RANK"]), os.getpid(),
                          int(DEV.split(":")[1]) if ":" in DEV else -1], dtype=torch.float64, device=DEV)
@@ -111,7 +106,7 @@ def show_group(torch, dist, metrics):
 
 
 def show_collectives(torch, dist, metrics):
-    section("collectives")
+    twin.section("collectives")
     r, w = dist.get_rank(), dist.get_world_size()
     # twin: collectives
     t = torch.full((4,), float(r + 1), device=DEV)
@@ -142,7 +137,7 @@ def show_collectives(torch, dist, metrics):
 
 
 def show_sampler(w, metrics):
-    section("sampler")
+    twin.section("sampler")
     from torch.utils.data import DistributedSampler
     flat = []
     for shuffle in (False, True):
@@ -159,7 +154,7 @@ def show_sampler(w, metrics):
 
 
 def show_bandwidth(torch, dist, quick, metrics):
-    section("all-reduce bandwidth")
+    twin.section("all-reduce bandwidth")
     w = dist.get_world_size()
     sizes, alg, bus = [], [], []
     print(f"{'bytes':>10} {'time (us)':>10} {'algbw GB/s':>12} {'busbw GB/s':>12}")
@@ -255,7 +250,7 @@ def main(argv):
     show_sampler(w, metrics)
     show_bandwidth(torch, dist, a.quick, metrics)
 
-    section("training")
+    twin.section("training")
     folder = a.data or os.environ.get("CT_FASHION_MNIST_DIR") or "/usr/share/datasets/fashion-mnist"
     x_all, y_all = (t.to(DEV) for t in fmnist.load(torch, folder, True, MEAN, STD))
     x_test, y_test = (t.to(DEV) for t in fmnist.load(torch, folder, False, MEAN, STD))
@@ -296,7 +291,7 @@ def main(argv):
               f"{steps * B * acc * w / sec:.0f} images/s")
     metrics.update(train_loss=losses, test_acc=accs, steps_per_epoch=steps)
 
-    section("overlap")
+    twin.section("overlap")
     idx = torch.tensor(list(sampler))
 
     def timed(overlap):
@@ -328,7 +323,7 @@ def main(argv):
     print(f"overlap on:  {on:.2f} ms per step, (inside backward: PyTorch does not report the wait)")
     metrics.update(step_ms_overlap_on=on, step_ms_overlap_off=off)
 
-    section("DP vs DDP")
+    twin.section("DP vs DDP")
     dp_ms = solo_ms = 0.0
     if r == 0:
         def timed_global(model, forward):  # ms per SGD step on the global batch
@@ -352,7 +347,7 @@ def main(argv):
           f"{solo_ms / on:.2f}x on {w} ranks")
     metrics.update(ddp_ms_per_step=on, dp_ms_per_step=dp_ms, single_ms_per_step=solo_ms)
 
-    section("checkpoint")
+    twin.section("checkpoint")
     path = a.save or "ch08_pytorch_model.safetensors"
     if r == 0:
         st.save(path, {k: v.cpu() for k, v in model.state_dict().items()})  # rank 0 alone: the bare model's keys
@@ -362,11 +357,8 @@ def main(argv):
     worst = reduce_scalar(torch, dist, diff, dist.ReduceOp.MAX)
     print(f"rank 0 saved {path}; every rank loaded it: largest difference from its own parameters {worst:g}")
     metrics["checkpoint_max_diff"] = worst
-    if a.metrics and r == 0:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(metrics, f, indent=1)
-        os.replace(tmp, a.metrics)
+    if r == 0:
+        twin.write_metrics(a.metrics, metrics)
     dist.barrier()  # every rank done with every collective
     # Debian's torch 1.13 with gloo sometimes never returns from destroy_process_group or from
     # the interpreter's exit (about 1 run in 3 here, one rank spinning); everything is written,

@@ -81,22 +81,11 @@ cd build && ninja ch09_amp
 
 static const ct_cli *g_cli; // for ct_cli_check_loss in the training loop
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct settings {
   long steps, batch, hidden, scale_steps;
   double lr;
   const char *out_dir;
 } settings;
-
-// Waits for the device (timing and reading back need it).
-static void sync_device(ct_device d) {
-  if (d.type == CT_CUDA) ct_cuda_synchronize(d.index);
-}
 
 static const char *tname(ct_dtype dt) { return ct_dtype_torch_name(dt); }
 
@@ -824,10 +813,10 @@ static int timed_run(const settings *s, ct_module *(*build)(const settings *), c
   for (long k = 0; k < s->steps && rc == CT_OK; ++k) {
     ct_cli_exit_if_interrupted(NULL); // Ctrl-C: stop after a whole step
     if (k == warm) {
-      sync_device(dev);
+      if (ct_cli_synchronize(dev) != CT_OK) rc = -1;
       base = ct_memory_allocated(dev);
       ct_reset_peak_memory_stats(dev);
-      t0 = now_seconds();
+      t0 = ct_cli_seconds();
     }
     ct_tensor *x, *y;
     batch_of(t, k, batch, &x, &y);
@@ -835,8 +824,8 @@ static int timed_run(const settings *s, ct_module *(*build)(const settings *), c
     if (!loss[k]) rc = -1;
     ct_free(x), ct_free(y);
   }
-  sync_device(dev);
-  r->ms = 1e3 * (now_seconds() - t0) / (double)(s->steps - warm);
+  if (ct_cli_synchronize(dev) != CT_OK) rc = -1;
+  r->ms = 1e3 * (ct_cli_seconds() - t0) / (double)(s->steps - warm);
   r->mem_mb = (double)(ct_max_memory_allocated(dev) - base) / (1 << 20);
   double sum = 0;
   for (long k = 0; k < s->steps; ++k) {
@@ -1132,9 +1121,7 @@ int main(int argc, char **argv) {
   ct_cli_begin(&cli); // "device: ...", ct_manual_seed(seed)
   const ct_device dev = cli.device;
   const ct_dtype lowp = ct_get_autocast_dtype(dev.type); // float16 on CUDA, bfloat16 on the CPU
-  ct_metrics *m = ct_metrics_open(cli.metrics_path);
-  if (!m) ct_cli_die(&cli);
-  ct_metrics_num(m, "quick", cli.quick);
+  ct_metrics *m = cli.metrics; // device, seed and quick already recorded
   ct_metrics_str(m, "lowp", ct_dtype_name(lowp));
   show_formats(m);
   if (show_mismatch(dev, lowp, m) != CT_OK) ct_cli_die(&cli);

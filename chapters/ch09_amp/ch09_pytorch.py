@@ -23,36 +23,21 @@ What this PyTorch can do decides a few lines:
     ./ch09 --quick
     /usr/bin/python3 chapters/ch09_amp/ch09_pytorch.py --quick
 """
-import argparse
-import json
 import math
 import os
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares; puts tools/fixtures on the path)
 
 CLASSES = 10
 PLANTS = {5: math.nan, 6: math.inf, 17: math.nan}  # 1-based steps whose batch carries a bad value
 
 
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def die(message):
-    sys.stdout.flush()
-    print(f"ch09_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="ch09_pytorch.py", description="Chapter 9's twin: automatic mixed precision.")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--metrics", metavar="FILE")
+    p = twin.parser("ch09_pytorch.py", "Chapter 9's twin: automatic mixed precision.")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--hidden", type=int, default=1024)
@@ -62,12 +47,7 @@ def parse_args(argv):
     p.add_argument("--compile", action="store_true",
                    help="speed: also time the lower precision's training step through torch.compile(model) "
                         "(PyTorch 2 or later): the compiled figure tools/bench compares C with")
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {
-        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
-        "--seed": "seed for torch.manual_seed",
-        "--quick": "a small workload, seconds on a 2-core CPU (used by the tests)",
-        "--metrics": "write the figures as JSON to FILE",
+    twin.explain(p, {
         "--steps": "training steps of each timed run (--quick: 8)",
         "--batch-size": "the MLP's batch; the conv model takes a quarter (--quick: 32)",
         "--hidden": "the MLP's width, also its input width (--quick: 128)",
@@ -119,7 +99,7 @@ def sync(torch, dev):
 
 
 def formats(torch, metrics):
-    section("formats")
+    twin.section("formats")
     rows = [("float32", torch.float32, 32, 8, 23), ("float16", torch.float16, 16, 5, 10),
             ("bfloat16", torch.bfloat16, 16, 8, 7)]
     print(f"{'format':<9} {'bits':>4} {'exponent':>8} {'mantissa':>8} {'largest':>11} {'min normal':>11} "
@@ -136,7 +116,7 @@ def formats(torch, metrics):
 
 
 def mismatch(torch, nn, amp, metrics):
-    section("mismatch")
+    twin.section("mismatch")
     # twin: mismatch
     model = nn.Linear(16, 4).to(amp.dev)
     x = torch.randn(8, 16, device=amp.dev).half()                 # x = x.half()
@@ -171,7 +151,7 @@ def seed_model(nn):
 
 
 def autocast_rules(torch, nn, amp, metrics):
-    section("autocast")
+    twin.section("autocast")
     # twin: autocast
     model = seed_model(nn).to(amp.dev)
     seen = []
@@ -253,7 +233,7 @@ def skipped_of(scaler, history):
 
 
 def underflow(torch, nn, amp, a, metrics):
-    section("underflow")
+    twin.section("underflow")
     if not amp.f16:
         print(f"float16 autocast on the CPU needs PyTorch 2 or later (this is {torch.__version__}); not run")
         return
@@ -307,7 +287,7 @@ def update_scale_by_hand(scale, tracker, found_inf, growth_factor=2.0, backoff_f
 
 
 def gradscaler(torch, nn, amp, a, metrics):
-    section("gradscaler")
+    twin.section("gradscaler")
     dtype = torch.float16 if amp.f16 else amp.lowp
     task = mlp_task(torch, amp.dev, 8 * a.batch_size, a.hidden)
     model = fresh(torch, lambda: mlp(nn, a.hidden), amp.dev)
@@ -339,7 +319,7 @@ def gradscaler(torch, nn, amp, a, metrics):
 
 
 def best_practice(torch, nn, amp, a, metrics):
-    section("best practice")
+    twin.section("best practice")
     dtype = torch.float16 if amp.f16 else amp.lowp
     task = mlp_task(torch, amp.dev, 8 * a.batch_size, a.hidden)
     model = fresh(torch, lambda: mlp(nn, a.hidden), amp.dev)
@@ -366,7 +346,7 @@ def best_practice(torch, nn, amp, a, metrics):
 
 
 def half(torch, nn, amp, a, metrics):
-    section("half")
+    twin.section("half")
     # twin: half
     task = mlp_task(torch, amp.dev, 8 * a.batch_size, a.hidden)
     model = fresh(torch, lambda: mlp(nn, a.hidden), amp.dev).half()   # the seed's model.half()
@@ -430,7 +410,7 @@ def timed_run(torch, nn, amp, a, build, task, batch, dtype, compiled=False):
 
 
 def speed(torch, nn, amp, a, metrics):
-    section("speed")
+    twin.section("speed")
     if amp.dev.type == "cpu":
         print(f"bfloat16 matmul on this CPU: PyTorch {torch.__version__}, oneDNN (mkldnn) "
               f"{'available' if torch.backends.mkldnn.is_available() else 'absent'}")
@@ -465,7 +445,7 @@ def speed(torch, nn, amp, a, metrics):
 
 
 def checkpoint(torch, nn, amp, a, metrics):
-    section("checkpoint")
+    twin.section("checkpoint")
     dtype = torch.float16 if amp.f16 else amp.lowp
     task = mlp_task(torch, amp.dev, 8 * a.batch_size, a.hidden)
 
@@ -504,7 +484,7 @@ def checkpoint(torch, nn, amp, a, metrics):
 
 
 def bad_batch(torch, nn, amp, a, metrics):
-    section("bad batch")
+    twin.section("bad batch")
     dtype = torch.float16 if amp.f16 else amp.lowp
     task = mlp_task(torch, amp.dev, 8 * a.batch_size, a.hidden)
     model = fresh(torch, lambda: mlp(nn, a.hidden), amp.dev)
@@ -524,17 +504,11 @@ def bad_batch(torch, nn, amp, a, metrics):
 
 def main(argv):
     a = parse_args(argv)
-    try:
-        import torch
-        import torch.nn as nn
-    except ImportError as e:
-        die(f"cannot import torch ({e}); run this with a Python that has PyTorch (Debian: /usr/bin/python3)")
-    if a.device == "auto":
-        dev = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    else:
-        dev = torch.device(a.device)
+    torch = twin.import_torch()
+    nn = torch.nn
+    dev = twin.device_of(torch, a.device)
     if a.compile and not hasattr(torch, "compile"):
-        die(f"--compile: torch {torch.__version__} has no torch.compile (PyTorch 2 or later)")
+        twin.die(f"--compile: torch {torch.__version__} has no torch.compile (PyTorch 2 or later)")
     amp = Amp(torch, dev)
     if amp.replayed and __debug__:  # torch.cuda.amp.GradScaler's is_cuda asserts must go (see above)
         sys.stdout.flush()
@@ -553,11 +527,7 @@ def main(argv):
     speed(torch, nn, amp, a, metrics)
     checkpoint(torch, nn, amp, a, metrics)
     bad_batch(torch, nn, amp, a, metrics)
-    if a.metrics:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(metrics, f, indent=1)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, metrics)
     return 0
 
 

@@ -84,22 +84,6 @@ typedef struct settings {
 
 static const ct_cli *g_cli; // for ct_cli_check_loss in the training loop
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int sync_device(ct_device d) { return d.type == CT_CUDA ? ct_cuda_synchronize(d.index) : CT_OK; }
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 /*md show*/
 
 /*md
@@ -380,20 +364,19 @@ static int show_capture(graphed *gr, ct_metrics *m) {
   int np = 0;
   ct_param **p = ct_module_parameters(gr->model, &np);
   ct_tensor *before = ct_clone(p[0]->value); // to see that capture runs nothing
-  if (!before || sync_device(dev) != CT_OK) return -1;
+  if (!before || ct_cli_synchronize(dev) != CT_OK) return -1;
   size_t a0 = ct_memory_allocated(dev), r0 = ct_memory_reserved(dev);
   if (capture(gr) != CT_OK) return -1;
-  if (sync_device(dev) != CT_OK) return -1;
+  if (ct_cli_synchronize(dev) != CT_OK) return -1;
   size_t a1 = ct_memory_allocated(dev), r1 = ct_memory_reserved(dev);
   double moved = 0;
   if (max_abs_diff(before, p[0]->value, &moved) != CT_OK) return -1;
   ct_free(before);
   int64_t nodes = ct_cuda_graph_num_nodes(gr->g);
-  printf("captured one training step: %" PRId64 " kernel calls in one graph\n", nodes);
+  ct_metrics_print(m, "kernels_per_step", "captured one training step: %.0f kernel calls in one graph\n", (double)nodes);
   printf("parameters after capture: %s\n", moved == 0 ? "unchanged (capture runs nothing)" : "CHANGED");
   printf("memory: allocated %.0f KiB -> %.0f KiB, reserved %.0f KiB -> %.0f KiB (the graph's private pool)\n",
          kib(a0), kib(a1), kib(r0), kib(r1));
-  ct_metrics_num(m, "kernels_per_step", (double)nodes);
   ct_metrics_num(m, "capture_param_change", moved);
   ct_metrics_num(m, "capture_reserved_kib", kib(r1) - kib(r0));
   return moved == 0 ? CT_OK : ct_fail(CT_ERR_VALUE, "the capture changed the parameters");
@@ -716,10 +699,10 @@ static int show_pool(const settings *s, const data *d, ct_device dev, ct_metrics
   ct_module *model = model_on(s, s->width, dev);
   if (!model || graphed_init(&gr, model, s, dev) != CT_OK || warm_up(&gr, d, s->warmup, NULL) != CT_OK)
     return -1;
-  if (sync_device(dev) != CT_OK) return -1;
+  if (ct_cli_synchronize(dev) != CT_OK) return -1;
   size_t r0 = ct_memory_reserved(dev);
   int rc = capture(&gr);
-  if (rc == CT_OK) rc = sync_device(dev);
+  if (rc == CT_OK) rc = ct_cli_synchronize(dev);
   size_t r1 = ct_memory_reserved(dev);
   ct_tensor *eager = rc == CT_OK ? ct_empty(CT_SHAPE(1), CT_F32, dev) : NULL; // an eager request now
   bool apart = eager && ct_data_ptr(eager) != ct_data_ptr(gr.static_loss);
@@ -767,8 +750,8 @@ static int time_steps(graphed *gr, const data *d, bool eager, int n, int reps, d
   double t[16];
   int rc = ct_set_stream(gr->side);
   for (int r = 0; rc == CT_OK && r < reps && r < 16; ++r) {
-    rc = sync_device(dev);
-    double t0 = now_seconds();
+    rc = ct_cli_synchronize(dev);
+    double t0 = ct_cli_seconds();
     for (int i = 0; rc == CT_OK && i < n; ++i) {
       if (!eager) {
         rc = replay_step(gr, d, i);
@@ -780,12 +763,12 @@ static int time_steps(graphed *gr, const data *d, bool eager, int n, int reps, d
       if (!l) rc = -1;
       ct_free(l);
     }
-    if (rc == CT_OK) rc = sync_device(dev);
-    t[r] = (now_seconds() - t0) / n;
+    if (rc == CT_OK) rc = ct_cli_synchronize(dev);
+    t[r] = (ct_cli_seconds() - t0) / n;
   }
   if (ct_set_stream(ct_default_stream(dev)) != CT_OK) rc = -1;
   if (rc == CT_OK) rc = ct_stream_wait_stream(ct_default_stream(dev), gr->side); // before the frees on it
-  *out = rc == CT_OK ? median(t, reps < 16 ? reps : 16) : NAN;
+  *out = rc == CT_OK ? ct_cli_median(t, reps < 16 ? reps : 16) : NAN;
   return rc;
 }
 
@@ -911,9 +894,7 @@ int main(int argc, char **argv) {
   /*md show*/
   ct_cli_begin(&cli); // "device: ...", ct_manual_seed(seed)
   ct_device dev = cli.device;
-  ct_metrics *m = ct_metrics_open(cli.metrics_path);
-  if (!m) ct_cli_die(&cli);
-  ct_metrics_num(m, "quick", cli.quick);
+  ct_metrics *m = cli.metrics; // device, seed and quick already recorded
   ct_metrics_str(m, "model", "MLP");
   data d;
   ct_module *model = model_on(&s, s.width, dev), *eager = model_on(&s, s.width, dev);

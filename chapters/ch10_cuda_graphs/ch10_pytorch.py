@@ -23,15 +23,14 @@ parameters the C program's replays reached (./ch10 --save);
 tests/chapter/check_ch10.py compares them, with --float64 here as the
 reference.
 """
-import argparse
-import json
 import math
 import os
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares; puts tools/fixtures on the path)
 import st  # noqa: E402  (the repository's safetensors reader/writer)
 
 IN, OUT, NBATCH, LOG_EVERY = 10, 10, 8, 10
@@ -39,22 +38,8 @@ CPU_WIDTHS, CPU_QUICK = [16, 64, 256, 1024], [16, 128]
 GPU_WIDTHS, GPU_QUICK = [16, 64, 256, 1024, 4096, 8192], [16, 256, 2048]
 
 
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def die(message):
-    sys.stdout.flush()
-    print(f"ch10_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="ch10_pytorch.py", description="Chapter 10's twin: CUDA graphs.")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="20 steps, fewer widths")
-    p.add_argument("--metrics", metavar="FILE")
+    p = twin.parser("ch10_pytorch.py", "Chapter 10's twin: CUDA graphs.", quick="20 steps, fewer widths")
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--batch", type=int, default=32)
@@ -65,11 +50,7 @@ def parse_args(argv):
     p.add_argument("--save", metavar="FILE", help="write the trained state_dict")
     p.add_argument("--load-init", metavar="FILE", help="start from ./ch10 --save-init's weights and data")
     p.add_argument("--float64", action="store_true", help="train in float64 (the tests' reference)")
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {
-        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
-        "--seed": "seed for torch.manual_seed",
-        "--metrics": "write the figures as JSON to FILE",
+    twin.explain(p, {
         "--width": "hidden width of the MLP that is trained and captured",
         "--depth": "hidden layers (1..16)",
         "--batch": "rows per batch (the seed's 32)",
@@ -190,7 +171,7 @@ NO_GRAPHS = "PyTorch has no CPU graphs (torch.cuda.graphs needs a CUDA device)"
 
 
 def show_model(c, model):
-    section("model")
+    twin.section("model")
     a = c.a
     n = sum(p.numel() for p in model.parameters())
     print(f"MLP 10 -> {a.width} x {a.depth} -> 10 (ReLU), {n} parameters; batch {a.batch}; "
@@ -199,7 +180,7 @@ def show_model(c, model):
 
 
 def show_warm_up(c, gr):
-    section("warm-up")
+    twin.section("warm-up")
     losses = warm_up(c, gr, c.a.warmup)
     where = "on the side stream" if c.cuda else "(the CPU has no side streams in PyTorch)"
     for i, v in enumerate(losses):
@@ -208,7 +189,7 @@ def show_warm_up(c, gr):
 
 
 def show_capture(c, gr):
-    section("capture")
+    twin.section("capture")
     if not c.cuda:
         print(f"not captured: {NO_GRAPHS}; on a GPU, torch.cuda.graph(g, stream=side) records the step here")
         c.metrics["kernels_per_step"] = None
@@ -227,7 +208,7 @@ def show_capture(c, gr):
 
 
 def show_replay(c, gr, eager):
-    section("replay")
+    twin.section("replay")
     a, torch = c.a, c.torch
     opt = make_sgd(c, eager)
     for i in range(a.warmup):  # the warm-up the graphed model had
@@ -253,7 +234,7 @@ def show_replay(c, gr, eager):
 
 
 def show_seed_bug(c, gr):
-    section("seed bug")
+    twin.section("seed bug")
     if not c.cuda:
         print(f"not run: {NO_GRAPHS}. The seed's capture re-creates static_input with torch.randn inside "
               "`with torch.cuda.graph(g):`, so each replay overwrites what copy_ put there")
@@ -277,7 +258,7 @@ def show_seed_bug(c, gr):
 
 
 def show_forbidden(c, gr):
-    section("forbidden")
+    twin.section("forbidden")
     if not c.cuda:
         print(f"not run: {NO_GRAPHS}. On a GPU: capture on the default stream, loss.item() and "
               "torch.cuda.synchronize() inside the capture raise RuntimeError")
@@ -315,7 +296,7 @@ def show_forbidden(c, gr):
 
 
 def show_pool(c):
-    section("pool")
+    twin.section("pool")
     if not c.cuda:
         print(f"not run: {NO_GRAPHS}. On a GPU the graph's private pool shows in torch.cuda.memory_reserved()")
         c.metrics["pool_kib"] = None
@@ -363,7 +344,7 @@ def compiled_ms(c, width, n, reps):
 
 
 def show_timing(c):
-    section("timing")
+    twin.section("timing")
     torch, quick = c.torch, c.a.quick
     widths = (GPU_QUICK if quick else GPU_WIDTHS) if c.cuda else (CPU_QUICK if quick else CPU_WIDTHS)
     n, reps = (4, 3) if quick else ((20, 7) if c.cuda else (10, 5))
@@ -408,18 +389,10 @@ def show_timing(c):
 
 def main(argv):
     a = parse_args(argv)
-    try:
-        import torch
-        import torch.nn as nn
-    except ImportError as e:
-        die(f"cannot import torch ({e}); run this with a Python that has PyTorch (Debian: /usr/bin/python3)")
+    torch = twin.import_torch()
+    nn = torch.nn
     torch.manual_seed(a.seed)
-    if a.device == "auto":
-        dev = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    else:
-        dev = torch.device(a.device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        die("--device cuda: CUDA is not available to this PyTorch")
+    dev = twin.device_of(torch, a.device)
     print(f"device: {dev}", flush=True)
     c = Ctx()
     c.torch, c.nn, c.a, c.dev, c.cuda = torch, nn, a, dev, dev.type == "cuda"
@@ -442,11 +415,7 @@ def main(argv):
     show_forbidden(c, gr)
     show_pool(c)
     show_timing(c)
-    if a.metrics:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(c.metrics, f, indent=1)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, c.metrics)
     return 0
 
 

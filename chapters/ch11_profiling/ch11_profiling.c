@@ -69,16 +69,6 @@ cd build && ninja ch11_profiling
 #define NUM_CLASSES 10
 #define MAX_TIMELINE 512 // boxes in the timeline figure
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void device_sync(ct_device d) {
-  if (d.type == CT_CUDA) ct_cuda_synchronize(d.index);
-}
-
 typedef struct settings {
   long batch_size, channels, overhead_steps, rounds;
   const char *data, *trace;
@@ -472,7 +462,7 @@ With the profiler off, each hook in the dispatcher, the modules, the optimizer a
 // Mean seconds per step over `steps` steps, the device drained at the end.
 static int time_steps(ct_module *model, ct_optimizer *opt, batches *data, ct_device dev, long steps,
                       double *seconds) {
-  double t0 = now_seconds();
+  double t0 = ct_cli_seconds();
   for (long i = 0; i < steps; ++i) {
     ct_tensor *x = NULL, *y = NULL;
     ct_cli_exit_if_interrupted(NULL); // Ctrl-C: stop after a whole step
@@ -482,8 +472,9 @@ static int time_steps(ct_module *model, ct_optimizer *opt, batches *data, ct_dev
     ct_free(y);
     if (rc != CT_OK) return rc;
   }
-  device_sync(dev);
-  *seconds = (now_seconds() - t0) / (double)steps;
+  int rc = ct_cli_synchronize(dev);
+  if (rc != CT_OK) return rc;
+  *seconds = (ct_cli_seconds() - t0) / (double)steps;
   return CT_OK;
 }
 
@@ -569,11 +560,7 @@ int main(int argc, char **argv) {
   /*md show*/
   ct_cli_begin(&cli); // "device: ...", ct_manual_seed(seed)
   ct_device dev = cli.device;
-  ct_metrics *m = ct_metrics_open(cli.metrics_path);
-  if (!m) ct_cli_die(&cli);
-  char devs[CT_DEVICE_STR_MAX];
-  ct_metrics_str(m, "device", ct_device_str(dev, devs));
-  ct_metrics_num(m, "quick", cli.quick);
+  ct_metrics *m = cli.metrics; // device, seed and quick already recorded
   ct_metrics_num(m, "batch_size", (double)s.batch_size);
 
   ct_dataloader_options lo = ct_dataloader_defaults();

@@ -21,31 +21,15 @@ profiler does not see). Exit codes as in the C chapters: 2 for a bad flag,
 import argparse
 import json
 import os
-import re
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "fixtures"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares; puts tools/fixtures on the path)
 import fmnist  # noqa: E402  (Fashion-MNIST's IDX files as tensors)
 
 MEAN, STD = 0.2860, 0.3530
-
-
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def die(message):
-    sys.stdout.flush()
-    print(f"ch11_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def device_spec(text):
-    if text in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d{1,4}", text):
-        return text
-    raise argparse.ArgumentTypeError(f'expects auto, cpu, cuda or cuda:N, got "{text}"')
 
 
 def positive(text):
@@ -56,22 +40,14 @@ def positive(text):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="ch11_pytorch.py", description="Chapter 11 (PyTorch twin): profiling.")
-    p.add_argument("--device", type=device_spec, default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="batch 32, rounds of 2 steps")
-    p.add_argument("--metrics", metavar="FILE")
+    p = twin.parser("ch11_pytorch.py", "Chapter 11 (PyTorch twin): profiling.", quick="batch 32, rounds of 2 steps")
     p.add_argument("--batch-size", type=positive, default=128)
     p.add_argument("--channels", type=positive, default=16)
     p.add_argument("--overhead-steps", type=positive, default=10)
     p.add_argument("--rounds", type=positive, default=3)
     p.add_argument("--data", default=os.environ.get("CT_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
     p.add_argument("--trace", default="ch11_pytorch_trace.json")
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {
-        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
-        "--seed": "seed for torch.manual_seed",
-        "--metrics": "write the figures as JSON to FILE",
+    twin.explain(p, {
         "--batch-size": "training images per step (--quick: 32)",
         "--channels": "channels of the first convolution (the second has twice)",
         "--overhead-steps": "steps per round of the overhead measurement (--quick: 2)",
@@ -170,7 +146,7 @@ class Twin:
     # twin: end
 
     def show_table(self, prof, m):
-        section("key averages")
+        twin.section("key averages")
         key = self.sort_key()
         print(f"sorted by {key}, top 15 rows:")
         print(prof.key_averages().table(sort_by=key, row_limit=15))
@@ -183,7 +159,7 @@ class Twin:
 
     # twin: hottest
     def show_hottest(self, prof, m):
-        section("hottest op")
+        twin.section("hottest op")
         rows = [r for r in prof.key_averages() if r.key.startswith("aten::")]
         hot = max(rows, key=self.self_time)
         total = sum(self.self_time(r) for r in prof.key_averages())
@@ -213,7 +189,7 @@ class Twin:
     # twin: end
 
     def show_memory(self, m):
-        section("memory")
+        twin.section("memory")
         tp = self.torch.profiler
         x, y = self.data.next()
         self.train_step(x, y)
@@ -230,7 +206,7 @@ class Twin:
             print("PyTorch keeps no CPU allocator statistics to balance the memory events against")
 
     def show_trace(self, prof, m):
-        section("trace")
+        twin.section("trace")
         prof.export_chrome_trace(self.args.trace)
         with open(self.args.trace, encoding="utf-8") as f:
             doc = json.load(f)
@@ -250,7 +226,7 @@ class Twin:
 
     # twin: overhead
     def show_overhead(self, m):
-        section("overhead")
+        twin.section("overhead")
         a, tp = self.args, self.torch.profiler
         best_off = best_on = float("inf")
         events = 0
@@ -273,26 +249,23 @@ class Twin:
 
 def main(argv):
     args = parse_args(argv)
-    try:
-        import torch
-    except ImportError as e:
-        die(f"cannot import torch: {e}")
+    torch = twin.import_torch()
     if args.metrics and not os.path.isdir(os.path.dirname(os.path.abspath(args.metrics))):
-        die(f"--metrics {args.metrics}: its folder does not exist")
+        twin.die(f"--metrics {args.metrics}: its folder does not exist")
     if not os.path.isdir(os.path.dirname(os.path.abspath(args.trace))):
-        die(f"--trace {args.trace}: its folder does not exist")
+        twin.die(f"--trace {args.trace}: its folder does not exist")
     want = args.device
     if want == "auto":
         want = "cuda" if torch.cuda.is_available() else "cpu"
     if want.startswith("cuda") and not torch.cuda.is_available():
-        die("CUDA unavailable: torch.cuda.is_available() is False")
+        twin.die("CUDA unavailable: torch.cuda.is_available() is False")
     device = torch.device(want)
     print(f"device: {device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
     torch.manual_seed(args.seed)
     try:
         t = Twin(torch, args, device)
     except (OSError, ValueError) as e:
-        die(str(e))
+        twin.die(str(e))
     n = sum(p.numel() for p in t.model.parameters())
     print(f"model: chapter 6's CNN with BatchNorm ({n} parameters), Adam, batch {args.batch_size}")
     m = {"device": str(device), "quick": int(args.quick), "batch_size": args.batch_size,
@@ -304,11 +277,7 @@ def main(argv):
     t.show_memory(m)
     t.show_trace(prof, m)
     t.show_overhead(m)
-    if args.metrics:
-        tmp = f"{args.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(m, f, indent=1)
-        os.replace(tmp, args.metrics)
+    twin.write_metrics(args.metrics, m)
     return 0
 
 

@@ -21,42 +21,24 @@ numbers), so the sums agree: tests/chapter/check_ch12.py compares C's
 chunk_sums with reference_sums here (float64).
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 import warnings
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares)
+
 MAX_CHUNKS, MAX_LAYERS = 64, 4
 
 
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def die(message):
-    sys.stdout.flush()
-    print(f"ch12_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="ch12_pytorch.py", description="Chapter 12's twin: streams and events.")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--metrics", metavar="FILE")
+    p = twin.parser("ch12_pytorch.py", "Chapter 12's twin: streams and events.")
     for name in ("chunks", "rows", "width", "layers", "reps"):
         p.add_argument(f"--{name}", type=int, default=0)
     p.add_argument("--csan-demo", action="store_true", help=argparse.SUPPRESS)  # the child of the race section
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {
-        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
-        "--seed": "seed for torch.manual_seed",
-        "--quick": "a small workload, seconds on a 2-core CPU (used by the tests)",
-        "--metrics": "write the figures as JSON to FILE",
+    twin.explain(p, {
         "--chunks": "pipeline chunks (0: 8; --quick: 4)",
         "--rows": "rows of each chunk (0: 8192 on a GPU, 1024 on the CPU; --quick: 128)",
         "--width": "columns of each chunk and size of the square layers (0: 2048 GPU, 256 CPU; --quick: 64)",
@@ -110,7 +92,7 @@ def reference_sums(torch, a):
 # ---- sections ---------------------------------------------------------------------------------------
 
 def show_streams(torch, dev, m):
-    section("streams")
+    twin.section("streams")
     if dev.type != "cuda":
         print(f"default stream of {dev}: torch.cuda has no CPU streams; the CPU runs each op when it is called")
         print("priority_range() = needs CUDA (ct's CPU streams have the one level (0, 0))")
@@ -127,7 +109,7 @@ def show_streams(torch, dev, m):
 
 
 def show_ordering(torch, dev, m):
-    section("ordering")
+    twin.section("ordering")
     if dev.type != "cuda":
         x = torch.empty(1 << 20)
         x.fill_(1.0)
@@ -235,7 +217,7 @@ def overlapped_ms(tl, n):
 
 
 def show_overlap(torch, dev, a, m):
-    section("overlap")
+    twin.section("overlap")
     gpu = dev.type == "cuda"
     print(f"{a.chunks} chunks of ({a.rows}, {a.width}) f32 ({a.rows * a.width * 4 / 2**20:.1f} MiB each), "
           f"{a.layers} layers of ({a.width}, {a.width}); "
@@ -306,7 +288,7 @@ def csan_demo(torch, a):
 
 
 def show_race(torch, dev, a, m):
-    section("race")
+    twin.section("race")
     if dev.type != "cuda":
         print("PyTorch's CUDA sanitizer (TORCH_CUDA_SANITIZER=1) needs a GPU; ct's checker runs the same "
               "model on the CPU")
@@ -323,7 +305,7 @@ def show_race(torch, dev, a, m):
 
 
 def show_record_stream(torch, dev, a, m):
-    section("record_stream")
+    twin.section("record_stream")
     if dev.type != "cuda":
         print("Tensor.record_stream needs a CUDA tensor; on the CPU each op is done when it returns, so a block "
               "is always free to reuse")
@@ -392,7 +374,7 @@ def sync_probes(torch, dev, x, loss, side, e):
 
 
 def show_sync_points(torch, dev, a, m):
-    section("sync points")
+    twin.section("sync points")
     steps = a.chunks * 25
     if dev.type != "cuda":
         print("torch.cuda.set_sync_debug_mode needs CUDA, and PyTorch reports only CUDA operations; on a GPU it "
@@ -455,17 +437,9 @@ def show_sync_points(torch, dev, a, m):
 
 def main(argv):
     a = parse_args(argv)
-    try:
-        import torch
-    except ImportError as e:
-        die(f"cannot import torch ({e}); run this with a Python that has PyTorch (Debian: /usr/bin/python3)")
+    torch = twin.import_torch()
     torch.manual_seed(a.seed)
-    if a.device == "auto":
-        dev = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    else:
-        dev = torch.device(a.device)
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            die("--device cuda: CUDA is unavailable to this PyTorch")
+    dev = twin.device_of(torch, a.device)
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
     defaults(a, dev.type == "cuda")
@@ -479,11 +453,7 @@ def main(argv):
     show_race(torch, dev, a, m)
     show_record_stream(torch, dev, a, m)
     show_sync_points(torch, dev, a, m)
-    if a.metrics:
-        tmp = f"{a.metrics}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(m, f, indent=1)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, m)
     return 0
 
 

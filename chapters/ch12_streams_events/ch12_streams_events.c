@@ -183,7 +183,8 @@ static void show_ordering(ct_device dev, ct_metrics *m) {
   ok(ct_set_stream(def));
   ok(ct_stream_wait_stream(def, b));
   double v = item(y);
-  printf("one stream: x = 1; x *= 2; x += 3 -> max(x) read on stream b after wait_event: %g\n", v);
+  ct_metrics_print(m, "order_result", "one stream: x = 1; x *= 2; x += 3 -> max(x) read on stream b after wait_event: %g\n",
+                   v);
   float t[3];
   bool increasing = true;
   for (int i = 1; i < 4; ++i) {
@@ -191,7 +192,6 @@ static void show_ordering(ct_device dev, ct_metrics *m) {
     increasing &= t[i - 1] >= (i > 1 ? t[i - 2] : 0.0f);
   }
   printf("event times along the stream never decrease: %s\n", increasing ? "yes" : "NO");
-  ct_metrics_num(m, "order_result", v);
   ct_metrics_num(m, "event_times_increase", increasing);
   // The three errors of elapsed_time, in PyTorch's order.
   ct_event *plain = ct_event_create(dev, false), *unrec = ct_event_create(dev, true);
@@ -957,9 +957,7 @@ int main(int argc, char **argv) {
   ct_cli_need_memory(&cli, "--layers x --width x --width floats", 3, (const int64_t[]){s.layers, s.width, s.width},
                      sizeof(float));
   /*md show*/
-  ct_metrics *m = ct_metrics_open(cli.metrics_path);
-  if (!m) ct_cli_die(&cli);
-  ct_metrics_num(m, "quick", cli.quick);
+  ct_metrics *m = cli.metrics; // device, seed and quick already recorded
   show_streams(cli.device, m);
   show_ordering(cli.device, m);
   show_overlap(cli.device, &s, m);

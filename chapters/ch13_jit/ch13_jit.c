@@ -65,22 +65,6 @@ cd build && ninja ch13_jit
     if ((rc) != CT_OK) ct_cli_die(cli);                                        \
   } while (0)
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 typedef struct settings {
   const char *expr;  // --expr: a fourth, "custom" workload
   const char *dtype; // --dtype of the inputs in the timed sections
@@ -279,10 +263,10 @@ static int flip_byte(const char *path, long offset) {
 
 // One timed fused call of gate; what the cache did is in the stats' change.
 static int timed_call(const ct_jit_fn *f, const ct_tensor *const *in, ct_tensor *out, double *ms) {
-  const double alpha = loads[0].sc[0], t0 = now_seconds();
+  const double alpha = loads[0].sc[0], t0 = ct_cli_seconds();
   int rc = ct_jit_call_out((ct_jit_fn *)f, out, in, 3, &alpha, 1);
   if (rc == CT_OK) rc = ct_stream_synchronize(ct_current_stream(ct_device_of(out)));
-  *ms = 1e3 * (now_seconds() - t0);
+  *ms = 1e3 * (ct_cli_seconds() - t0);
   return rc;
 }
 
@@ -342,10 +326,10 @@ static void show_cache(const ct_cli *cli, ct_dtype dt, jit_state *js, ct_metrics
   const char *why = strstr(s.last_rejection, "rejected: ");
   printf("one bit of the entry flipped: %s\n  %s\n", s.rejected ? "rejected, never run" : "NOT DETECTED",
          why ? why : s.last_rejection);
-  printf("  rebuilt: compiled again in %.1f ms and written back atomically\n", 1e3 * s.compile_seconds);
+  ct_metrics_print(m, "compile_ms", "  rebuilt: compiled again in %.1f ms and written back atomically\n",
+                   1e3 * s.compile_seconds);
   ct_metrics_num(m, "rejected", (double)s.rejected);
   ct_metrics_num(m, "rebuild_compiles", (double)s.compiles);
-  ct_metrics_num(m, "compile_ms", 1e3 * s.compile_seconds);
   MUST_OK(ct_jit_cache_dir(dir, sizeof dir));
   printf("cache directory: %s (mode 0700, checked at every disk access)\n", home_relative(dir, shown, sizeof shown));
   printf("this kernel's entry: %s\n", strrchr(path, '/') + 1);
@@ -576,7 +560,7 @@ static double time_ms(const ct_cli *cli, const call *c, double budget) {
   }
   ct_event_free(e0);
   ct_event_free(e1);
-  return median(v, reps);
+  return ct_cli_median(v, reps);
 }
 
 // The copy bandwidth at n elements of dt: ct_copy_ reads n and writes n.
@@ -724,9 +708,7 @@ int main(int argc, char **argv) {
   }
   /*md show*/
   ct_cli_begin(cli); // "device: ...", ct_manual_seed(seed)
-  ct_metrics *m = ct_metrics_open(cli->metrics_path);
-  MUST(m);
-  ct_metrics_num(m, "quick", cli->quick);
+  ct_metrics *m = cli->metrics; // device, seed and quick already recorded
   if (s.expr) loads[3].expr = s.expr, n_loads = 4;
   for (int w = 0; w < n_loads; ++w) MUST(fns[w] = ct_jit_create(loads[w].expr, loads[w].inputs, loads[w].scalars));
   /*md hide*/

@@ -18,41 +18,25 @@ compares the two tables).
     ./ch13 --device cpu --quick
     /usr/bin/python3 chapters/ch13_jit/ch13_pytorch.py --device cpu --quick
 """
-import argparse
-import json
 import math
 import os
 import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares)
+
 GELU_C = 0.7978845608028654
 
 
-def section(name):
-    print(f"== {name} ==", flush=True)
-
-
-def die(message):
-    sys.stdout.flush()
-    print(f"ch13_pytorch.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="ch13_pytorch.py", description="Chapter 13's twin: fused elementwise kernels.")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="small sizes, short timings")
-    p.add_argument("--metrics", metavar="FILE")
+    p = twin.parser("ch13_pytorch.py",
+                    "Chapter 13's twin: fused elementwise kernels.",
+                    quick="small sizes, short timings")
     p.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16", "f64"])
     p.add_argument("--size", type=int, default=0, help="the largest number of elements timed")
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {
-        "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
-        "--seed": "seed for torch.manual_seed",
-        "--metrics": "write the figures as JSON to FILE",
+    twin.explain(p, {
         "--dtype": "the inputs' dtype in the timed sections: f32, f16, bf16, f64"})
     return p.parse_args(argv)
 
@@ -172,17 +156,14 @@ def gbs(nbytes, ms):
 def main(argv):
     global torch
     a = parse_args(argv)
-    try:
-        import torch
-    except ImportError as e:
-        die(f"cannot import torch: {e}")
+    torch = twin.import_torch()
     want = a.device
     if want == "auto":
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     else:
         device = torch.device(want)
         if device.type == "cuda" and not torch.cuda.is_available():
-            die("--device cuda: CUDA is not available")
+            twin.die("--device cuda: CUDA is not available")
     torch.manual_seed(a.seed)
     dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}[a.dtype]
     print(f"device: {device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
@@ -193,7 +174,7 @@ def main(argv):
     budget = 0.02 if a.quick else 0.2
     run = timer(device)
 
-    section("workloads")
+    twin.section("workloads")
     n = 1 << 20
     print(f"inputs {m['dtype']}; bytes per output element, fused and unfused:")
     print(f"{'workload':<10} {'inputs':<8} {'kernels':>8} {'fused':>8} {'unfused':>8} {'predicted':>10}  expression")
@@ -206,14 +187,14 @@ def main(argv):
         m[f"{name}_bytes_per_elem_unfused"] = b / n
         m[f"{name}_bytes_per_elem_fused"] = fused_b / n
 
-    section("source")
+    twin.section("source")
     fused, kind = fused_builders(device)
     print(f"fused path here: {kind}")
     for name, code in JITERATOR.items():
         print(f"jiterator code for {name}:\n  {code}")
     m["fused_kind"] = kind
 
-    section("cache")
+    twin.section("cache")
     if fused is None:
         print("no fused kernels to cache here")
     else:
@@ -232,7 +213,7 @@ def main(argv):
         print(f"second call: {1e3 * second:.1f} us (cached in memory)")
         m["first_call_ms"], m["second_call_us"] = first, 1e3 * second
 
-    section("errors")
+    twin.section("errors")
     try:
         gate(torch.zeros(4, 3, device=device), torch.zeros(4, device=device), torch.zeros(3, device=device))
         print("no error (unexpected)")
@@ -240,7 +221,7 @@ def main(argv):
         print(f"gate with x (4, 3) and y (4): shapes that do not broadcast\n  {e}")
         m["broadcast_error"] = str(e)
 
-    section("agreement")
+    twin.section("agreement")
     print("gate on 4096 random elements: max |error| against float64")
     print(f"{'dtype':<9} {'fused':>12} {'unfused':>12}")
     for dt in (torch.float32, torch.float16):
@@ -260,9 +241,9 @@ def main(argv):
     try:
         gate(*make_inputs("gate", 16, dtype, device))
     except RuntimeError as e:
-        die(f"--dtype {a.dtype} on {device}: {e}")
+        twin.die(f"--dtype {a.dtype} on {device}: {e}")
 
-    section("speed")
+    twin.section("speed")
     # twin: speed
     src = torch.randn(top, dtype=dtype, device=device)
     dst = torch.empty_like(src)
@@ -282,7 +263,7 @@ def main(argv):
                   f"{name}_unfused_gbs": gbs(ub, ums), f"{name}_fused_gbs": gbs(fb, fms) if fused else None,
                   f"{name}_speedup": ums / fms if fused else None})
 
-    section("sizes")
+    twin.section("sizes")
     print(f"gate, {m['dtype']}: effective GB/s")
     print(f"{'elements':>12} {'fused':>10} {'unfused':>10} {'copy':>10}")
     sizes, s = [], 1 << (14 if gpu else 12)
@@ -303,11 +284,7 @@ def main(argv):
         print(f"{s:12d} {f_txt} {us[-1]:10.2f} {cs[-1]:10.2f}")
     m.update({"sizes": sizes, "size_fused_gbs": fs, "size_unfused_gbs": us, "size_copy_gbs": cs})
 
-    if a.metrics:
-        tmp = a.metrics + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(m, f, indent=1, allow_nan=False, default=str)
-        os.replace(tmp, a.metrics)
+    twin.write_metrics(a.metrics, m)
     return 0
 
 

@@ -70,9 +70,6 @@ cd build && ninja ch14_gpt
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "ct.h"
 
@@ -84,24 +81,6 @@ cd build && ninja ch14_gpt
 #define TAG_EVAL_TRAIN 2u
 #define TAG_EVAL_VAL 3u
 #define TAG_SAMPLE 4u
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int threads_in_use(void) {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-static void device_sync(ct_device d) {
-  if (d.type == CT_CUDA) ct_cuda_synchronize(d.index);
-}
 
 // The chapter's settings, from its flags (0 or NULL: the preset's value).
 typedef struct settings {
@@ -1226,7 +1205,7 @@ static int train(trainer *t, const corpus *c, history *h, ct_profiler **prof, co
       if (!(*prof = ct_profiler_start(&o))) rc = -1;
       prof_open = rc == CT_OK;
     }
-    double t0 = now_seconds(), loss_v = NAN, norm = NAN;
+    double t0 = ct_cli_seconds(), loss_v = NAN, norm = NAN;
     ct_tensor *x = NULL, *y = NULL, *loss = NULL;
     if (k == 1) ct_reset_peak_memory_stats(t->dev), h->mem_before = ct_memory_allocated(t->dev);
     if (rc == CT_OK) rc = draw_batch(c, false, s->seed, TAG_TRAIN, it, t->rank, B, T, t->dev, &x, &y, starts);
@@ -1236,7 +1215,7 @@ static int train(trainer *t, const corpus *c, history *h, ct_profiler **prof, co
     if (k == 1) h->mem_peak = ct_max_memory_allocated(t->dev);
     ct_free(x), ct_free(y), ct_free(loss);
     if (rc != CT_OK) break;
-    const double dt = now_seconds() - t0;
+    const double dt = ct_cli_seconds() - t0;
     ct_cli_check_loss(t->cli, loss_v, it, it, get_lr(s, it)); // NaN/inf: say where, exit 1
     if (prof_open && (rc = ct_profiler_step(*prof)) != CT_OK) break; // prof.step()
     if (prof_open && k == 5) prof_open = false, rc = ct_profiler_stop(*prof);
@@ -1365,14 +1344,14 @@ static void show_throughput(const trainer *t, const history *h, ct_metrics *m) {
   printf("trained %" PRId64 " steps, %" PRId64 " tokens in %.1f s: %.0f tokens/s, %.1f ms/step "
          "(%d process%s, %d CPU threads each%s%s)\n", h->steps, h->tokens, h->train_seconds, tps,
          h->steps ? 1e3 * h->train_seconds / (double)h->steps : NAN, t->world, t->world > 1 ? "es" : "",
-         threads_in_use(), t->amp == CT_F32 ? "" : t->amp == CT_BF16 ? ", autocast bf16" : ", autocast fp16",
+         ct_cli_threads(), t->amp == CT_F32 ? "" : t->amp == CT_BF16 ? ", autocast bf16" : ", autocast fp16",
          t->graph ? ", CUDA graph" : "");
   printf("after the first %d steps: %.0f tokens/s\n", WARM_STEPS, steady);
   ct_metrics_num(m, "tokens_per_s", tps);
   ct_metrics_num(m, "tokens_per_s_steady", steady);
   ct_metrics_num(m, "train_seconds", h->train_seconds);
   ct_metrics_num(m, "steps", (double)h->steps);
-  ct_metrics_num(m, "threads", threads_in_use());
+  ct_metrics_num(m, "threads", ct_cli_threads());
 }
 /*md output throughput*/
 
@@ -1836,12 +1815,7 @@ int main(int argc, char **argv) {
   ct_cli_begin(&cli); // "device: ...", ct_manual_seed(seed)
   s.seed = cli.seed;
   const bool rank0 = !getenv("RANK") || strcmp(getenv("RANK"), "0") == 0; // only rank 0 writes files
-  ct_metrics *m = ct_metrics_open(rank0 ? cli.metrics_path : NULL);
-  if (!m) ct_cli_die(&cli);
-  char devs[CT_DEVICE_STR_MAX];
-  ct_metrics_str(m, "device", ct_device_str(cli.device, devs));
-  ct_metrics_num(m, "seed", (double)cli.seed);
-  ct_metrics_num(m, "quick", cli.quick);
+  ct_metrics *m = cli.metrics; // device, seed and quick recorded; only rank 0 writes the file
   if (s.generate) {
     run_generate(&s, &cli, m);
     if (ct_metrics_close(m) != CT_OK) ct_cli_die(&cli);
@@ -1892,7 +1866,7 @@ int main(int argc, char **argv) {
     ct_cli_die(&cli);
   }
   if (h.interrupted) stop_interrupted(&t, &c.voc, &h); // exits
-  device_sync(dev);
+  if (ct_cli_synchronize(dev) != CT_OK) ct_cli_die(&cli);
   ct_metrics_series(m, "eval_steps", h.eval_step, h.n_eval);
   ct_metrics_series(m, "train_loss", h.eval_train, h.n_eval);
   ct_metrics_series(m, "val_loss", h.eval_val, h.n_eval);

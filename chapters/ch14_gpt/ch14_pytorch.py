@@ -9,13 +9,14 @@ below), so both draw the same batches; --load-init FILE starts from the C
 program's initial weights (./ch14 --save-init FILE); --generate FILE samples
 from a checkpoint the C program saved.
 """
-import argparse, json, math, os, re, sys, time
+import argparse, math, os, re, sys, time
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares; puts tools/fixtures on the path)
 import st  # noqa: E402  (Debian has no python3-safetensors)
 
 FILES = {"zh": ["tang300", "song100"],
@@ -23,10 +24,6 @@ FILES = {"zh": ["tang300", "song100"],
 PRESETS = {"quick": (2, 2, 32, 32, 8, 40, 4, 20, 2, 10, 60, 3e-3, 3e-4), "cpu": (4, 4, 128, 64, 32, 1000, 50, 100, 10, 50, 200, 2e-3, 2e-4),
            "gpu": (6, 6, 384, 256, 64, 5000, 100, 250, 200, 50, 300, 1e-3, 1e-4)}
 TAG_TRAIN, TAG_EVAL_TRAIN, TAG_EVAL_VAL = 1, 2, 3
-
-
-def section(name):
-    print(f"== {name} ==", flush=True)
 
 
 # twin: data
@@ -186,8 +183,7 @@ def main(argv):
         p.add_argument("--" + name, type=float, default=default)
     for name in ("quick", "compile", "float64"):
         p.add_argument("--" + name, action="store_true")
-    from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
-    explain(p, {
+    twin.explain(p, {
         "--device": "auto (the GPU when CUDA is available), cpu, cuda, cuda:N",
         "--corpus": "zh (fortunes-zh: Tang and Song poems), en (fortunes), or a UTF-8 FILE",
         "--preset": "cpu (minutes on 2 cores) or gpu (nanoGPT's shakespeare-char size)",
@@ -234,7 +230,7 @@ def main(argv):
     print(f"device: {device} (torch {torch.__version__})")
     metrics = {"device": device, "torch": torch.__version__}
     if a.generate:  # sample from the C program's checkpoint
-        section("generate")
+        twin.section("generate")
         tensors, meta = st.load(a.generate, with_metadata=True)
         cfg = dict(kv.split("=") for kv in meta["ch14.model"].split())
         chars = meta["ch14.vocab"]
@@ -249,9 +245,7 @@ def main(argv):
         metrics["sample_generate"] = text
     else:
         metrics.update(train(a, device, dtype))
-    if a.metrics:
-        with open(a.metrics, "w", encoding="utf-8") as f:
-            json.dump(metrics, f, ensure_ascii=False)
+    twin.write_metrics(a.metrics, metrics)
     return 0
 
 
@@ -261,7 +255,7 @@ def train(a, device, dtype):
     data = torch.tensor([{c: i for i, c in enumerate(chars)}[c] for c in text], dtype=torch.long)
     n_train = int(0.9 * len(data))
     splits = {"train": data[:n_train], "val": data[n_train:]}
-    section("data")
+    twin.section("data")
     print(f"corpus {a.corpus}: {len(text)} characters, vocabulary {len(chars)}, split {n_train}/{len(data) - n_train}")
     model = GPT(len(chars), a.block_size, a.n_layer, a.n_head, a.n_embd)
     if a.load_init:  # the C program's initial weights and windows
@@ -271,17 +265,17 @@ def train(a, device, dtype):
         got = np.stack([window_starts(a.seed, TAG_TRAIN, s, a.batch_size, n_train, a.block_size) for s in range(len(want))])
         assert (got == want).all(), "the twin's windows are not the C program's"
     model = model.to(device, dtype)
-    section("model")
+    twin.section("model")
     print(model)
     print(f"parameters: {sum(p.numel() for p in model.parameters())}")
     start = {k: v.clone() for k, v in model.state_dict().items()}
-    section("train")
+    twin.section("train")
     out = fit(a, device, model, model, splits, n_train, verbose=True)
-    section("sample")
+    twin.section("sample")
     idx = generate(model, encode(chars, a.prompt or "\n").to(device), a.sample_len, 0.0, 0, a.block_size)
     out["sample_greedy"] = "".join(chars[i] for i in idx[0].tolist())
     print(f"-- greedy:\n{out['sample_greedy']}")
-    section("throughput")
+    twin.section("throughput")
     print(f"eager: {a.max_iters} steps, {out['tokens']} tokens in {out['seconds']:.1f} s: "
           f"{out['tokens_per_s']:.0f} tokens/s ({out['tokens_per_s_steady']:.0f} after the first {WARM} steps)")
     out.update(vocab_size=len(chars), threads=torch.get_num_threads(), compiled=False)
@@ -306,7 +300,7 @@ def start_profiler(path, device):
     sort = f"self_{dev_col}_time_total" if cuda else "self_cpu_time_total"
 
     def ready(p):
-        section("profile")
+        twin.section("profile")
         print(p.key_averages().table(sort_by=sort, row_limit=12))
         p.export_chrome_trace(path)
         p.ct_written = True

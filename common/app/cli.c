@@ -447,6 +447,19 @@ void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, in
 
 // ---- the first line -------------------------------------------------------------
 
+// The run's metrics, opened with the three facts every run records. Only
+// rank 0 of a launched program (tools/launch sets $RANK) writes the file.
+static void begin_metrics(ct_cli *cli) {
+  const char *rank = getenv("RANK");
+  bool rank0 = !rank || !strcmp(rank, "0");
+  cli->metrics = ct_metrics_open(rank0 ? cli->metrics_path : NULL);
+  if (!cli->metrics) ct_cli_die(cli);
+  char dev[CT_DEVICE_STR_MAX];
+  ct_metrics_str(cli->metrics, "device", ct_device_str(cli->device, dev));
+  ct_metrics_num(cli->metrics, "seed", (double)cli->seed);
+  ct_metrics_num(cli->metrics, "quick", cli->quick);
+}
+
 void ct_cli_begin(ct_cli *cli) {
   // Ctrl-C ends every chapter at a clean point: the end of a training step
   // (loops that poll ct_cli_interrupted) or the start of the next section.
@@ -496,6 +509,7 @@ void ct_cli_begin(ct_cli *cli) {
     }
   }
   fflush(stdout);
+  begin_metrics(cli);
 }
 
 void ct_cli_check_loss(const ct_cli *cli, double loss, int64_t first_step, int64_t last_step, double lr) {
@@ -810,6 +824,32 @@ void ct_metrics_series(ct_metrics *m, const char *key, const double *values, int
   }
   cti_sb_puts(&v, "]");
   metrics_put(m, key, &v);
+}
+
+// Whether fmt's first conversion takes a double (no length modifier): %f %e %g %a, any case.
+static bool first_conversion_is_double(const char *fmt) {
+  for (const char *p = fmt; (p = strchr(p, '%')); ) {
+    if (p[1] == '%') {
+      p += 2;
+      continue;
+    }
+    ++p;
+    p += strspn(p, "-+ #0'");   // flags
+    p += strspn(p, "0123456789*"); // width
+    if (*p == '.') ++p, p += strspn(p, "0123456789*");
+    return *p && strchr("fFeEgGaA", *p);
+  }
+  return false;
+}
+
+void ct_metrics_print(ct_metrics *m, const char *key, const char *fmt, ...) {
+  va_list ap, first;
+  va_start(ap, fmt);
+  va_copy(first, ap);
+  vprintf(fmt, ap);
+  if (first_conversion_is_double(fmt)) ct_metrics_num(m, key, va_arg(first, double));
+  va_end(first);
+  va_end(ap);
 }
 
 static void metrics_free(ct_metrics *m) {

@@ -49,6 +49,8 @@ typedef struct ct_cli_opt {
   const char *help;   // one line, shown by --help with the default value
 } ct_cli_opt;
 
+typedef struct ct_metrics ct_metrics;
+
 typedef struct ct_cli {
   const char *program;     // "ch01"
   const char *summary;     // one line for --help
@@ -57,6 +59,7 @@ typedef struct ct_cli {
   bool quick;
   const char *metrics_path; // NULL when not asked for
   ct_device device;         // chosen by ct_cli_begin
+  ct_metrics *metrics;      // opened by ct_cli_begin (see "metrics" below); closed by the chapter
   char fallback_reason[256];// why the CPU was chosen under "auto"; "" otherwise. A chapter that
                             // turns "auto" into "cpu" itself (ch08: fewer GPUs than ranks) sets
                             // device_spec = "cpu" and its reason here between ct_cli_parse and
@@ -83,6 +86,10 @@ void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, in
 int64_t ct_cli_thread_limit(void);
 // Selects the device, seeds the generators and prints the "device: ..." line.
 // On an error (cuda asked for and absent, bad index) prints it and exits 1.
+// Then opens cli->metrics (ct_metrics_open(cli->metrics_path): a sink that
+// writes nothing without --metrics, and in a process whose $RANK is set and
+// not "0": only rank 0 writes files) and records in it "device" (as
+// ct_device_str writes it), "seed" and "quick", the run's first three keys.
 void ct_cli_begin(ct_cli *cli);
 // Integer flags (CT_OPT_INT) are refused (exit 2) outside [-2^31 + 1, 2^31 - 1].
 // Sizes from flags: the machine's memory (sysconf), and a check made before
@@ -163,15 +170,39 @@ void ct_cli_check_path(const ct_cli *cli, const char *flag, const char *dir, con
 void ct_cli_section(const char *name);
 
 // ---- metrics: a flat JSON object written atomically --------------------------
-// Usage: m = ct_metrics_open(cli.metrics_path) (NULL path gives a sink that
-// writes nothing); ct_metrics_num(m, "gflops", x); ct_metrics_series(m,
-// "bandwidth_gbs", xs, n); ct_metrics_close(m) writes the file (temp + rename).
-typedef struct ct_metrics ct_metrics;
+// Usage: m = cli.metrics (ct_cli_begin opened it; or ct_metrics_open(path):
+// a NULL path gives a sink that writes nothing); ct_metrics_num(m, "gflops",
+// x); ct_metrics_series(m, "bandwidth_gbs", xs, n); ct_metrics_close(m)
+// writes the file (temp + rename).
 ct_metrics *ct_metrics_open(const char *path);
 void ct_metrics_num(ct_metrics *m, const char *key, double value);
 void ct_metrics_str(ct_metrics *m, const char *key, const char *value);
 void ct_metrics_series(ct_metrics *m, const char *key, const double *values, int n);
 int ct_metrics_close(ct_metrics *m); // CT_OK or CT_ERR_IO
+// One figure, printed and recorded: prints fmt with its arguments (printf's
+// rules; the line's text is the chapter's) and records the first argument,
+// the figure, under key in m (m may be NULL or a sink): the same fact on the
+// screen and in the JSON, written once. fmt's first conversion takes that
+// double (%g, %.1f, %.0f, ...); one that does not (%d, %s) records nothing.
+//   ct_metrics_print(m, "compile_ms", "compiled in %.1f ms\n", ms);
+void ct_metrics_print(ct_metrics *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// ---- timing: what every chapter that times work shares ----------------------
+// Seconds on CLOCK_MONOTONIC (time.perf_counter()): only differences mean something.
+double ct_cli_seconds(void);
+// Waits for all the work queued on device d (torch.cuda.synchronize(d)):
+// ct_cuda_synchronize on a GPU; on the CPU work has already run: CT_OK.
+// Returns the status, which a caller checks (an asynchronous kernel error
+// shows up here).
+int ct_cli_synchronize(ct_device d);
+// The threads the CPU work of this process uses (torch.get_num_threads()):
+// OpenMP's maximum, 1 in a build without OpenMP.
+int ct_cli_threads(void);
+// qsort's comparison for doubles, ascending.
+int ct_cli_cmp_double(const void *a, const void *b);
+// The median of v[0..n) (the mean of the middle two when n is even); v is
+// left as it is. NAN when n < 1 or a copy of v cannot be allocated.
+double ct_cli_median(const double *v, int n);
 
 #ifdef __cplusplus
 }
