@@ -447,6 +447,14 @@ static int show_trace(const settings *s, ct_profiler *p, ct_metrics *m) {
   return CT_OK;
 }
 /*md output trace*/
+/*md
+::: zh
+{{fig timeline}} 是从导出的 trace 画出的时间线：横轴是距这一步开始的时间，纵轴是嵌套深度，每个区间一条横条（GPU 核函数在最下面一行）。
+:::
+::: en
+{{fig timeline}} is the timeline drawn from the exported trace: time from the step's start across, nesting depth up, one bar per range (GPU kernels on the bottom row).
+:::
+*/
 /*md figure timeline: 最后一个记录步里主线程上的区间（嵌套越深越靠下；GPU 上的 kernel 在最上一行），从导出的跟踪画出 | The ranges of the main thread in the last recorded step (deeper nesting further down; on a GPU the kernels in the top row), drawn from the exported trace*/
 
 /*md
