@@ -582,10 +582,10 @@ The seed tutorial asks whether moving a big tensor often costs much time. The an
 */
 /*md
 ::: zh
-{{fig pinned}} 把上面两段话画了出来。左边是可分页内存：数据先由 CPU 拷进驱动的锁页暂存缓冲区（①，这时主机在等），再由 DMA 搬到设备（②）。右边是锁页内存：DMA 直接从它读，一步到位，所以 `non_blocking=True` 的拷贝才能真正不等主机。下表里可分页一列比锁页一列多付的，正是 ① 那一次 `memcpy`（最后一列量的就是它）。
+{{fig pinned}} 把上面两段话画了出来。左边是可分页内存：数据先由 CPU 拷进驱动的锁页暂存缓冲区（图中第 1 步，这时主机在等），再由 DMA 搬到设备（第 2 步）。右边是锁页内存：DMA 直接从它读，一步到位，所以 `non_blocking=True` 的拷贝才能真正不等主机。下表里可分页一列比锁页一列多付的，正是第 1 步那一次 `memcpy`（最后一列量的就是它）。
 :::
 ::: en
-{{fig pinned}} draws the two paragraphs above. On the left is pageable memory: the CPU first copies the data into the driver's pinned staging buffer (①, the host waits meanwhile), then DMA moves it to the device (②). On the right is pinned memory: DMA reads it directly, in one step, which is why only a `non_blocking=True` copy from pinned memory can leave the host free. What the pageable columns of the table below pay over the pinned ones is step ①'s `memcpy` (the last column measures it).
+{{fig pinned}} draws the two paragraphs above. On the left is pageable memory: the CPU first copies the data into the driver's pinned staging buffer (the figure's step 1; the host waits meanwhile), then DMA moves it to the device (step 2). On the right is pinned memory: DMA reads it directly, in one step, which is why only a `non_blocking=True` copy from pinned memory can leave the host free. What the pageable columns of the table below pay over the pinned ones is step 1's `memcpy` (the last column measures it).
 :::
 */
 /*md figure pinned: 可分页内存与锁页内存：一次主机到设备的拷贝走的两条路 | Pageable and pinned memory: the two paths of a host-to-device copy*/
