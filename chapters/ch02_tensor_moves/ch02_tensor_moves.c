@@ -563,6 +563,15 @@ The seed tutorial asks whether moving a big tensor often costs much time. The an
 **How it is measured.** For each size, direction and kind of host memory, a few warm-up copies first (the first one meets one-time costs: the caching allocator asking for fresh memory, driver setup), then repeated copies, each bracketed by two events recorded on the stream; `ct_event_elapsed_time` gives the GPU time between them, and the median of the repeats is kept, so one slow outlier does not count. Host to device uses `ct_to`, the seed's `x.to(device)` itself (with `non_blocking=True` when pinned). Device to host copies into host memory allocated beforehand (`ct_copy_`, that is `host.copy_(x)`), because freshly allocated host memory gets its physical pages from the operating system only when first written, and then one would be timing page faults, not the copy. The last column is a host `memcpy` of the same size: the staging step that a pageable copy pays for.
 :::
 */
+/*md
+::: zh
+{{fig pinned}} 把上面两段话画了出来。左边是可分页内存：数据先由 CPU 拷进驱动的锁页暂存缓冲区（图中第 1 步，这时主机在等），再由 DMA 搬到设备（第 2 步）。右边是锁页内存：DMA 直接从它读，一步到位，所以 `non_blocking=True` 的拷贝才能真正不等主机。下表里可分页一列比锁页一列多付的，正是第 1 步那一次 `memcpy`（最后一列量的就是它）。
+:::
+::: en
+{{fig pinned}} draws the two paragraphs above. On the left is pageable memory: the CPU first copies the data into the driver's pinned staging buffer (the figure's step 1; the host waits meanwhile), then DMA moves it to the device (step 2). On the right is pinned memory: DMA reads it directly, in one step, which is why only a `non_blocking=True` copy from pinned memory can leave the host free. What the pageable columns of the table below pay over the pinned ones is step 1's `memcpy` (the last column measures it).
+:::
+*/
+/*md figure pinned: 可分页内存与锁页内存：一次主机到设备的拷贝走的两条路 | Pageable and pinned memory: the two paths of a host-to-device copy*/
 /*md hide*/
 // The data caches of CPU 0 from sysfs: L1d, L2 and L3 sizes in bytes (0 when
 // unknown). Instruction caches are skipped.
@@ -931,6 +940,14 @@ static void show_bandwidth(const ct_cli *cli, ct_metrics *m, size_t max_bytes) {
   }
 }
 /*md output bandwidth*/
+/*md
+::: zh
+{{fig bandwidth}} 把下表画成曲线：横轴是每次拷贝的字节数，纵轴是达到的带宽，两轴都取对数。看两件事：小拷贝时各条曲线都被固定开销压低，大拷贝时锁页与可分页两条曲线之间的距离，就是 {{fig pinned}} 里那次中转拷贝的代价。
+:::
+::: en
+{{fig bandwidth}} draws the table as curves: bytes per copy across, bandwidth up, both on log scales. Look for two things: at small sizes every curve is held down by fixed costs, and at large sizes the gap between the pinned and the pageable curve is the cost of {{fig pinned}}'s staging copy.
+:::
+*/
 /*md figure bandwidth*/
 
 /*md

@@ -369,6 +369,15 @@ Then t1, t3 and t5 are freed. The cache now holds about 12.37 MiB of free memory
 */
 /*md
 ::: zh
+{{fig pools}} 画的是这一节结束时缓存的样子。请求先向上取整，按大小进小池（2 MiB 的段）或大池（20 MiB 的段），在池里找最合适的空闲块。大池的段 1 里，t2 和 t4 还活着，把空闲内存隔成三块不相连的洞；z 哪个洞都放不下，于是分配器向驱动要了段 2。图中的字节数都由确定的规则（512 字节取整、段的大小）算出，本章的测试把它们和运行打印的逐一核对。
+:::
+::: en
+{{fig pools}} shows the cache as this section leaves it. A request is rounded up, goes to the small pool (2 MiB segments) or the large pool (20 MiB segments) by size, and takes the best-fitting free block of its pool. In the large pool's segment 1, the live t2 and t4 cut the free memory into three holes that do not touch; z fits in none, so the allocator asks the driver for segment 2. The figure's byte counts follow from the deterministic rules (512-byte rounding, the segment sizes), and the chapter's test compares each with what the run prints.
+:::
+*/
+/*md figure pools: 缓存分配器的两个池、段和块：释放 t1、t3、t5 之后，z 只能要一个新段 | The caching allocator's two pools, segments and blocks: after t1, t3 and t5 are freed, z needs a new segment*/
+/*md
+::: zh
 ### 分配器的代码
 
 这些规则在 `common/core/alloc.c` 里只占几十行。先是最合适的查找：在池的空闲链表里找属于同一个流、装得下请求的最小块，一样大时取地址低的（PyTorch 的空闲集合按流、大小、地址排序）。

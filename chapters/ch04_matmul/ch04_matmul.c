@@ -990,6 +990,15 @@ The first four rungs are the chapter's own kernels, in `ch04_kernels.cu`: each a
 In the table "of cuBLAS" is the fraction of rung 5, "of peak" the fraction of the FP32 peak.
 :::
 */
+/*md
+::: zh
+{{fig tiling}} 是第 3 级（`mm_smem_tiled`）的思路。朴素核函数的每次乘加都去全局内存读 A 和 B 各一个元素；分块核函数让线程块每一轮先把 A、B 的一对 32×32 小块搬进共享内存，`__syncthreads()` 之后，小块里的每个元素被块内的线程用 32 次，累加和一直留在寄存器里，K/32 轮之后才写回 C 一次。全局内存的读因此减少到原来的 1/32；这能换来多少速度，看下面在 GPU 上量到的阶梯。
+:::
+::: en
+{{fig tiling}} is the idea of rung 3 (`mm_smem_tiled`). The naive kernel reads one element of A and one of B from global memory for every multiply-add; the tiled kernel has the thread block first copy a pair of 32×32 tiles of A and B into shared memory each round, and after `__syncthreads()` each element of a tile is used 32 times by the block's threads, while the running sum stays in a register and is written to C once, after K/32 rounds. Global reads fall to 1/32; what that buys in speed is what the GPU ladder below measures.
+:::
+*/
+/*md figure tiling: 分块矩阵乘法爬的内存层次：全局内存 → 共享内存的小块 → 寄存器 | The memory hierarchy a tiled matmul climbs: global memory → shared-memory tiles → registers*/
 /*md source ch04_kernels.cu*/
 #ifdef CT_HAVE_CUDA
 typedef struct gpu_ctx {
@@ -1101,6 +1110,14 @@ static void run_gpu_ladder(run *rn, const gpu_info *gi, ladder *L) {
 }
 /*md output gpu ladder*/
 
+/*md
+::: zh
+{{fig ladder}} 把阶梯画成曲线：横轴是矩阵大小 n，纵轴是 GFLOP/s（对数），每一级一条线，CPU 和 GPU 各一栏。同一栏里线与线之间的竖直距离，就是上一级的改动换来的倍数。
+:::
+::: en
+{{fig ladder}} draws the ladder as curves: matrix size n across, GFLOP/s up (log scale), one line per rung, a panel for the CPU and one for the GPU. Within a panel, the vertical distance between two lines is the factor the later rung's change bought.
+:::
+*/
 /*md figure ladder*/
 
 /*md

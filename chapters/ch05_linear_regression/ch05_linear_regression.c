@@ -910,6 +910,14 @@ From the second epoch on, the mean loss may repeat to the last digit. That is no
 The two figures come from this run's `--metrics`: the mean loss of each epoch, and the loss of each step of the first epoch.
 :::
 */
+/*md
+::: zh
+{{fig loss}} 画的是每一轮的平均训练损失，旁边一条水平线是闭式解在同一份数据上的均方误差：梯度下降最多只能降到这条线。{{fig steps}} 把第一轮放大到每一步：纵轴取对数，所以每步按固定比例缩小的误差画出来是一条直线。
+:::
+::: en
+{{fig loss}} plots each epoch's mean training loss beside a horizontal line, the closed-form solution's mean squared error on the same data: the floor gradient descent can at best reach. {{fig steps}} zooms into the first epoch, step by step; its vertical axis is logarithmic, so an error shrinking by a fixed factor per step draws a straight line.
+:::
+*/
 /*md figure loss*/
 /*md figure steps*/
 

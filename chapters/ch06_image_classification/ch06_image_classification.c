@@ -629,6 +629,14 @@ static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_opti
   return rc;
 }
 /*md output train*/
+/*md
+::: zh
+{{fig loss}} 画出每一轮的训练损失和之后量的测试损失；两条线分开的地方，就是模型开始记住训练集而不是学会规律的地方。{{fig accuracy}} 是每一轮之后的测试准确率，虚线是本章给两种模型定的目标。
+:::
+::: en
+{{fig loss}} plots each epoch's training loss and the test loss measured after it; where the two lines part is where the model starts to memorise the training set rather than learn the rule. {{fig accuracy}} is the test accuracy after each epoch, with the chapter's targets for the two models as dashed lines.
+:::
+*/
 /*md figure loss*/
 /*md figure accuracy*/
 
@@ -999,6 +1007,14 @@ static void show_predictions(const settings *s, const ct_cli *cli, ct_module *mo
   ct_metrics_series(m, "png_label", dlabel, n);
 }
 /*md output predictions*/
+/*md
+::: zh
+{{fig predictions}} 是程序自己画的图：测试集的前 32 张图片，每张上方写着预测（P）和真实类别（T），框的颜色说明对错。
+:::
+::: en
+{{fig predictions}} is a picture the program draws itself: the first 32 test images, each labelled with the predicted (P) and the true (T) class, its frame's colour telling right from wrong.
+:::
+*/
 /*md figure predictions: 测试集前 32 张图片和模型的预测：绿框预测正确，红框预测错误；P 是预测类别，T 是真实类别。 | The first 32 test images and the model's predictions: a green frame is a right prediction, a red one a wrong one; P is the predicted class, T the true class.*/
 
 /*md

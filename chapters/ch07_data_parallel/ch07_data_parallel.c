@@ -57,6 +57,15 @@ cd build && ninja ch07_data_parallel
 ```
 :::
 */
+/*md
+::: zh
+{{fig dp}} 把这四步画在两个设备上，用的是种子的例子（一批 30 行）。第 1 步，模型从 `device_ids[0]` 复制到每个设备；第 2 步，输入沿第 0 维切成 15 行和 15 行；第 3 步，两个副本各自在自己的设备上前向；第 4 步，输出收集回 `cuda:0`，在那里算损失。反向时，各副本的参数梯度加回 `cuda:0` 上的原模型，下一次前向再重新复制。本章的每一节对应图中的一个箭头。
+:::
+::: en
+{{fig dp}} draws these four steps on two devices, with the seed's example (a batch of 30 rows). Step 1: the model is copied from `device_ids[0]` to every device; step 2: the input is split along dim 0 into 15 rows and 15 rows; step 3: each replica runs forward on its own device; step 4: the outputs are gathered on `cuda:0`, where the loss is computed. In backward each replica's parameter gradients are added back into the model on `cuda:0`, and the next forward copies it again. Each section of this chapter is one arrow of the figure.
+:::
+*/
+/*md figure dp: DataParallel 的一次前向和反向：replicate、scatter、parallel_apply、gather | One DataParallel forward and backward: replicate, scatter, parallel_apply, gather*/
 
 /*md hide*/
 #define _POSIX_C_SOURCE 200809L // clock_gettime

@@ -274,6 +274,15 @@ with α the latency of a message and β the link bandwidth. Small messages are d
 nccl-tests reports two figures: **algbw** = S/T, and **busbw** = algbw · 2(N − 1)/N, which divides out the algorithm's traffic factor so that it compares directly with a link's bandwidth. Below, all_reduce is timed at a few sizes (the median of 5 runs each, the slowest rank's) and reported by those two definitions. With the `mpi` backend on one machine the "link" is shared memory and two ranks compete for the same two cores: the figures show the trend, not a network.
 :::
 */
+/*md
+::: zh
+{{fig ring}} 一步步画出了 3 个 rank 的环形 all-reduce。每个 rank 的梯度切成 N = 3 块 a、b、c。reduce-scatter 的 N−1 = 2 步里，每个 rank 把一块发给下一个 rank，对方把它加到自己那块上；两步之后，每个 rank 手里有一块完整的和（橙色）。all-gather 再用 N−1 步把这三块和沿环传一圈，人人都有了全部。每一步每个 rank 只发一块（梯度的 1/N），总共 2(N−1) 步，所以每个 rank 发送的字节数是梯度的 2(N−1)/N 倍，几乎不随 N 增长：busbw 就是按这个量算的。
+:::
+::: en
+{{fig ring}} walks through a ring all-reduce on 3 ranks. Each rank's gradient is cut into N = 3 chunks a, b, c. In the N−1 = 2 steps of the reduce-scatter, each rank sends one chunk to the next rank, which adds it to its own; after two steps each rank holds one complete sum (orange). The all-gather then passes the three sums once around the ring in N−1 more steps, and everyone has all of them. Each step a rank sends one chunk (1/N of the gradient), in 2(N−1) steps, so each rank sends 2(N−1)/N times the gradient's bytes, almost independent of N: that is what busbw counts.
+:::
+*/
+/*md figure ring: 3 个 rank 上的环形 all-reduce：先 reduce-scatter，再 all-gather | Ring all-reduce on 3 ranks: a reduce-scatter, then an all-gather*/
 static int show_bandwidth(ct_process_group *pg, bool quick, ct_metrics *m) {
   ct_cli_section("all-reduce bandwidth");
   int w = ct_dist_get_world_size(pg);
@@ -525,6 +534,15 @@ On the CPU the asynchronous call is `MPI_Iallreduce`. Open MPI has no background
 Below, the same model runs some steps with overlap on and off (off: every bucket starts only when backward has ended), reporting the time per step and the time spent after backward waiting for communication (the maximum over the ranks). This chapter's MLP has about 0.9 MB of gradients, which at the default bucket size all fall into the first (1 MiB) bucket, so there is little to overlap; `--bucket-mb` sets a limit that closes the first bucket too, and there are more buckets. Seeing overlap pay takes a bigger model, or a GPU where communication truly runs alongside.
 :::
 */
+/*md
+::: zh
+{{fig buckets}} 是理想化的画面。左列是反向，从最后一层算到第一层；右列是通信。层 3 的梯度一就绪，第一个桶（默认 1 MiB）就满了，它的 all-reduce 立即启动，反向同时接着算层 2；后面的桶同样如此。反向结束时，只需等还在路上的最后一个桶，然后 `optimizer.step()`。在 CPU 上，通信和计算并不真的同时进行，本章的 MLP 在默认设置下也只装满一个桶，所以 CPU 上没有什么可让重叠藏起来的；图画的是 GPU 上、大模型时的情形。
+:::
+::: en
+{{fig buckets}} is the idealised picture. The left column is backward, from the last layer to the first; the right column is communication. As soon as layer 3's gradients are ready, the first bucket (1 MiB by default) is full and its all-reduce starts, while backward goes on with layer 2; so with the later buckets. When backward ends, only the last bucket still in flight is waited for, then `optimizer.step()`. On a CPU communication does not truly run alongside compute, and with the defaults this chapter's MLP fills a single bucket, so on a CPU there is little for overlap to hide; the figure shows what a GPU and a bigger model give.
+:::
+*/
+/*md figure buckets: DDP 的桶：按反向产生梯度的顺序装桶，桶一满就异步 all-reduce，与反向重叠（理想化） | DDP's buckets: filled in the order backward produces gradients, each all-reduced asynchronously as it fills, overlapping backward (idealised)*/
 static double timed_steps(ct_process_group *pg, trained *t, const settings *st, double *wait_ms) {
   ct_device d = ct_dist_device(pg);
   double l = 0, wait = 0;

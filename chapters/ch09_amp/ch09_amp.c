@@ -209,6 +209,15 @@ ct has no autograd graph, so where do the casts go? Into the modules. A cast has
 Below, the model of the seed's best practice (Conv2d(3, 64, 3), BatchNorm2d, a mean over the pixels, Linear(64, 10)) takes one step, and a forward hook records each layer's output type.
 :::
 */
+/*md
+::: zh
+{{fig casts}} 把这些规则放进一个两层的块里看。参数一直是 float32。`linear` 在低精度列表上，所以它的输入和参数在入口处转成 float16（↓），结果是 float16；`relu` 不在任何列表里，沿用输入的 float16；损失 `cross_entropy` 在 CUDA 的 float32 列表上，logits 在入口处转回 float32（↑）再算 `log_softmax` 和求和。CPU 上的 autocast 用 bfloat16，它的列表不同：`log_softmax` 之类在 CPU 上没有 float32 规则。
+:::
+::: en
+{{fig casts}} puts these rules into a two-layer block. The parameters stay float32 throughout. `linear` is on the lower-precision list, so its input and parameters are cast to float16 on entry (↓) and its result is float16; `relu` is on no list and keeps its input's float16; the loss, `cross_entropy`, is on CUDA's float32 list, so the logits are cast back to float32 on entry (↑) before `log_softmax` and the sum. CPU autocast uses bfloat16 and other lists: there `log_softmax` and the like have no float32 rule.
+:::
+*/
+/*md figure casts: autocast（CUDA 的列表）在一个块里的转换点：↓ 转成 float16，↑ 转回 float32 | Where autocast (the CUDA lists) casts inside one block: ↓ to float16, ↑ back to float32*/
 // The seed's Model: conv1 -> bn1 -> x.mean(dim=[2, 3]) -> fc, as a
 // Sequential; children (may be NULL) receives its five layers.
 static ct_module *seed_model(ct_module **children) {
@@ -627,6 +636,14 @@ static int show_gradscaler(const settings *s, ct_device dev, ct_metrics *m) {
   return CT_OK;
 }
 /*md output gradscaler*/
+/*md
+::: zh
+{{fig scale}} 把上面打印的倍数画出来：纵轴取对数，所以每次减半是往下一格的台阶，每连续 10 步干净后的加倍是往上一格。
+:::
+::: en
+{{fig scale}} plots the factor printed above: its vertical axis is logarithmic, so each halving is a step down and each doubling after 10 clean steps a step up.
+:::
+*/
 /*md figure scale: GradScaler 的倍数：埋下的 inf/NaN 让它减半，连续 10 步干净让它加倍 | The GradScaler's factor: each planted inf/NaN halves it, every 10 clean steps in a row double it*/
 
 /*md
@@ -904,6 +921,14 @@ static int show_speed(const settings *s, ct_device dev, bool quick, ct_metrics *
 }
 /*md output speed*/
 /*md twin speed*/
+/*md
+::: zh
+{{fig loss}} 把三种精度的逐步损失画在一起：同样的初始权重、同样的批次，所以三条线之间的差别只来自精度。
+:::
+::: en
+{{fig loss}} plots the loss of each step in the three precisions together: the same initial weights and the same batches, so whatever separates the three lines comes from the precision alone.
+:::
+*/
 /*md figure loss: MLP 训练损失：float32、bfloat16、float16 + GradScaler | Training loss of the MLP: float32, bfloat16, float16 + GradScaler*/
 
 /*md

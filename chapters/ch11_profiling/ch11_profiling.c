@@ -383,14 +383,61 @@ static int show_memory(ct_module *model, ct_optimizer *opt, batches *data, ct_de
 The figure below is drawn from that trace: one box per range of the main thread in the last recorded step (`ProfilerStep`), deeper nesting further down, the kind as the colour. The forward pass, the loss, backward and the optimizer follow each other; inside each are the modules, and inside those the ops.
 :::
 */
+// Which box of the figure gets which label (timeline_label): 1 forward, 2 loss, 3 backward,
+// 4 zero_grad, 5 the optimizer's step (the ranges by name), 6 to 8 the longest box of each
+// of the step's three hottest ops by self CPU time (their names: timeline_hot1..3), 0 none.
+static double timeline_label_of(const ct_profiler_event *e) {
+  static const char *const ranges[] = {"forward", "loss", "backward"};
+  if (e->kind == CT_EVENT_USER)
+    for (int r = 0; r < 3; ++r)
+      if (strcmp(e->name, ranges[r]) == 0) return r + 1;
+  if (strncmp(e->name, "Optimizer.zero_grad", 19) == 0) return 4;
+  if (strncmp(e->name, "Optimizer.step", 14) == 0) return 5;
+  return 0;
+}
+
+static void timeline_hot_ops(const ct_profiler_event *ev, const int *idx, int k, double *label, ct_metrics *m) {
+  char names[MAX_TIMELINE][64];
+  double self[MAX_TIMELINE];
+  int nn = 0;
+  for (int j = 0; j < k; ++j) { // self CPU time per op name inside the step
+    const ct_profiler_event *e = &ev[idx[j]];
+    if (e->kind != CT_EVENT_OP) continue;
+    int f = 0;
+    while (f < nn && strcmp(names[f], e->name) != 0) f++;
+    if (f == nn) {
+      snprintf(names[nn], sizeof names[nn], "%s", e->name);
+      self[nn++] = 0;
+    }
+    self[f] += e->self_cpu_us;
+  }
+  for (int h = 0; h < 3; ++h) {
+    int best = -1;
+    for (int f = 0; f < nn; ++f)
+      if (self[f] >= 0 && (best < 0 || self[f] > self[best])) best = f;
+    if (best < 0) break;
+    int longest = -1;
+    for (int j = 0; j < k; ++j)
+      if (ev[idx[j]].kind == CT_EVENT_OP && strcmp(ev[idx[j]].name, names[best]) == 0 &&
+          (longest < 0 || ev[idx[j]].dur_us > ev[idx[longest]].dur_us))
+        longest = j;
+    label[longest] = 6 + h;
+    char key[32];
+    snprintf(key, sizeof key, "timeline_hot%d", h + 1);
+    ct_metrics_str(m, key, names[best]);
+    self[best] = -1;
+  }
+}
+
 // The last ProfilerStep's ranges on its thread, as lists for the figure:
-// start and end (ms from the step's start), depth below the step, kind.
+// start and end (ms from the step's start), depth below the step, kind, label.
 static void timeline_metrics(const ct_profiler_event *ev, int n, ct_metrics *m) {
   int step = -1;
   for (int i = 0; i < n; ++i)
     if (ev[i].kind == CT_EVENT_STEP) step = i;
   if (step < 0) return;
-  static double t0[MAX_TIMELINE], t1[MAX_TIMELINE], level[MAX_TIMELINE], kind[MAX_TIMELINE];
+  static double t0[MAX_TIMELINE], t1[MAX_TIMELINE], level[MAX_TIMELINE], kind[MAX_TIMELINE], label[MAX_TIMELINE];
+  static int idx[MAX_TIMELINE];
   int k = 0;
   double origin = ev[step].ts_us;
   for (int i = step; i < n && k < MAX_TIMELINE; ++i) {
@@ -405,12 +452,16 @@ static void timeline_metrics(const ct_profiler_event *ev, int n, ct_metrics *m) 
     level[k] = kernel ? -1 : e->depth - ev[step].depth; // kernels: a row below the host's
     kind[k] = e->kind == CT_EVENT_STEP ? 0 : e->kind == CT_EVENT_USER ? 1 : e->kind == CT_EVENT_MODULE ? 2
               : e->kind == CT_EVENT_OP ? 3 : 4;
+    label[k] = timeline_label_of(e);
+    idx[k] = i;
     k++;
   }
+  timeline_hot_ops(ev, idx, k, label, m);
   ct_metrics_series(m, "timeline_start_ms", t0, k);
   ct_metrics_series(m, "timeline_end_ms", t1, k);
   ct_metrics_series(m, "timeline_level", level, k);
   ct_metrics_series(m, "timeline_kind", kind, k);
+  ct_metrics_series(m, "timeline_label", label, k);
 }
 
 static int show_trace(const settings *s, ct_profiler *p, ct_metrics *m) {
@@ -437,6 +488,14 @@ static int show_trace(const settings *s, ct_profiler *p, ct_metrics *m) {
   return CT_OK;
 }
 /*md output trace*/
+/*md
+::: zh
+{{fig timeline}} 是从导出的 trace 画出的时间线：横轴是距这一步开始的时间，嵌套越深越靠下，每个区间一个方块；在 GPU 上运行时，kernel 在最上面的“GPU”一行，CPU 上没有这一行。前向、损失、反向和优化器的方块上写着名字，这一步里自身 CPU 时间最多的三个算子，各在它最长的那个方块上标出带圈的 1、2、3，名字写在图下方：先看这几个方块，就知道时间花在哪里。
+:::
+::: en
+{{fig timeline}} is the timeline drawn from the exported trace: time from the step's start across, deeper nesting further down, one box per range; on a GPU run the kernels have the top row, "GPU", which a CPU run does not have. The boxes of the forward pass, the loss, backward and the optimizer carry their names, and the three ops with the most self CPU time in the step are marked with a circled 1, 2 and 3 on the longest box of each and named under the plot: look at those boxes first to see where the time goes.
+:::
+*/
 /*md figure timeline: 最后一个记录步里主线程上的区间（嵌套越深越靠下；GPU 上的 kernel 在最上一行），从导出的跟踪画出 | The ranges of the main thread in the last recorded step (deeper nesting further down; on a GPU the kernels in the top row), drawn from the exported trace*/
 
 /*md

@@ -260,6 +260,15 @@ Two things must not be forgotten, and they are the code the chapter's lab asks y
 **On the CPU** "copying to the device" is a host `memcpy` (`ct_clone`), and two streams are two function calls one after the other: the two-stream schedule is as fast as the serial one, and on the timeline copies and compute follow each other without overlap. Not one line of code changes.
 :::
 */
+/*md
+::: zh
+{{fig streams}} 是这条流水线的理想化时间线，假设一块的拷贝和计算各占一格时间。一个流上，拷贝和计算轮流进行，三块要 6 格。两个流上，计算流先等事件 `copied[0]`，之后计算第 i 块的同时，拷贝流已经在拷第 i+1 块，三块只要 4 格：较长的那一项（这里一样长）的总和，加上一块较短的。下面的实测时间线（由事件的时间画出）是这张图的真实版本；在 CPU 上，两个流是先后调用的两个函数，看不到重叠。
+:::
+::: en
+{{fig streams}} is the pipeline's idealised timeline, assuming one chunk's copy and one chunk's compute take a slot each. On one stream copies and compute take turns: three chunks take 6 slots. On two streams the compute stream first waits for the event `copied[0]`; from then on, while chunk i is computed, the copy stream is already copying chunk i+1, and three chunks take 4 slots: the sum of the longer kind (here they are equal) plus one chunk of the shorter. The measured timeline below (drawn from the events' times) is the real version of this picture; on a CPU the two streams are two function calls one after the other, and no overlap shows.
+:::
+*/
+/*md figure streams: 理想化的流时间线：一个流上拷贝和计算轮流，两个流上拷贝与计算重叠 | An idealised stream timeline: on one stream copies and compute take turns; on two they overlap*/
 typedef struct workload {
   ct_device dev;
   int n, layers;
@@ -541,6 +550,14 @@ static void show_overlap(ct_device dev, const settings *s, ct_metrics *m) {
   workload_free(&w);
 }
 /*md output overlap*/
+/*md
+::: zh
+{{fig timeline}} 是 {{fig streams}} 的实测版本：每一块的拷贝和计算在事件量到的时刻开始和结束，一栏是串行的安排，一栏是两个流。
+:::
+::: en
+{{fig timeline}} is the measured version of {{fig streams}}: each chunk's copy and compute start and end at the times the events measured, one panel for the serial schedule and one for two streams.
+:::
+*/
 /*md figure timeline*/
 
 /*md

@@ -107,6 +107,15 @@ An expression is written in a very small language: `+ - * /`, unary minus, paren
 First, the bytes each way moves. The fused kernel reads each input once and writes the output once; unfused, every operator reads its operands and writes its result, so each intermediate is written out and read back. `ct_jit_traffic_of` counts them operator by operator along the tree (including the casts `ops.c` makes before an op on mixed dtypes). The last column is the speed-up that moving bytes alone would predict: the ratio of the bytes.
 :::
 */
+/*md
+::: zh
+{{fig traffic}} 数的就是下面“字节”那两列的来源。左边不融合：四个核函数，每个把结果写回内存（t1、t2、t3），下一个再读回来，每个元素共读 6 次、写 4 次。右边融合：一个核函数只读 x、y、z 各一次、写 out 一次，中间值留在寄存器里。逐元素运算的时间由搬运的字节决定，所以读写次数之比就是融合能带来的加速比的预测值。
+:::
+::: en
+{{fig traffic}} counts where the two bytes columns below come from. On the left, unfused: four kernels, each writing its result to memory (t1, t2, t3) for the next to read back, 6 reads and 4 writes per element in all. On the right, fused: one kernel reads x, y and z once each and writes out once, with the intermediates in registers. An elementwise op's time is set by the bytes it moves, so the ratio of the reads and writes is the speed-up fusion is predicted to bring.
+:::
+*/
+/*md figure traffic: gate = x * sigmoid(y) + alpha * z 的内存流量：不融合与融合 | The memory traffic of gate = x * sigmoid(y) + alpha * z: unfused and fused*/
 typedef struct workload {
   const char *name, *expr, *inputs, *scalars;
   double sc[2];
@@ -670,6 +679,14 @@ static void show_sizes(const ct_cli *cli, ct_dtype dt, const int64_t *sizes, int
   ct_metrics_series(m, "size_copy_gbs", c, ns);
 }
 /*md output sizes*/
+/*md
+::: zh
+{{fig bandwidth}} 画出 `gate` 在各个大小下融合、不融合的有效带宽，以及拷贝的带宽作为上限：融合的线离拷贝的线越近，它就越接近内存能给的极限。
+:::
+::: en
+{{fig bandwidth}} plots the effective bandwidth of `gate`, fused and unfused, at each size, with the copy's bandwidth as the ceiling: the closer the fused line comes to the copy line, the closer it is to what memory can give.
+:::
+*/
 /*md figure bandwidth*/
 
 /*md

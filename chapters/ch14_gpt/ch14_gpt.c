@@ -612,6 +612,15 @@ That is pre-norm: the LayerNorm sits at the entrance of each branch, and the res
 In training mode each module keeps during the forward what its backward needs (LayerNorm its input, mean and 1/σ; Linear its input; attention q, k, v and the probabilities P; GELU its input), so the intermediate tensors here can be freed at once: the modules hold references.
 :::
 */
+/*md
+::: zh
+{{fig block}} 从下标走到损失。字符编号 (B, T) 经词嵌入加位置嵌入变成 (B, T, C)；每个块先 `ln_1`，注意力把它投影成 q、k、v，各为 (B, nh, T, hs)，按因果掩码算完再拼回 (B, T, C)，经 `c_proj` 加回残差；再 `ln_2`，MLP 先升到 (B, T, 4C)，过 GELU（GPT-2 和 llm.c 的 tanh 近似），再降回 (B, T, C)，第二次加回残差。n_layer 个块之后是 `ln_f` 和 `lm_head`，得到 (B, T, V) 的 logits。虚线是残差：每个块只往主干上“加”东西，形状始终是 (B, T, C)。
+:::
+::: en
+{{fig block}} walks from the indices to the loss. Character ids (B, T) become (B, T, C) through the token plus position embeddings; each block applies `ln_1`, attention projects it to q, k, v, each (B, nh, T, hs), computes causally masked attention and joins the heads back to (B, T, C), which `c_proj` maps and the residual adds; then `ln_2`, and the MLP widens to (B, T, 4C), applies GELU (the tanh form of GPT-2 and llm.c) and narrows back to (B, T, C) for the second residual addition. After n_layer blocks come `ln_f` and `lm_head`, giving logits of shape (B, T, V). The dashed lines are the residual stream: a block only adds to it, and its shape stays (B, T, C).
+:::
+*/
+/*md figure block: GPT 的前向和每个张量的形状（B 批大小，T 位置数，C = n_embd，nh 头数，hs = C/nh，V 词表大小） | The GPT's forward with each tensor's shape (B batch, T positions, C = n_embd, nh heads, hs = C/nh, V vocabulary)*/
 // Runs x through the modules m[0], ..., m[n-1] (a branch), freeing the middles.
 static ct_tensor *forward_through(ct_module *const *m, int n, const ct_tensor *x) {
   ct_tensor *h = x ? ct_retain((ct_tensor *)x) : NULL;
@@ -1243,6 +1252,14 @@ static int train(trainer *t, const corpus *c, history *h, ct_profiler **prof, co
   return rc;
 }
 /*md output train*/
+/*md
+::: zh
+{{fig loss}} 画出每个评估点在训练集和验证集上估计的损失：第 0 步在 ln V 附近（均匀猜测），两条线分开的地方就是开始过拟合的地方。
+:::
+::: en
+{{fig loss}} plots the loss estimated on the training and the validation split at each eval point: step 0 sits near ln V (the uniform guess), and where the two lines part is where overfitting begins.
+:::
+*/
 /*md figure loss*/
 
 /*md

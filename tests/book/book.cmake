@@ -22,6 +22,10 @@ set(CT_BOOK_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(CT_BOOK_OUT ${CMAKE_BINARY_DIR}/book-test)
 
 add_test(NAME book.sources COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_sources.py ${PROJECT_SOURCE_DIR})
+# book.figures: every chapters/*/fig/*.dot renders in both languages (Graphviz dot) within the PDF's
+# text width and at >= 8 pt, every figure is referenced ({{fig NAME}}) in both editions' prose, and a
+# failed drawing or a missing dot stops weave with a clear message (tests/book/check_figures.py)
+add_test(NAME book.figures COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_figures.py ${PROJECT_SOURCE_DIR})
 add_test(NAME book.weave COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/test_weave.py ${PROJECT_SOURCE_DIR})
 add_test(NAME book.build
          COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_book.py build ${PROJECT_SOURCE_DIR} ${CT_BOOK_OUT}
@@ -32,8 +36,8 @@ foreach(check html pdf chromium)
   set_tests_properties(book.${check} PROPERTIES FIXTURES_REQUIRED ct_book TIMEOUT 600)
 endforeach()
 set_tests_properties(book.build PROPERTIES FIXTURES_SETUP ct_book TIMEOUT 1500)
-set_tests_properties(book.sources book.weave PROPERTIES TIMEOUT 120)
-set_tests_properties(book.sources book.weave book.build book.html book.pdf book.chromium
+set_tests_properties(book.sources book.weave book.figures PROPERTIES TIMEOUT 120)
+set_tests_properties(book.sources book.weave book.figures book.build book.html book.pdf book.chromium
                      PROPERTIES LABELS book SKIP_RETURN_CODE 77)
 
 # The reader's tools (tests/book/check_reader.py):

@@ -562,6 +562,8 @@ BAD = [
     ("output without a name", "{OK}/*md output */\n", 10, "needs the NAME"),
     ("figure without captions", "{OK}/*md figure nospec*/\n", 10, "has no zh caption"),
     ("bad figure caption", "{OK}/*md figure f: only one*/\n", 10, "zh caption | en caption"),
+    ("reference to a missing figure", "{OK}/*md\n::: zh\n见 {{fig nope}}。\n:::\n::: en\nSee {{fig nope}}.\n:::\n*/\n",
+     10, "has no /*md figure nope*/"),
     ("twin without a twin file", "{OK}/*md twin greet*/\n", 10, "there is no twin"),
     ("no title", "/*md\n::: zh\n题\n:::\n::: en\nT\n:::\n*/\n", 0, "no chapter title"),
 ]

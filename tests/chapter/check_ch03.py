@@ -430,6 +430,31 @@ def prose_claims(r, m):
     ]
 
 
+def check_figure(m):
+    """The byte counts drawn in fig/pools.dot (its labels, both languages) equal the run's."""
+    path = os.path.join(os.path.dirname(SOURCE), "fig", "pools.dot")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    pa, pr, off = m["splitting_allocated"], m["splitting_reserved"], m["splitting_offsets"]
+    seg = pr[1]
+    tail = seg - off[4]
+    holes = [off[1] - off[0], off[3] - off[2], tail]
+    want = [(r"空闲 ([\d.]+ MiB)<br/>（原 t1）", f"{holes[0] / MIB:.2f} MiB"),
+            (r"free ([\d.]+ MiB)<br/>\(was t3\)", f"{holes[1] / MIB:.2f} MiB"),
+            (r"free ([\d.]+ MiB)<br/>\(was t5", f"{tail / MIB:.2f} MiB"),
+            (r"空闲共 ([\d.]+ MiB)", f"{sum(holes) / MIB:.2f} MiB"),
+            (r"只有 ([\d.]+ MiB)|largest piece is ([\d.]+ MiB)", f"{max(holes) / MIB:.2f} MiB"),
+            (r"z: ([\d,]+) bytes", grouped(pa[-1] - pa[-2])),
+            (r"segment 1 \((\d+ MiB)\)", f"{seg // MIB} MiB"),
+            (r"segment 2 \((\d+ MiB)\)", f"{(pr[-1] - pr[-2]) // MIB} MiB")]
+    for pat, value in want:
+        found = [g for mm in re.finditer(pat, text) for g in mm.groups() if g]
+        expect(found, f"{path} no longer says /{pat}/: update check_figure")
+        for g in found:
+            expect(g == value, f"{path} draws {g!r} where the run gives {value!r} (/{pat}/)")
+    print(f"ok: fig/pools.dot: {len(want)} byte counts equal the run's")
+
+
 def check_prose(r, m):
     """Every byte count in ch03's prose (both languages) equals the run's: the claims above name
     each one; a byte count in no claim must be one of the allocator's constants (RULES)."""
@@ -605,6 +630,7 @@ def cmd_report(ch03, metrics):
     m = load_metrics(metrics)
     check_run(r, m, "cpu")
     check_prose(r, m)
+    check_figure(m)
     print("PASS")
 
 

@@ -137,7 +137,25 @@ def check_timeline(metrics, trace):
         if k != 4:
             expect(abs(depth.get(t0, -99) - lv) < 1e-9 or any(abs(t - t0) < 1e-6 and d == lv for t, d in depth.items()),
                    f"box at {t0} ms has level {lv}, its slice is at depth {depth.get(t0)}")
-    print(f"timeline: {len(got)} boxes = the last step's slices ({len(levels)} on the host)")
+    # the figure's labels: forward, loss, backward once each on their ranges; the hottest ops by
+    # self CPU time (summed per name over the step's op slices) named on their longest box
+    labels = metrics.get("timeline_label")
+    expect(isinstance(labels, list) and len(labels) == len(lists[0]), "timeline_label missing or of another length")
+    by_start = {round((s.ts - step.ts) / 1e3, 6): s for s in inside}
+    for code, name in ((1, "forward"), (2, "loss"), (3, "backward")):
+        hits = [t0 for t0, c in zip(lists[0], labels) if c == code]
+        expect(len(hits) == 1 and by_start.get(round(hits[0], 6)) is not None and
+               by_start[round(hits[0], 6)].name == name, f"the label {name} is on its range once: {hits}")
+    self_ms = {}
+    for s in inside:
+        if s.event.get("cat") in ("cpu_op", "operator") or s.name.startswith("aten::"):
+            self_ms[s.name] = self_ms.get(s.name, 0) + s.dur - sum(c.dur for c in s.children)
+    hot = sorted(self_ms, key=lambda n: -self_ms[n])[:3]
+    named = [metrics.get(f"timeline_hot{h}") for h in (1, 2, 3)]
+    expect(set(n for n in named if n) <= set(self_ms) and (not hot or named[0] in sorted(self_ms, key=lambda n: -self_ms[n])[:2]),
+           f"the hottest ops named {named}, the trace's {hot}")
+    print(f"timeline: {len(got)} boxes = the last step's slices ({len(levels)} on the host); labels on "
+          f"forward, loss, backward; hottest ops {named}")
 
 
 def check_hottest(stdout, metrics, trace):
