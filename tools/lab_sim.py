@@ -82,19 +82,23 @@ def wanted(args, cuda_regions):
     return True, "no GPU here"
 
 
-def grade(lab, args, report):
-    """Grades the .cu regions of report's chapter on the emulator (when wanted) and
-    rewrites their entries, the score and the total in report; returns report.
-    lab: the tools/lab module (its regions, logging and ctest helpers)."""
+def decide(lab, args):
+    """(go, why, cuda regions, emulated files): whether to grade on the emulator."""
     ch, chdir, regions, problems = lab.chapter_regions(args.chapter)
     cuda = [r for r in regions if r.is_cuda]
     go, why = wanted(args, cuda)
-    if not go:
-        if why:
-            print(f"emulator: not used ({why})")
-        return report
+    files = emulated_files(lab.ROOT) if go else set()
+    rels = sorted({str(r.path.relative_to(lab.ROOT.resolve())) for r in cuda})
+    if go and not any(rel in files for rel in rels):
+        go, why = False, f"it builds none of {', '.join(rels)}: tools/sim/CMakeLists.txt, CT_SIM_CU_SOURCES"
+    return go, why, cuda, files
+
+
+def grade(lab, args, report, why, cuda, files):
+    """Grades the .cu regions cuda on the emulator and rewrites their entries, the
+    score and the total in report; returns report. lab: the tools/lab module."""
+    ch = report["chapter"]
     dest = Path(args.dir).resolve()
-    files = emulated_files(lab.ROOT)
     # DIR/build-sim; with --sim only, --build-dir names it (otherwise --build-dir is the cpu build's)
     only = getattr(args, "sim", "auto") == "only"
     build = Path(args.build_dir).resolve() if args.build_dir and only else dest / "build-sim"
@@ -220,14 +224,50 @@ def only_report(lab, args):
     return {"chapter": ch, "dir": str(dest), "preset": "sim", "exercises": [], "score": 0, "max": 0}
 
 
+class _ScoreRenamed:
+    """stdout whose lines "score: ..." read "score without the emulator: ..." (the CPU build's
+    score, printed by cmd_check before the emulator grades the rest): one "score:" line in all."""
+
+    def __init__(self, out):
+        self.out, self.bol = out, True  # bol: at the beginning of a line
+
+    def write(self, text):
+        lines = []
+        for line in text.splitlines(True):
+            if self.bol and line.startswith("score: "):
+                line = "score without the emulator: " + line[len("score: "):]
+            lines.append(line)
+            self.bol = line.endswith("\n")
+        self.out.write("".join(lines))
+        return len(text)
+
+    def flush(self):
+        self.out.flush()
+
+
 def check(lab, args):
     """tools/lab's run_check hook: (report, status) with the CUDA exercises graded on the
     emulator where wanted."""
     if getattr(args, "sim", "auto") == "only":
-        return grade(lab, args, only_report(lab, args)), 0
-    report, status = lab.cmd_check(args)
+        report = only_report(lab, args)
+        go, why, cuda, files = decide(lab, args)
+        if not go:
+            raise lab.LabError(f"--sim only: the emulator cannot grade {args.chapter}'s CUDA exercises ({why})")
+        return grade(lab, args, report, why, cuda, files), 0
+    go, why, cuda, files = decide(lab, args)
+    if not go:
+        report, status = lab.cmd_check(args)
+        if why and status == 0:
+            print(f"emulator: not used ({why})")
+        return report, status
+    out = sys.stdout
+    sys.stdout = _ScoreRenamed(out)
+    try:
+        report, status = lab.cmd_check(args)
+    finally:
+        sys.stdout = out
     if status == 0:
-        report = grade(lab, args, report)
+        report = grade(lab, args, report, why, cuda, files)
     return report, status
 
 
