@@ -201,8 +201,11 @@ def run_sim(lab, dest, build, jobs, args, cuda, files):
         res = results.get(name, {"result": "not run", "output": "", "time": 0})
         print(f"  {res['result'].upper():8s} {name} ({res['time']:.1f} s)")
         if res["result"] != "passed":
-            lines = [l for l in lab.tail(res["output"], 200) if not l.startswith("==") or "ERROR" in l]
-            lines = lines[-args.lines:]
+            out = res["output"].splitlines()
+            # the first reports that name a kernel's thread (race check, ASan), then the test's last lines
+            first = [l for l in out if re.search(r"racecheck: [\w-]+ hazard|ERROR: AddressSanitizer|"
+                                                 r"report below is from kernel", l)][:3]
+            lines = first + [l for l in out[-200:] if not l.startswith("==") and l not in first][-args.lines:]
             print(lab.indent(lines if any(l.strip() for l in lines) else ["(no output)"], "           | "))
         status["tests"][name] = {"result": res["result"], "time": res["time"]}
     return results, status
