@@ -1018,7 +1018,7 @@ In the table "of cuBLAS" is the fraction of rung 5, "of peak" the fraction of th
 ::: zh
 ### 没有 GPU：模拟设备
 
-没有 GPU 也能运行这架梯子。`sim-runtime` 构建（`tools/sim`）把 `ch04_kernels.cu` 当作普通 C++ 编译，链接一个小小的 SIMT 模拟器，`--device cuda` 就落在一个模拟设备上：`./ch04 --device cuda` 的第一行是 `device: cuda:0 (emulated)`，整架 GPU 梯子在 n = 128 和 256 上运行（`--quick` 只跑 128），和同一个 float64 参考结果比对。cuBLAS 的几级在 cuBLAS 的接口后面由 OpenBLAS 计算。
+没有 GPU 也能运行这架梯子。`sim-runtime` 构建（`tools/sim`）把 `ch04_kernels.cu` 当作普通 C++ 编译，链接一个小小的 SIMT 模拟器，`--device cuda` 就落在一个模拟设备上：`./ch04 --device cuda` 的第一行是 `device: cuda:0 (emulated)`，整架 GPU 梯子在 n = 128 和 256 上运行（`--quick` 只跑 128），和同一个 float64 参考结果比对。cuBLAS 的几级在 cuBLAS 的接口后面由 OpenBLAS 计算（TF32 在那里就是完整的 f32）。
 
 它能展示的是 CUDA 的执行模型，和 kernel 写的一模一样：网格由线程块组成，块里每个线程有自己的 `threadIdx`，每个块有自己的一份 `__shared__` 小块，`__syncthreads()` 是真正的栅栏：每个线程是一个纤程，运行到栅栏停下，所有线程都到了才有人能通过。把第 3 级的第二个 `__syncthreads()` 去掉，模拟器的竞争检查会报告这个冒险、涉及的两个线程和共享内存里的那个字节；越过 A 末尾的下标由 AddressSanitizer 报告，并指出 kernel、线程块和线程。在调试器里，`mm_smem_tiled` 里的断点对每个线程停一次（见 README 的“模拟设备”一节）。
 
@@ -1027,7 +1027,7 @@ In the table "of cuBLAS" is the fraction of rung 5, "of peak" the fraction of th
 ::: en
 ### Without a GPU: the emulated device
 
-The ladder runs without a GPU too. The `sim-runtime` build (`tools/sim`) compiles `ch04_kernels.cu` as ordinary C++ against a small SIMT emulator, and `--device cuda` lands on an emulated device: `./ch04 --device cuda` prints `device: cuda:0 (emulated)` first and runs the whole GPU ladder at n = 128 and 256 (`--quick`: 128), checked against the same float64 reference. The cuBLAS rungs are computed by OpenBLAS behind cuBLAS's interface.
+The ladder runs without a GPU too. The `sim-runtime` build (`tools/sim`) compiles `ch04_kernels.cu` as ordinary C++ against a small SIMT emulator, and `--device cuda` lands on an emulated device: `./ch04 --device cuda` prints `device: cuda:0 (emulated)` first and runs the whole GPU ladder at n = 128 and 256 (`--quick`: 128), checked against the same float64 reference. The cuBLAS rungs are computed by OpenBLAS behind cuBLAS's interface (TF32 there is full f32).
 
 What it shows is CUDA's execution model, exactly as the kernels state it: a grid of blocks, each thread of a block with its own `threadIdx`, one `__shared__` tile per block, and `__syncthreads()` as a real barrier: every thread is a fiber that runs until it reaches the barrier, and none goes past it until all have arrived. Leave out rung 3's second `__syncthreads()` and the emulator's race check reports the hazard, the two threads and the byte of shared memory; an index past the end of A is reported by AddressSanitizer with the kernel, the block and the thread. In a debugger a breakpoint in `mm_smem_tiled` stops once for each thread (the README's section on the emulated device).
 
