@@ -82,6 +82,7 @@ ninja ch04_matmul && ./ch04            # both ladders where there is a GPU, else
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h> // clock_gettime: the emulated device's one run
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -109,6 +110,10 @@ static const int CPU_SIZES[] = {128, 256, 512, 1024, 2048};
 static const int CPU_SIZES_QUICK[] = {64, 128, 256};
 static const int GPU_SIZES[] = {256, 512, 1024, 2048, 4096};
 static const int GPU_SIZES_QUICK[] = {256, 1024};
+// On the emulated device (tools/sim: the kernels run on the CPU, one fiber per
+// CUDA thread) the GPU sizes would take hours; rung 4 needs multiples of 128.
+static const int GPU_SIZES_EMULATED[] = {128, 256};
+static const int GPU_SIZES_EMULATED_QUICK[] = {128};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 // What a version's arithmetic is, which decides its tolerance.
@@ -903,6 +908,7 @@ Each rung of the ladder, at heart, raises the reuse of data and pushes the kerne
 */
 typedef struct gpu_info {
   bool present;
+  bool emulated; // the SIMT emulator (tools/sim), not a GPU: checks only, no speeds
   double peak_gflops, bandwidth_gbs;
 } gpu_info;
 
@@ -928,6 +934,18 @@ static void show_gpu(run *rn, const cpu_info *ci, gpu_info *gi) {
   ct_cuda_device_properties p;
   if (ct_cuda_get_device_properties(rn->cli->device.index, &p) != CT_OK) ct_cli_die(rn->cli);
   gi->present = true;
+  if (!strcmp(p.name, "emulated")) { // the sim build's device (tools/sim): no clocks, no memory system
+    gi->emulated = true;
+    printf("device:                   %s (the SIMT emulator of tools/sim, on this CPU), compute capability %d.%d\n",
+           p.name, p.major, p.minor);
+    printf("no peak and no bandwidth: the emulator runs every CUDA thread as a fiber on the CPU and has no\n"
+           "memory system (coalescing, shared-memory banks, caches); the roofline needs a GPU\n");
+    printf("arithmetic intensity of each GPU rung (device-independent):\n");
+    for (int r = 0; r < COUNT(rungs); r++) printf("  %-56s %6.2f FLOP/byte\n", rungs[r].what, rungs[r].flop_per_byte);
+    ct_metrics_str(rn->m, "gpu_name", p.name);
+    ct_metrics_num(rn->m, "gpu_emulated", 1);
+    return;
+  }
   gi->peak_gflops = p.peak_fp32_gflops;
   gi->bandwidth_gbs = p.peak_memory_bandwidth_gbs;
   printf("device:                   %s, %d SMs, compute capability %d.%d\n", p.name, p.multi_processor_count,
@@ -999,6 +1017,26 @@ In the table "of cuBLAS" is the fraction of rung 5, "of peak" the fraction of th
 :::
 */
 /*md figure tiling: 分块矩阵乘法爬的内存层次：全局内存 → 共享内存的小块 → 寄存器 | The memory hierarchy a tiled matmul climbs: global memory → shared-memory tiles → registers*/
+/*md
+::: zh
+### 没有 GPU：模拟设备
+
+没有 GPU 也能运行这架梯子。`sim-runtime` 构建（`tools/sim`）把 `ch04_kernels.cu` 当作普通 C++ 编译，链接一个小小的 SIMT 模拟器，`--device cuda` 就落在一个模拟设备上：`./ch04 --device cuda` 的第一行是 `device: cuda:0 (emulated)`，整架 GPU 梯子在 n = 128 和 256 上运行（`--quick` 只跑 128），和同一个 float64 参考结果比对。cuBLAS 的几级在 cuBLAS 的接口后面由 OpenBLAS 计算（TF32 在那里就是完整的 f32）。
+
+它能展示的是 CUDA 的执行模型，和 kernel 写的一模一样：网格由线程块组成，块里每个线程有自己的 `threadIdx`，每个块有自己的一份 `__shared__` 小块，`__syncthreads()` 是真正的栅栏：每个线程是一个纤程，运行到栅栏停下，所有线程都到了才有人能通过。把第 3 级的第二个 `__syncthreads()` 去掉，模拟器的竞争检查会报告这个冒险、涉及的两个线程和共享内存里的那个字节；越过 A 末尾的下标由 AddressSanitizer 报告，并指出 kernel、线程块和线程。在调试器里，`mm_smem_tiled` 里的断点对每个线程停一次（见 README 的“模拟设备”一节）。
+
+它不能展示的，恰恰是本章要量的东西：没有内存系统（没有合并访存，所以第 1 级和第 2 级做的事完全一样；没有共享内存的 bank，没有缓存，也不会用完寄存器），也没有速度。它的时间是一台 CPU 为每个 CUDA 线程跑一个纤程的时间：本章把它标为 “emulated ms”，不由它算 GFLOP/s、比例或加速比，它也从不进入本书。第 2 级比第 1 级快多少、第 4 级离 cuBLAS 多远，只有 GPU 能回答。
+:::
+::: en
+### Without a GPU: the emulated device
+
+The ladder runs without a GPU too. The `sim-runtime` build (`tools/sim`) compiles `ch04_kernels.cu` as ordinary C++ against a small SIMT emulator, and `--device cuda` lands on an emulated device: `./ch04 --device cuda` prints `device: cuda:0 (emulated)` first and runs the whole GPU ladder at n = 128 and 256 (`--quick`: 128), checked against the same float64 reference. The cuBLAS rungs are computed by OpenBLAS behind cuBLAS's interface (TF32 there is full f32).
+
+What it shows is CUDA's execution model, exactly as the kernels state it: a grid of blocks, each thread of a block with its own `threadIdx`, one `__shared__` tile per block, and `__syncthreads()` as a real barrier: every thread is a fiber that runs until it reaches the barrier, and none goes past it until all have arrived. Leave out rung 3's second `__syncthreads()` and the emulator's race check reports the hazard, the two threads and the byte of shared memory; an index past the end of A is reported by AddressSanitizer with the kernel, the block and the thread. In a debugger a breakpoint in `mm_smem_tiled` stops once for each thread (the README's section on the emulated device).
+
+What it cannot show is precisely what this chapter measures: there is no memory system (no coalescing, so rungs 1 and 2 do exactly the same work; no shared-memory banks, no caches, no registers to run out of), and no speed. Its times are those of a CPU running one fiber per CUDA thread: the chapter labels them "emulated ms", derives no GFLOP/s, fraction or speed-up from them, and they never enter this book. How much faster rung 2 is than rung 1, or how close rung 4 comes to cuBLAS, only a GPU can say.
+:::
+*/
 /*md source ch04_kernels.cu*/
 #ifdef CT_HAVE_CUDA
 typedef struct gpu_ctx {
@@ -1048,6 +1086,13 @@ static void run_gpu_ladder(run *rn, const gpu_info *gi, ladder *L) {
 #ifdef CT_HAVE_CUDA
   const ct_device dev = rn->cli->device;
   const double budget = rn->cli->quick ? 100 : 500;
+  if (gi->emulated) {
+    printf("emulated device: sizes for the emulator, n =");
+    for (int s = 0; s < L->nsizes; s++) printf(" %d", L->sizes[s]);
+    printf(" (on a GPU: up to %d); each rung is checked as on a GPU and run once; its time is the emulator's\n"
+           "on this CPU, labelled \"emulated ms\", and says nothing about a GPU's speed\n",
+           rn->cli->quick ? GPU_SIZES_QUICK[COUNT(GPU_SIZES_QUICK) - 1] : GPU_SIZES[COUNT(GPU_SIZES) - 1]);
+  }
   void *stream = ct_stream_handle(ct_current_stream(dev));
   for (int s = 0; s < L->nsizes; s++) {
     const int n = L->sizes[s], M = n, N = n, K = n;
@@ -1075,13 +1120,18 @@ static void run_gpu_ladder(run *rn, const gpu_info *gi, ladder *L) {
       if (v == GPU_MM_BF16) x.a = a16[0], x.b = b16[0];
       if (v == GPU_MM_F16) x.a = a16[1], x.b = b16[1];
       int rc = ct_fill_(c, NAN); // what a kernel forgets to write fails the check
+      struct timespec t0, t1;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
       if (!rc) rc = gpu_product(&x);
       if (!rc) rc = ct_stream_synchronize(ct_current_stream(dev));
+      clock_gettime(CLOCK_MONOTONIC, &t1);
       if (!rc) rc = gpu_result_to_host(&x, c, hc);
       if (rc) {
         report_error(rn, ver, n);
       } else if (report_check(rn, ver, &ref, hc, &L->err[v][s])) {
-        if (time_median(dev, gpu_product, &x, budget, &L->ms[v][s]) == CT_OK)
+        if (gi->emulated) // one run's host time: shown as "emulated ms", never a speed
+          L->ms[v][s] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
+        else if (time_median(dev, gpu_product, &x, budget, &L->ms[v][s]) == CT_OK)
           L->gflops[v][s] = flops_of(M, N, K) / (L->ms[v][s] * 1e-3) / 1e9;
         else
           report_error(rn, ver, n);
@@ -1090,10 +1140,16 @@ static void run_gpu_ladder(run *rn, const gpu_info *gi, ladder *L) {
       ct_set_allow_tf32(false);
     }
     const double base = L->gflops[GPU_MM_F32][s];
-    printf("  %-15s %-38s %10s %10s %9s %9s\n", "version", "", "ms", "GFLOP/s", "of cuBLAS", "of peak");
-    for (int v = 0; v < GPU_NV; v++)
-      if (isfinite(L->gflops[v][s]))
-        print_table_row(&GPU_VERSIONS[v], L->ms[v][s], L->gflops[v][s], base, gi->peak_gflops);
+    if (gi->emulated) { // no GFLOP/s and no fractions: the emulator's time is no GPU's
+      printf("  %-15s %-38s %12s\n", "version", "", "emulated ms");
+      for (int v = 0; v < GPU_NV; v++)
+        if (isfinite(L->ms[v][s])) printf("  %-15s %-38s %12.1f\n", GPU_VERSIONS[v].name, GPU_VERSIONS[v].label, L->ms[v][s]);
+    } else {
+      printf("  %-15s %-38s %10s %10s %9s %9s\n", "version", "", "ms", "GFLOP/s", "of cuBLAS", "of peak");
+      for (int v = 0; v < GPU_NV; v++)
+        if (isfinite(L->gflops[v][s]))
+          print_table_row(&GPU_VERSIONS[v], L->ms[v][s], L->gflops[v][s], base, gi->peak_gflops);
+    }
     reference_free(&ref);
     free(ha);
     free(hb);
@@ -1106,7 +1162,7 @@ static void run_gpu_ladder(run *rn, const gpu_info *gi, ladder *L) {
 #else
   (void)rn, (void)L;
 #endif
-  print_timing_note(rn->m, "gpu");
+  if (!gi->emulated) print_timing_note(rn->m, "gpu");
 }
 /*md output gpu ladder*/
 
@@ -1147,8 +1203,12 @@ static double best_at(const ladder *L, int n, int from, int to, int *which) {
   return best;
 }
 
-static void show_speedup(run *rn, const ladder *cpu, const ladder *gpu, bool have_gpu) {
+static void show_speedup(run *rn, const ladder *cpu, const ladder *gpu, bool have_gpu, bool emulated) {
   ct_cli_section("speedup");
+  if (emulated) { // the emulator's times are the CPU's, one fiber per CUDA thread: no ratio means anything
+    printf("needs a GPU: the device in use is emulated (tools/sim); its times say nothing about a GPU's speed\n");
+    return;
+  }
   // The largest size both ladders ran; 2048 in the full run.
   int n = 0;
   for (int s = 0; s < cpu->nsizes; s++)
@@ -1209,18 +1269,31 @@ static void write_ladder_metrics(ct_metrics *m, const char *dev, const ladder *L
     ct_metrics_series(m, key, frac, L->nsizes);
   }
 }
+
+// The emulated device's ladder: emulated_sizes and <version>_emulated_max_rel_err,
+// under their own keys, so that nothing reading gpu_* takes them for a GPU's.
+static void write_emulated_metrics(ct_metrics *m, const ladder *L) {
+  char key[96];
+  double sizes[MAX_SIZES];
+  for (int s = 0; s < L->nsizes; s++) sizes[s] = L->sizes[s];
+  ct_metrics_series(m, "emulated_sizes", sizes, L->nsizes);
+  for (int v = 0; v < GPU_NV; v++) {
+    snprintf(key, sizeof key, "%s_emulated_max_rel_err", GPU_VERSIONS[v].name);
+    ct_metrics_series(m, key, L->err[v], L->nsizes);
+  }
+}
 /*md show*/
 
 /*md
 ::: zh
 ## main
 
-`--quick` 时 CPU 只跑 64、128、256，GPU 只跑 256 和 1024；完整运行时 CPU 跑到 2048，GPU 跑到 4096。任何一个版本验证失败，程序最后都以退出码 1 结束，测试靠它发现错误。两个只给测试用的参数：`--corrupt NAME` 在比对前故意改坏某个版本结果中的一个元素，用来证明验证确实会失败；`--dump DIR` 把最小的 CPU 问题的 A、B 和每个版本的 C 写成原始 float32 文件，测试用 numpy 独立地再算一遍。
+`--quick` 时 CPU 只跑 64、128、256，GPU 只跑 256 和 1024；完整运行时 CPU 跑到 2048，GPU 跑到 4096。在模拟设备上（`sim-runtime` 构建）GPU 跑 128 和 256，`--quick` 时只跑 128。任何一个版本验证失败，程序最后都以退出码 1 结束，测试靠它发现错误。两个只给测试用的参数：`--corrupt NAME` 在比对前故意改坏某个版本结果中的一个元素，用来证明验证确实会失败；`--dump DIR` 把最小的 CPU 问题的 A、B 和每个版本的 C 写成原始 float32 文件，测试用 numpy 独立地再算一遍。
 :::
 ::: en
 ## main
 
-Under `--quick` the CPU runs 64, 128 and 256 and the GPU 256 and 1024; the full run goes up to 2048 on the CPU and 4096 on the GPU. If any version fails its check the program ends with exit status 1, which is how the tests notice. Two flags exist for the tests: `--corrupt NAME` spoils one element of a version's result before it is checked, to show that the check really fails, and `--dump DIR` writes A, B and every version's C of the smallest CPU problem as raw float32 files, which the test multiplies again, independently, with numpy.
+Under `--quick` the CPU runs 64, 128 and 256 and the GPU 256 and 1024; the full run goes up to 2048 on the CPU and 4096 on the GPU. On the emulated device (the `sim-runtime` build) the GPU runs 128 and 256, and 128 under `--quick`. If any version fails its check the program ends with exit status 1, which is how the tests notice. Two flags exist for the tests: `--corrupt NAME` spoils one element of a version's result before it is checked, to show that the check really fails, and `--dump DIR` writes A, B and every version's C of the smallest CPU problem as raw float32 files, which the test multiplies again, independently, with numpy.
 :::
 */
 int main(int argc, char **argv) {
@@ -1262,11 +1335,16 @@ int main(int argc, char **argv) {
   show_cpu(&rn, &ci);
   run_cpu_ladder(&rn, &ci, &cpu);
   show_gpu(&rn, &ci, &gi);
+  if (gi.emulated)
+    ladder_init(&gpu, cli.quick ? GPU_SIZES_EMULATED_QUICK : GPU_SIZES_EMULATED,
+                cli.quick ? COUNT(GPU_SIZES_EMULATED_QUICK) : COUNT(GPU_SIZES_EMULATED));
   run_gpu_ladder(&rn, &gi, &gpu);
-  show_speedup(&rn, &cpu, &gpu, gi.present);
+  show_speedup(&rn, &cpu, &gpu, gi.present, gi.emulated);
 
   write_ladder_metrics(rn.m, "cpu", &cpu, CPU_VERSIONS, CPU_NV, CPU_CBLAS, "cblas", ci.peak_gflops);
-  if (gi.present) write_ladder_metrics(rn.m, "gpu", &gpu, GPU_VERSIONS, GPU_NV, GPU_MM_F32, "cublas", gi.peak_gflops);
+  if (gi.present && !gi.emulated)
+    write_ladder_metrics(rn.m, "gpu", &gpu, GPU_VERSIONS, GPU_NV, GPU_MM_F32, "cublas", gi.peak_gflops);
+  if (gi.emulated) write_emulated_metrics(rn.m, &gpu); // sizes and errors: no times, no speeds
   ct_metrics_num(rn.m, "checks_failed", rn.failures);
   if (ct_metrics_close(rn.m) != CT_OK) ct_cli_die(&cli);
   if (rn.failures) {
@@ -1283,7 +1361,7 @@ int main(int argc, char **argv) {
 1. 实现练习区里的分块循环（`cpu_blocked`），用 `--device cpu --quick` 检查它通过验证。然后改变 `CPU_BM`、`CPU_BN`、`CPU_BK`，看 n = 1024 时 GFLOP/s 怎么变。B 的子块超过 L2 的大小时发生了什么？
 2. 用 `OMP_NUM_THREADS=1` 和 `OPENBLAS_NUM_THREADS=1` 运行 CPU 的梯子，和默认线程数比较。两个线程快了多少？如果几乎没有变快，想想这两个“核”是不是同一个物理核的超线程。
 3. 给 CPU 加一级寄存器分块：每次算 C 的 4 行 × 16 列，16 × 4 个累加器放在局部数组里，沿整个 k 循环累加完再写回。它离 OpenBLAS 近了多少？
-4. 实现练习区里的共享内存 kernel（`mm_smem_tiled`）。先故意漏掉第二个 `__syncthreads()`，在 GPU 上运行，看验证能否抓住它；用 `compute-sanitizer --tool racecheck ./ch04 --device cuda --quick` 找出竞争。
+4. 实现练习区里的共享内存 kernel（`mm_smem_tiled`）。先故意漏掉第二个 `__syncthreads()`，在 GPU 上运行，看验证能否抓住它；用 `compute-sanitizer --tool racecheck ./ch04 --device cuda --quick` 找出竞争。没有 GPU 时，`tools/lab check ch04 DIR` 在模拟器上评分，它的竞争检查同样会抓住它。
 5. 寄存器分块 kernel 要求 M、N 是 128 的倍数、K 是 8 的倍数。给它加上边界处理，使 n = 1000 也能通过验证，并比较 n = 1000 和 n = 1024 的速度。
 6. 在 `ch04_pytorch.py` 里打开和关闭 `torch.backends.cuda.matmul.allow_tf32`，对比 `gpu_mm_f32` 和 `gpu_mm_tf32` 的误差和速度，和本章的表格对照。为什么 PyTorch 默认关闭它？
 :::
@@ -1293,7 +1371,7 @@ int main(int argc, char **argv) {
 1. Write the blocked loop of the lab region (`cpu_blocked`) and check that it passes with `--device cpu --quick`. Then vary `CPU_BM`, `CPU_BN` and `CPU_BK` and watch GFLOP/s at n = 1024. What happens when B's sub-block outgrows the L2 cache?
 2. Run the CPU ladder with `OMP_NUM_THREADS=1` and `OPENBLAS_NUM_THREADS=1` and compare with the default thread counts. How much faster are two threads? If hardly at all, consider whether the two "cores" are hyperthreads of one physical core.
 3. Add a register-tiled rung on the CPU: compute 4 rows × 16 columns of C at a time, with the 4 × 16 accumulators in a local array, summed over the whole k loop before they are written back. How much closer does it get to OpenBLAS?
-4. Write the shared-memory kernel of the lab region (`mm_smem_tiled`). Leave out the second `__syncthreads()` on purpose, run on a GPU and see whether the check catches it; find the race with `compute-sanitizer --tool racecheck ./ch04 --device cuda --quick`.
+4. Write the shared-memory kernel of the lab region (`mm_smem_tiled`). Leave out the second `__syncthreads()` on purpose, run on a GPU and see whether the check catches it; find the race with `compute-sanitizer --tool racecheck ./ch04 --device cuda --quick`. Without a GPU, `tools/lab check ch04 DIR` grades it on the emulator, whose race check catches it too.
 5. The register-tiled kernel needs M and N multiples of 128 and K a multiple of 8. Add edge handling so that n = 1000 passes the check too, and compare the speed at n = 1000 and n = 1024.
 6. In `ch04_pytorch.py`, switch `torch.backends.cuda.matmul.allow_tf32` on and off, compare the error and speed of `gpu_mm_f32` and `gpu_mm_tf32`, and set them beside this chapter's table. Why is it off by default in PyTorch?
 :::

@@ -10,6 +10,9 @@
 #   gpu.ch04              --device cuda, full sizes: every GPU rung (the register-tiled
 #                         kernel too) checked OK; skipped only where there is no GPU
 #   gpu.ch04_twin         ct_mm against torch.mm on the GPU, dtype by dtype (printed)
+#   sim.ch04              the sim-runtime build only (tools/sim): --device cuda --quick on the
+#                         emulated device, every GPU rung checked OK at the emulator's sizes,
+#                         no speed reported (label sim; sim_all builds ch04 there)
 if(CT_TORCH_PYTHON)
   set(CT_CH04_PYTHON ${CT_TORCH_PYTHON})
 else()
@@ -38,3 +41,11 @@ add_test(NAME gpu.ch04_twin
                  ${CMAKE_BINARY_DIR} "${CT_HAVE_CUDA}")
 set_tests_properties(gpu.ch04 gpu.ch04_twin PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300
                      ENVIRONMENT "${CT_TEST_ENV}")
+
+if(CT_SIM_CUDA) # the emulated device (tools/sim/README.md, stage 2)
+  add_test(NAME sim.ch04 COMMAND ${CT_CH04_PYTHON} ${CT_CH04_CHECK} emulated ${CT_CH04_BIN} ${CMAKE_BINARY_DIR}/ch04_sim.json)
+  set_tests_properties(sim.ch04 PROPERTIES LABELS sim TIMEOUT 1500 ENVIRONMENT
+                       "${CT_TEST_ENV};CT_SIM_LAUNCH_LOG=${CMAKE_BINARY_DIR}/sim_launches_gpu.log")
+  # sim_all (tools/sim, defined after this file) builds ch04 too
+  cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL add_dependencies sim_all ch04_matmul)
+endif()

@@ -7,6 +7,9 @@ Usage:
                                                         and OK, metrics sane, products re-checked with numpy
     check_ch04.py corrupt CH04 METRICS.json             --corrupt cpu_blocked: the check fails, exit 1
     check_ch04.py gpu CH04 METRICS.json HAVE_CUDA       --device cuda (full sizes): every GPU version OK
+    check_ch04.py emulated CH04 METRICS.json            the sim-runtime build: --device cuda --quick on the
+                                                        emulated device (tools/sim): every GPU version checked
+                                                        OK at the emulator's sizes, no speed reported
     check_ch04.py twin CH04 PYTHON TWIN.py WORKDIR      ch04_pytorch.py on the CPU: same sections, sizes, keys
     check_ch04.py gpu_twin CH04 PYTHON TWIN.py WORKDIR HAVE_CUDA
                                                         both on CUDA: ct_mm against torch.mm, dtype by dtype
@@ -242,6 +245,49 @@ def cmd_gpu(ch04, metrics, have_cuda):
     print("PASS")
 
 
+def cmd_emulated(ch04, metrics):
+    """The sim-runtime build (tools/sim): the device is the SIMT emulator. Every GPU rung runs and
+    is checked as on a GPU at the emulator's sizes (the chapter's GPU_SIZES_EMULATED_QUICK); its
+    times are labelled emulated, and no GFLOP/s, fraction or speed-up is reported."""
+    r = run([ch04, "--device", "cuda", "--quick", "--metrics", fresh(metrics)], timeout=1500)
+    expect(r.returncode == 0, f"--device cuda --quick on the emulated device: exit code {r.returncode}", r)
+    print(r.stdout)
+    m = load_metrics(metrics)
+    expect(r.stdout.splitlines()[:1] == ["device: cuda:0 (emulated)"], "the first line is not "
+           "'device: cuda:0 (emulated)': is this the sim-runtime build?", r)
+    check_report_common(r, m, "cuda:0")
+    expect_ladder(r, m, "cpu", CPU_VERSIONS, [64, 128, 256])
+    with open(os.path.join(ROOT, "chapters", "ch04_matmul", "ch04_matmul.c"), encoding="utf-8") as f:
+        src = f.read()
+    want = [int(x) for x in re.search(r"GPU_SIZES_EMULATED_QUICK\[\] = \{([\d, ]+)\}", src).group(1).split(",")]
+    expect(m.get("emulated_sizes") == want, f"emulated_sizes={m.get('emulated_sizes')!r}, the chapter says {want}")
+    expect(m.get("gpu_emulated") == 1 and m.get("gpu_name") == "emulated", "gpu_emulated/gpu_name not set")
+    ladder = chaptertest.section_text(r.stdout, "gpu ladder")
+    expect(re.search(r"^emulated device: sizes for the emulator, n = " + " ".join(map(str, want)), ladder, re.M),
+           "the gpu ladder does not say it chose the emulator's sizes", r)
+    expect(re.search(r"^\s+version\s+emulated ms$", ladder, re.M) and "GFLOP/s" not in ladder,
+           "the emulated ladder's table is not labelled 'emulated ms' (or shows GFLOP/s)", r)
+    checks = checks_of(r.stdout)
+    for v in GPU_VERSIONS:
+        errs = m.get(f"{v}_emulated_max_rel_err")
+        for s, n in enumerate(want):
+            expect((v, n) in checks, f"no check line for {v} at n={n}", r)
+            err, tol, scope, count, status = checks[(v, n)]
+            expect(status == "OK", f"check {v} {n} failed on the emulated device: err {err} tol {tol}", r)
+            want_tol = tolerance(PREC.get(v, "f32"), n)
+            expect(abs(tol - want_tol) <= 0.01 * want_tol and err <= tol, f"{v} {n}: err {err}, tol {tol}")
+            expect(scope == "all" and count == n * n, f"{v} {n}: checked {scope} {count} entries, want all {n * n}")
+            expect(isinstance(errs, list) and errs[s] is not None and abs(errs[s] - err) <= 0.01 * err + 1e-300,
+                   f"{v} {n}: metrics error {errs!r} but printed {err}")
+    for k in m:  # nothing a reader of gpu_* metrics or the book could take for a GPU's speed
+        expect(not (k.startswith("gpu_") and k.endswith(("_gflops", "_ms", "_of_cublas", "_of_peak"))),
+               f"metric {k} written on the emulated device")
+    expect("speedup_f32" not in m and "needs a GPU" in chaptertest.section_text(r.stdout, "speedup"),
+           "a speed-up reported on the emulated device", r)
+    expect(m.get("checks_failed") == 0, f"checks_failed={m.get('checks_failed')!r}")
+    print("PASS")
+
+
 def probe_torch(python, need_cuda=False):
     skip_unless_imports(python, "torch")
     if need_cuda and not torch_cuda_available(python):
@@ -295,6 +341,7 @@ def cmd_gpu_twin(ch04, python, twin, workdir, have_cuda):
 
 def main(argv):
     return chaptertest.dispatch(argv, {"report": (cmd_report, 3), "corrupt": (cmd_corrupt, 2), "gpu": (cmd_gpu, 3),
+                                       "emulated": (cmd_emulated, 2),
                                        "twin": (cmd_twin, 4), "gpu_twin": (cmd_gpu_twin, 5)}, __doc__)
 
 

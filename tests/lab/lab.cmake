@@ -57,3 +57,13 @@ set_tests_properties(lab.tool lab.regions PROPERTIES LABELS book SKIP_RETURN_COD
 set_tests_properties(lab.stubs lab.reference PROPERTIES LABELS book SKIP_RETURN_CODE 77 TIMEOUT 1800
                      RESOURCE_LOCK ct_lab_copy)
 set_tests_properties(lab.reference PROPERTIES DEPENDS lab.stubs)
+
+# lab.sim (the sim build only, label sim): tools/lab check --sim only grades ch04's
+# CUDA exercise on the SIMT emulator: a solution missing its second
+# __syncthreads() fails, the reference passes (tests/lab/check_lab_sim.py). It builds
+# a student copy's sim tree (a CPU-only runtime under ASan): minutes on 2 cores.
+if(CT_SIM)
+  add_test(NAME lab.sim COMMAND ${CT_LAB_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/check_lab_sim.py ${PROJECT_SOURCE_DIR}
+                                ${CT_LAB_WORK}/sim)
+  set_tests_properties(lab.sim PROPERTIES LABELS sim TIMEOUT 3000)
+endif()
