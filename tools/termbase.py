@@ -146,7 +146,7 @@ def sources(root):
         p = os.path.join(root, "book", name)
         if os.path.exists(p):
             out.append((p, markdown_zh))
-    for name in ("chapters.json", "performance.json"):
+    for name in ("chapters.json", "performance.json", "remember.json", "termbase.json"):
         p = os.path.join(root, "book", name)
         if os.path.exists(p):
             out.append((p, json_zh))
@@ -271,6 +271,24 @@ def glossary_md(lang, terms, entries):
         out += [f"**{heading}**{'：' if lang == 'zh' else ': '}" +
                 ("、" if lang == "zh" else " · ").join(f"[{n}](#{a})" for _, n, a in items), ""]
     return "\n".join(out)
+
+
+def aliases(lang, terms):
+    """{word: [the book's words]} for the search (book/book.js folds queries to lower case):
+    in zh, a term's English name and its synonyms find the book's Chinese term; in en, the
+    Chinese term and its synonyms find the English one."""
+    out = {}
+    for t in terms:
+        en = re.sub(r"\s*\(.*\)$", "", t["en"]).strip()
+        target = t["zh"] if lang == "zh" else en
+        words = set(t.get("avoid", []) + t.get("search", []) + ([en, t["en"]] if lang == "zh" else [t["zh"]]))
+        for w in words:
+            k = w.casefold()
+            if k and k != target.casefold():
+                out.setdefault(k, [])
+                if target.casefold() not in out[k]:
+                    out[k].append(target.casefold())
+    return out
 
 
 def main(argv):

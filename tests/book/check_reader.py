@@ -106,7 +106,7 @@ def read(path):
 
 def cmd_meta(root):
     reader = load_module("book_reader", os.path.join(root, "tools", "book_reader.py"))
-    meta = load_meta(root)
+    meta = reader.load_meta(os.path.join(root, "book"))   # chapters.json and book/remember.json
     chs = chapters(root)
     problems = reader.validate(meta, [c[0] for c in chs])
     check(not problems, f"book/chapters.json is complete for {len(chs)} chapters" +
@@ -123,6 +123,9 @@ def cmd_meta(root):
                       f"{cid}: prerequisite {p} is named in the {lang} text (so it becomes a link)")
         terms = m.get("terms", [])
         check(len(terms) >= 3, f"{cid}: {len(terms)} glossary terms (at least 3)")
+        rem = m.get("remember") or {}
+        check(all(len(rem.get(l) or []) >= 3 for l in ("zh", "en")) and len(rem.get("zh") or []) == len(rem.get("en") or []),
+              f"{cid}: 'what to remember' has at least 3 points, as many in zh as in en (book/remember.json)")
     check_gpu_fallback(reader)
 
 
