@@ -520,7 +520,7 @@ static void show_cpu(ct_metrics *m) {
 ::: zh
 ## 试一试：在选中的设备上放一个张量
 
-查询只是读属性；要确认设备真能用，得在上面放一个张量。种子教程是这样写的：
+查询只是读属性；要确认设备真能用，得在上面放一个张量。种子教程（本书据以重写的五篇中文教程之一，见[术语表](glossary:seed-tutorials)；这里是《PyTorch使用教程(11)-cuda的使用方法》）是这样写的：
 
 ```python
 x = torch.randn(3, 3).to(device)
@@ -537,7 +537,7 @@ C 版本直接在目标设备上生成随机数（相当于 `torch.randn(3, 3, d
 ::: en
 ## Try it: a tensor on the chosen device
 
-Queries only read properties; to see that the device really works, put a tensor on it. The seed tutorial writes:
+Queries only read properties; to see that the device really works, put a tensor on it. The seed tutorial (one of the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here “PyTorch tutorial (11): using CUDA”) writes:
 
 ```python
 x = torch.randn(3, 3).to(device)

@@ -3,7 +3,7 @@
 ::: zh
 # 第 2 章　x.to(device)：搬运张量，以及搬运的代价
 
-种子教程讲张量搬运，用的是这样几行（这里换成了我们自己的写法）：
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)；这里是《GPU 使用》和《PyTorch使用教程(11)-cuda的使用方法》）讲张量搬运，用的是这样几行（这里换成了我们自己的写法）：
 
 ```python
 x = torch.randn(2, 3)                  # 在 CPU 上创建
@@ -23,7 +23,7 @@ ninja ch02_tensor_moves && ./ch02
 ::: en
 # Chapter 2. x.to(device): moving tensors, and what it costs
 
-The seed tutorials teach moving tensors with a few lines like these (rewritten here in our own words):
+The seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here “Using the GPU” and “PyTorch tutorial (11): using CUDA”) teach moving tensors with a few lines like these (rewritten here in our own words):
 
 ```python
 x = torch.randn(2, 3)                  # made on the CPU

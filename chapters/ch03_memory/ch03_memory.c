@@ -3,7 +3,7 @@
 ::: zh
 # 第 3 章　显存管理：缓存分配器
 
-种子教程里关于显存的代码都很短：
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)；这里是 Byolio《用GPU加速PyTorch模型训练》和《PyTorch GPU 加速》）里关于显存的代码都很短：
 
 ```python
 x = torch.randn(1000, 1000, device="cuda")
@@ -31,7 +31,7 @@ ninja ch03_memory && ./ch03            # 有 GPU 用 GPU，否则用 CPU
 ::: en
 # Chapter 3. Memory management: the caching allocator
 
-The seed tutorials' memory code is short:
+The seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here Byolio's “Accelerating PyTorch training with a GPU” and “PyTorch GPU acceleration”) have short memory code:
 
 ```python
 x = torch.randn(1000, 1000, device="cuda")

@@ -3,7 +3,7 @@
 ::: zh
 # 第 4 章　矩阵乘法：GPU 为什么快 10–100 倍
 
-种子教程里有一句话：深度学习里大部分计算是矩阵乘法，可以高度并行，所以“GPU 加速 10-100 倍”。本章把这句话拆开来量一量。
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)；这里是《PyTorch GPU 加速》）里有一句话：深度学习里大部分计算是矩阵乘法，可以高度并行，所以“GPU 加速 10-100 倍”。本章把这句话拆开来量一量。
 
 全章只算一件事：C = A·B，A 是 (M, K)，B 是 (K, N)，C 是 (M, N)，都是按行存放（row-major）的 float32。C 的每个元素是 A 的一行和 B 的一列的点积，要做 K 次乘法和 K 次加法，所以整个乘积是
 
@@ -37,7 +37,7 @@ ninja ch04_matmul && ./ch04            # 有 GPU 就跑两架梯子，没有就�
 ::: en
 # Chapter 4. Matrix multiplication: why the GPU is 10–100× faster
 
-One of the seed tutorials puts it in one line: most of deep learning is matrix multiplication, matrix multiplication parallelizes well, hence "GPU speed-up 10–100×". This chapter takes that sentence apart and measures it.
+One of the seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here “PyTorch GPU acceleration”) puts it in one line: most of deep learning is matrix multiplication, matrix multiplication parallelizes well, hence "GPU speed-up 10–100×". This chapter takes that sentence apart and measures it.
 
 The whole chapter computes one thing: C = A·B with A of shape (M, K), B of shape (K, N) and C of shape (M, N), all float32 and stored row by row (row-major). Each element of C is the dot product of a row of A and a column of B, K multiplications and K additions, so the product costs
 

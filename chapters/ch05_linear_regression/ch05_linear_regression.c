@@ -3,7 +3,7 @@
 ::: zh
 # 第 5 章　线性回归：把模型、数据和损失搬到设备上训练
 
-种子教程把“用 GPU 训练”归结为三次搬运：把模型搬到 GPU 上（`model.to('cuda')`），把每一批数据和标签搬上去（`imgs.to('cuda')`），把损失函数也搬上去（`loss_fn.to('cuda')`）。搬完之后，训练循环本身一个字都不用改。
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)，例如 Byolio《用GPU加速PyTorch模型训练》）把“用 GPU 训练”归结为三次搬运：把模型搬到 GPU 上（`model.to('cuda')`），把每一批数据和标签搬上去（`imgs.to('cuda')`），把损失函数也搬上去（`loss_fn.to('cuda')`）。搬完之后，训练循环本身一个字都不用改。
 
 本章在能训练的最小模型上做这三次搬运：线性回归。它的好处是答案事先知道：数据是我们用选定的 $w$ 和 $b$ 造出来的；在这份数据上可能达到的最好结果，即最小二乘解，也能直接算出来。所以训练打印出的每个数字都可以核对。
 
@@ -28,7 +28,7 @@ ninja ch05_linear_regression && ./ch05
 ::: en
 # Chapter 5. Linear regression: move the model, the data and the loss to the device, and train
 
-The seed tutorials boil GPU training down to three moves: put the model on the GPU (`model.to('cuda')`), put each batch of data and labels there (`imgs.to('cuda')`), and put the loss function there (`loss_fn.to('cuda')`). After the moves the training loop itself does not change by a single character.
+The seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); among them Byolio's “Accelerating PyTorch training with a GPU”) boil GPU training down to three moves: put the model on the GPU (`model.to('cuda')`), put each batch of data and labels there (`imgs.to('cuda')`), and put the loss function there (`loss_fn.to('cuda')`). After the moves the training loop itself does not change by a single character.
 
 This chapter makes the three moves on the smallest model there is to train: linear regression. Its virtue is that the answer is known in advance: we make the data ourselves from a chosen $w$ and $b$, and the best fit this data allows, the least-squares solution, can be computed directly. So every number the training prints can be checked.
 

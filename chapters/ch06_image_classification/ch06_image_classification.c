@@ -3,7 +3,7 @@
 ::: zh
 # 第 6 章　图像分类：在设备上训练 Fashion-MNIST
 
-种子教程里最常见的一段 PyTorch 代码是这样的训练循环：
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)，例如《PyTorch GPU 加速》）里最常见的一段 PyTorch 代码是这样的训练循环：
 
 ```python
 model = Net().to(device)                      # 模型搬到设备上
@@ -34,7 +34,7 @@ cd build && ninja ch06_image_classification
 ::: en
 # Chapter 6. Image classification: Fashion-MNIST on the device
 
-The PyTorch code the seed tutorials show most often is this training loop:
+The PyTorch code the seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); among them “PyTorch GPU acceleration”) show most often is this training loop:
 
 ```python
 model = Net().to(device)                      # the model to the device

@@ -3,7 +3,7 @@
 ::: zh
 # 第 10 章　CUDA Graphs：录下一整步训练，一次提交重放
 
-种子教程讲性能优化时给了一段 CUDA Graphs 的代码：先在一条旁路流上预热三步，再在 `torch.cuda.graph(g)` 里把一整步训练（清梯度、前向、损失、反向、优化器更新）录成一张图；之后每一步只要把新数据 `copy_` 进静态输入张量，再调用 `g.replay()`。思路是对的，代码却有一个错误：它在捕获**里面**重新创建了 `static_input`，大意如下：
+种子教程（本书据以重写的五篇中文教程之一，见[术语表](glossary:seed-tutorials)；这里是《PyTorch GPU 加速》）讲性能优化时给了一段 CUDA Graphs 的代码：先在一条旁路流上预热三步，再在 `torch.cuda.graph(g)` 里把一整步训练（清梯度、前向、损失、反向、优化器更新）录成一张图；之后每一步只要把新数据 `copy_` 进静态输入张量，再调用 `g.replay()`。思路是对的，代码却有一个错误：它在捕获**里面**重新创建了 `static_input`，大意如下：
 
 ```python
 with torch.cuda.graph(g):
@@ -31,7 +31,7 @@ cd build && ninja ch10_cuda_graphs
 ::: en
 # Chapter 10. CUDA graphs: record a whole training step, replay it with one launch
 
-In its section on performance, a seed tutorial shows CUDA graphs: three warm-up steps on a side stream, then a whole training step (zero the grads, forward, loss, backward, optimizer step) recorded into a graph inside `torch.cuda.graph(g)`; after that each step is a `copy_` of new data into the static input tensor and a `g.replay()`. The idea is right, but the code has a bug: it re-creates `static_input` **inside** the capture, in effect:
+In its section on performance, a seed tutorial (one of the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here “PyTorch GPU acceleration”) shows CUDA graphs: three warm-up steps on a side stream, then a whole training step (zero the grads, forward, loss, backward, optimizer step) recorded into a graph inside `torch.cuda.graph(g)`; after that each step is a `copy_` of new data into the static input tensor and a `g.replay()`. The idea is right, but the code has a bug: it re-creates `static_input` **inside** the capture, in effect:
 
 ```python
 with torch.cuda.graph(g):

@@ -3,7 +3,7 @@
 ::: zh
 # 第 11 章　性能分析：时间和内存花在了哪里
 
-种子教程的“性能分析”一节只有几行：
+种子教程（本书据以重写的五篇中文教程之一，见[术语表](glossary:seed-tutorials)；这里是《PyTorch GPU 加速》）的“性能分析”一节只有几行：
 
 ```python
 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
@@ -28,7 +28,7 @@ cd build && ninja ch11_profiling
 ::: en
 # Chapter 11. Profiling: where the time and the memory go
 
-The seed tutorial's "profiling" section is a few lines:
+The "profiling" section of a seed tutorial (one of the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here “PyTorch GPU acceleration”) is a few lines:
 
 ```python
 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],

@@ -12,7 +12,7 @@ GPU 上的工作不是调用一次、做完一次：主机把核函数和拷贝*
 5. `record_stream`：为什么在另一个流上用过的内存，不告诉分配器就释放是不安全的；
 6. 主机同步点（`item()`、打印、拷到可分页内存），以及报告它们的 sync debug 模式（`torch.cuda.set_sync_debug_mode`）。
 
-种子教程的 “Streams 和 events” 一节只有标题，没有内容；相关的几句散在别处，其中有需要纠正的地方，在用到时指出。
+种子教程（本书据以重写的五篇中文教程之一，见[术语表](glossary:seed-tutorials)；这里是王哲峰《PyTorch GPU训练 和 CUDA》）的 “Streams 和 events” 一节只有标题，没有内容；相关的几句散在别处，其中有需要纠正的地方，在用到时指出。
 
 **在 CPU 上。**运行时的 CPU 设备也有流和事件，但 CPU 的工作在发起时就做完了：流永远是空闲的，事件读的是主机时钟。所以在 CPU 上什么都不会真正重叠，也不会真正竞争。本章在 CPU 上照样演示顺序、时间线和同步点报告；竞争则交给一个检查器：它在主机上按 GPU 的规则为每个流记账，不看实际执行的顺序，所以 CPU 上的运行也能报告 GPU 上可能发生的竞争。
 
@@ -35,7 +35,7 @@ Work on a GPU is not done call by call: the host **queues** kernels and copies a
 5. `record_stream`: why freeing memory that another stream used, without telling the allocator, is unsafe;
 6. host sync points (`item()`, printing, copies to pageable memory), and the sync debug mode that reports them (`torch.cuda.set_sync_debug_mode`).
 
-The seeds' "Streams and events" section has a heading and no text; the few sentences about the subject elsewhere need some corrections, pointed out where they come up.
+The "Streams and events" section of a seed tutorial (one of the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here Wang Zhefeng's “PyTorch GPU training and CUDA”) has a heading and no text; the few sentences about the subject elsewhere need some corrections, pointed out where they come up.
 
 **On the CPU.** The runtime's CPU device has streams and events too, but CPU work is done when it is issued: a stream is always idle and an event reads the host clock. So on the CPU nothing really overlaps and nothing really races. The chapter still shows ordering, the timeline and the sync point reports there; races are left to a checker that keeps, on the host, each stream's accounts by a GPU's rules rather than by what actually ran, so that a CPU run reports the races a GPU run could have.
 

@@ -5,6 +5,8 @@
 
 一个模型里，除了矩阵乘法，还有大量**逐元素**的运算：激活函数、加偏置、残差相加、门控、缩放。PyTorch 的即时执行（eager）模式里，每个算子都是一次独立的核函数调用：`x * torch.sigmoid(y) + alpha * z` 是四个核函数，每个都把输入从内存读一遍、把结果写回内存一遍，中间结果在内存里来回搬。这些运算几乎不做算术，时间都花在搬运字节上。
 
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)）里，王哲峰《PyTorch GPU训练 和 CUDA》在 `torch.cuda` 的目录中列了 Jiterator，那一节却只有标题；《PyTorch GPU 加速》列出了 `torch.compile` 的三种调用方式，没有说它做了什么。本章补上这两处该讲的内容：融合是什么、省下了什么。
+
 PyTorch 有两种办法把这样一串运算**融合**成一个核函数。`torch.cuda.jiterator._create_jit_fn` 接受一段 CUDA 代码字符串，第一次调用时用 NVRTC 在运行时编译，按数据类型缓存。`torch.compile` 的 Inductor 后端在整个程序里找出能融合的运算，在 GPU 上生成 Triton 代码，在 CPU 上生成 C++ 循环，交给系统的编译器编译成共享库再加载。本章用 C 做同一件事：
 
 - 一个表达式字符串（几个输入张量、几个标量、可以广播）经递归下降解析成一棵语法树；
@@ -23,6 +25,8 @@ cd build && ninja ch13_jit
 # Chapter 13. Runtime-compiled kernels: fusing a chain of elementwise ops into one
 
 Besides its matrix products, a model is full of **elementwise** ops: activations, bias adds, residual sums, gates, scalings. In PyTorch's eager mode every operator is a kernel launch of its own: `x * torch.sigmoid(y) + alpha * z` is four kernels, each reading its inputs from memory and writing its result back, so every intermediate travels to memory and back. These ops do almost no arithmetic; their time goes into moving bytes.
+
+Among the seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials)), Wang Zhefeng's “PyTorch GPU training and CUDA” lists Jiterator among the `torch.cuda` topics and leaves its section empty; “PyTorch GPU acceleration” lists three ways to call `torch.compile` without saying what it does. This chapter writes what both leave out: what fusion is and what it saves.
 
 PyTorch has two ways to **fuse** such a chain into one kernel. `torch.cuda.jiterator._create_jit_fn` takes a string of CUDA code and compiles it with NVRTC at run time, on the first call, caching a kernel per dtype. `torch.compile`'s Inductor backend finds what can be fused in a whole program and generates Triton code for a GPU or, for a CPU, C++ loops that the system's compiler builds into a shared library, which it then loads. This chapter does the same in C:
 

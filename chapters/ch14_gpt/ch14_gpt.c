@@ -17,7 +17,7 @@ GPT 是一个函数：给它 T 个 token（这里一个 token 就是一个字符
 
 其余的一切（AdamW、学习率表、梯度裁剪、检查点、多进程、混合精度、CUDA Graphs、性能分析）都是前面各章已经造好的训练机器。本章的最后一节列出它们各自对应的开关。
 
-种子教程没有讲 Transformer 或语言模型，所以本章没有需要纠正的说法；它们的混合精度示例在裁剪之前先 `unscale_`，正是本章 `update` 的顺序。
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)）五篇都没有讲 Transformer 或语言模型，所以本章没有需要纠正的说法；它们的混合精度示例在裁剪之前先 `unscale_`，正是本章 `update` 的顺序。
 
 ```sh
 cd build && ninja ch14_gpt
@@ -46,7 +46,7 @@ A GPT is a function: given T tokens (here a token is a character's number), it r
 
 Everything else (AdamW, the learning-rate schedule, gradient clipping, checkpoints, several processes, mixed precision, CUDA graphs, profiling) is training machinery the earlier chapters built. The last section lists the flag each one became here.
 
-The seed tutorials do not cover transformers or language models, so this chapter has none of their claims to correct; their mixed-precision example does `unscale_` before clipping, which is the order of this chapter's `update`.
+The seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials)) do not cover transformers or language models, so this chapter has none of their claims to correct; their mixed-precision example does `unscale_` before clipping, which is the order of this chapter's `update`.
 
 ```sh
 cd build && ninja ch14_gpt

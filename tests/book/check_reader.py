@@ -491,6 +491,18 @@ def cmd_search(root, out):
                 pages = [urllib.parse.urlsplit(h).path for h in hits]
                 check(n is not None and f"{slug}.html" in pages,
                       f"{lang}: search {q!r} finds {slug}.html ({n} results; first: {pages[:3]})")
+        # book/termbase.json: a core term's synonym (or, in zh, its English name) finds the
+        # glossary's entry and the pages that use the book's word
+        tb = load_module("termbase", os.path.join(root, "tools", "termbase.py"))
+        for t in (t for t in tb.load(root) if t.get("core")):
+            words = (t.get("search") or []) + (t.get("avoid") or [])
+            q = (words[0] if lang == "zh" else t["zh"]) if words or lang == "en" else None
+            for q in filter(None, [q] + ([t["en"].split(" (")[0]] if lang == "zh" else [])):
+                n, hits = run_search(chrome, page, q)
+                pages = [urllib.parse.urlsplit(h).path for h in hits]
+                check(n is not None and "glossary.html" in pages and len(set(pages)) >= 2,
+                      f"{lang}: search {q!r} (termbase {t['id']}) finds the glossary and a chapter "
+                      f"({n} results; pages: {sorted(set(pages))[:4]})")
 
 
 OVERFLOW_PROBE = """<script>
