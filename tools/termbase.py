@@ -154,10 +154,10 @@ def sources(root):
 
 
 def blank_code(t):
-    """Inline code, {{metric ...}} and link targets replaced by spaces (columns kept)."""
+    """Inline code and {{metric ...}} replaced by spaces; a link by its text."""
     t = re.sub(r"(`+).*?\1", lambda m: " " * len(m.group(0)), t)
     t = re.sub(r"\{\{.*?\}\}", lambda m: " " * len(m.group(0)), t)
-    t = re.sub(r"\]\([^)\s]*\)", lambda m: "]" + " " * (len(m.group(0)) - 1), t)
+    t = re.sub(r"\[([^\]]*)\]\([^)\s]*\)", r"\1", t)          # a link: its text
     t = re.sub(r"\{#[^}]*\}", lambda m: " " * len(m.group(0)), t)
     return t
 
@@ -198,11 +198,11 @@ def check(root, terms=None):
 WORDS = {
     "zh": {"core": "全书通用术语", "core_intro": "每一章都用到、却没有哪一章专门引入的词。",
            "table": "中英术语对照", "table_intro": "全书中文版对每个英文术语只用一个中文词；右栏是别处常见、本书不用的叫法（搜索它们也能找到这里）。",
-           "en": "英文", "zh": "本书用词", "avoid": "本书不用", "index": "索引（按拼音）",
+           "en": "英文", "zh": "本书用词", "avoid": "别处的叫法（本书不用于此义）", "index": "索引（按拼音）",
            "index_intro": "术语表里的全部术语，按拼音（英文词按字母）排列。", "other": "其他"},
     "en": {"core": "Terms used everywhere", "core_intro": "Words every chapter uses and none introduces.",
            "table": "The Chinese vocabulary", "table_intro": "The Chinese edition uses one Chinese word for each English term; the last column lists the words other texts use and the book does not (searching for them finds this table).",
-           "en": "English", "zh": "Chinese", "avoid": "not used", "index": "Index (A-Z)",
+           "en": "English", "zh": "Chinese", "avoid": "other texts' words (not used for this)", "index": "Index (A-Z)",
            "index_intro": "Every term of the glossary, in alphabetical order.", "other": "Other"},
 }
 
@@ -284,7 +284,7 @@ def aliases(lang, terms):
         words = set(t.get("avoid", []) + t.get("search", []) + ([en, t["en"]] if lang == "zh" else [t["zh"]]))
         for w in words:
             k = w.casefold()
-            if k and k != target.casefold():
+            if k and k != target.casefold() and not re.search(r"\s", k):   # queries split at spaces
                 out.setdefault(k, [])
                 if target.casefold() not in out[k]:
                     out[k].append(target.casefold())

@@ -240,7 +240,7 @@ static void show_availability(const ct_cli *cli, ct_metrics *m) {
 `ct_cuda_get_device_properties(i, &p)` 对应 `torch.cuda.get_device_properties(i)`，`ct_device_memory_info` 对应 `torch.cuda.mem_get_info(i)`。打印出来的数字含义如下：
 
 - **计算能力**（compute capability）`major.minor`：GPU 架构的版本号。主版本号就是架构的代：8 是 Ampere（A100 是 8.0），9 是 Hopper（H100 是 9.0）。它决定 GPU 认得哪些指令，也就决定编译器要为它生成哪种代码；本书默认为 `sm_80` 和 `sm_90` 编译。
-- **SM 数**（streaming multiprocessor，流式多处理器）：GPU 上各自独立工作的单元，地位相当于 CPU 的核心。每个 SM 有自己的寄存器、共享内存和一组 FP32 运算单元，同时容纳许多个 warp。核函数的线程块（block）被分配到各个 SM 上，所以块数远少于 SM 数的核函数会让大半个 GPU 闲着。
+- **SM 数**（streaming multiprocessor，流式多处理器）：GPU 上各自独立工作的单元，地位相当于 CPU 的核心。每个 SM 有自己的寄存器、共享内存和一组 FP32 运算单元，同时容纳许多个 warp。[核函数](glossary:kernel)（kernel）的线程块（block）被分配到各个 SM 上，所以块数远少于 SM 数的核函数会让大半个 GPU 闲着。
 - **SM 时钟、显存时钟**：最高频率，单位 MHz；负载下受功耗和温度限制，实际频率会低一些。CUDA 13 把这两项从 `cudaDeviceProp` 里删掉了，运行时改用 `cudaDeviceGetAttribute` 读取。
 - **显存位宽**：显存和 GPU 之间一次并行传输多少位。
 - **L2 缓存**：所有 SM 共享的最后一级缓存，比显存快得多；工作集放得进 L2 的核函数几乎感觉不到显存带宽的限制。

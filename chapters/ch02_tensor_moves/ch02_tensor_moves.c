@@ -12,7 +12,7 @@ x = x.to(device)                       # CPU -> GPU
 x = x.to("cpu", torch.double)          # GPU -> CPU，同时换成 float64
 ```
 
-本章先把这几行逐一用 C 写出来，每一步都按 PyTorch 的格式打印结果；再看两个设备上的张量进了同一个算子会怎样：报错、捕获、修好。然后回答教程留下的问题：搬一个很大的张量，代价大吗？我们不猜，直接量：从 4 KiB 到 256 MiB，分别测主机到设备、设备到主机的带宽，源或目的地分可分页内存和锁页内存两种。最后看 `non_blocking=True`：它让拷贝和计算同时进行，也可能让你读到还没写完的数据。
+本章先把这几行逐一用 C 写出来，每一步都按 PyTorch 的格式打印结果；再看两个设备上的张量进了同一个[算子](glossary:op)（op）会怎样：报错、捕获、修好。然后回答教程留下的问题：搬一个很大的张量，代价大吗？我们不猜，直接量：从 4 KiB 到 256 MiB，分别测主机到设备、设备到主机的带宽，源或目的地分可分页内存和锁页内存两种。最后看 `non_blocking=True`：它让拷贝和计算同时进行，也可能让你读到还没写完的数据。
 
 ```sh
 ninja ch02_tensor_moves && ./ch02
@@ -435,7 +435,7 @@ ct 不抛异常：`ct_add(a, b)` 返回 `NULL`，`ct_last_status()` 是 `CT_ERR_
 ct_add: expected all tensors to be on the same device, but found cuda:0 and cpu
 ```
 
-检查写在调度器里，在任何后端之前（见 README 的架构一节），所以每个算子的消息都一样，而且出错时什么也没有计算、什么也没有分配。
+检查写在[调度器](glossary:dispatcher)（dispatcher）里，在任何后端之前（见 README 的架构一节），所以每个算子的消息都一样，而且出错时什么也没有计算、什么也没有分配。
 
 修法有两种。一是把一个操作数搬过去：`ct_to_device(b, ct_device_of(a))`。二是像种子教程那样写一个小工具 `ensure_same_device`，把一组张量都搬到第一个张量所在的设备。下面的函数是一个练习区；只有一个设备时它无事可做，所以评分它的是在 GPU 上运行的测试 `gpu.ch02`。
 

@@ -741,7 +741,7 @@ static void show_confusion(const eval_result *r, ct_metrics *m) {
 
 训练的吞吐量按“训练图片数 ÷ 训练时间”计算，不含评估。PyTorch 孪生程序（`ch06_pytorch.py`）用同样的模型、同样的超参数、同样的线程数（`torch.set_num_threads(os.cpu_count())`）测同一个数，两者都写进 metrics 的 `images_per_s`。
 
-在 CPU 上，时间几乎全花在卷积上：im2col 把输入展开成列矩阵，然后是一次大的矩阵乘法（OpenBLAS，用满所有核）。PyTorch 在每个算子上还有一层 Python 和调度器的开销，对这么小的模型，这部分开销并不小。在 GPU 上情况更明显：每步有几十个核函数，每个只跑几微秒，CPU 启动核函数的速度成了瓶颈。C 程序启动一个核函数的开销只有几微秒，PyTorch 的即时执行模式每个算子要十几微秒。
+在 CPU 上，时间几乎全花在卷积上：im2col 把输入展开成列矩阵，然后是一次大的矩阵乘法（OpenBLAS，用满所有核）。PyTorch 在每个算子上还有一层 Python 和调度器的开销，对这么小的模型，这部分开销并不小。在 GPU 上情况更明显：每步有几十个核函数，每个只跑几微秒，CPU 启动核函数的速度成了瓶颈。C 程序启动一个核函数的开销只有几微秒，PyTorch 的[即时执行](glossary:eager)（eager）模式每个算子要十几微秒。
 :::
 ::: en
 ## Throughput
