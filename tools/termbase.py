@@ -197,11 +197,11 @@ def check(root, terms=None):
 
 WORDS = {
     "zh": {"core": "全书通用术语", "core_intro": "每一章都用到、却没有哪一章专门引入的词。",
-           "table": "中英术语对照", "table_intro": "全书中文版对每个英文术语只用一个中文词；右栏是别处常见、本书不用的叫法（搜索它们也能找到这里）。",
+           "table": "中英术语对照", "table_intro": "中文版对每个英文术语只用一个中文词；右栏是别处常见的叫法，本书不用于此义（搜索它们也能找到本书的用词）。",
            "en": "英文", "zh": "本书用词", "avoid": "别处的叫法（本书不用于此义）", "index": "索引（按拼音）",
            "index_intro": "术语表里的全部术语，按拼音（英文词按字母）排列。", "other": "其他"},
     "en": {"core": "Terms used everywhere", "core_intro": "Words every chapter uses and none introduces.",
-           "table": "The Chinese vocabulary", "table_intro": "The Chinese edition uses one Chinese word for each English term; the last column lists the words other texts use and the book does not (searching for them finds this table).",
+           "table": "The Chinese vocabulary", "table_intro": "The Chinese edition uses one Chinese word for each English term; the last column lists the words other texts use, which the book does not use in this sense (searching for one finds the book's word).",
            "en": "English", "zh": "Chinese", "avoid": "other texts' words (not used for this)", "index": "Index (A-Z)",
            "index_intro": "Every term of the glossary, in alphabetical order.", "other": "Other"},
 }
