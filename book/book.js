@@ -125,14 +125,19 @@
     while (i >= 0 && n < 50) { n++; i = hay.indexOf(t, i + t.length); }
     return n;
   }
-  // Every term must occur in the section's heading or text; headings weigh most.
+  // A term and the book's own words for it (book/termbase.json: an English name or a
+  // synonym the zh edition does not use finds the term the book uses).
+  function alts(t) { var a = index && index.a && index.a[t]; return a ? [t].concat(a) : [t]; }
+  function allAlts(ts) { return [].concat.apply([], ts.map(alts)); }
+  // Every term (or one of its alts) must occur in the section's heading or text; headings weigh most.
   function search(q) {
     var ts = terms(q), hits = [];
     if (!index || ts.length === 0) return hits;
     for (var i = 0; i < index.s.length; i++) {
       var e = index.s[i], score = 0, ok = true;
       for (var k = 0; k < ts.length && ok; k++) {
-        var h = count(e.lh, ts[k]), x = count(e.lt, ts[k]);
+        var as = alts(ts[k]), h = 0, x = 0;
+        for (var j = 0; j < as.length; j++) { h += count(e.lh, as[j]); x += count(e.lt, as[j]); }
         if (h + x === 0) ok = false;
         score += 20 * h + x;
       }
@@ -160,13 +165,15 @@
     return out + escapeHtml(s.slice(at));
   }
   function snippet(e, ts) {
-    var at = e.lt.indexOf(ts[0]);
+    var at = -1;
+    for (var k = 0; k < ts.length && at < 0; k++) at = e.lt.indexOf(ts[k]);
     if (at < 0) return e[3].slice(0, 160);
     var a = Math.max(0, at - 70), b = Math.min(e[3].length, at + 110);
     return (a > 0 ? "…" : "") + e[3].slice(a, b) + (b < e[3].length ? "…" : "");
   }
   function hitHtml(hit, ts) {
     var e = hit.e, page = index.pages[e[0]];
+    ts = allAlts(ts);
     var title = e[2] && e[2] !== page.t ? page.t + " › " + e[2] : page.t;
     return '<li><a href="' + escapeHtml(page.f + "#" + e[1]) + '">' + mark(title, ts) + "</a>" +
            '<p class="snippet">' + mark(snippet(e, ts), ts) + "</p></li>";

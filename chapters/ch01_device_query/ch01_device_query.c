@@ -235,11 +235,11 @@ static void show_availability(const ct_cli *cli, ct_metrics *m) {
 `ct_cuda_get_device_properties(i, &p)` 对应 `torch.cuda.get_device_properties(i)`，`ct_device_memory_info` 对应 `torch.cuda.mem_get_info(i)`。打印出来的数字含义如下：
 
 - **计算能力**（compute capability）`major.minor`：GPU 架构的版本号。主版本号就是架构的代：8 是 Ampere（A100 是 8.0），9 是 Hopper（H100 是 9.0）。它决定 GPU 认得哪些指令，也就决定编译器要为它生成哪种代码；本书默认为 `sm_80` 和 `sm_90` 编译。
-- **SM 数**（streaming multiprocessor，流式多处理器）：GPU 上各自独立工作的单元，地位相当于 CPU 的核心。每个 SM 有自己的寄存器、共享内存和一组 FP32 运算单元，同时容纳许多个 warp。kernel 的线程块（block）被分配到各个 SM 上，所以块数远少于 SM 数的 kernel 会让大半个 GPU 闲着。
+- **SM 数**（streaming multiprocessor，流式多处理器）：GPU 上各自独立工作的单元，地位相当于 CPU 的核心。每个 SM 有自己的寄存器、共享内存和一组 FP32 运算单元，同时容纳许多个 warp。[核函数](glossary:kernel)（kernel）的线程块（block）被分配到各个 SM 上，所以块数远少于 SM 数的核函数会让大半个 GPU 闲着。
 - **SM 时钟、显存时钟**：最高频率，单位 MHz；负载下受功耗和温度限制，实际频率会低一些。CUDA 13 把这两项从 `cudaDeviceProp` 里删掉了，运行时改用 `cudaDeviceGetAttribute` 读取。
 - **显存位宽**：显存和 GPU 之间一次并行传输多少位。
-- **L2 缓存**：所有 SM 共享的最后一级缓存，比显存快得多；工作集放得进 L2 的 kernel 几乎感觉不到显存带宽的限制。
-- **每块最大线程数、每块和每个 SM 的共享内存、warp 大小**：写 kernel 时的硬性上限。一个 block 最多 1024 个线程；线程按 32 个一组（一个 warp）同时执行同一条指令；共享内存是 block 内线程交换数据用的片上高速存储，默认每个 block 最多 48 KiB。
+- **L2 缓存**：所有 SM 共享的最后一级缓存，比显存快得多；工作集放得进 L2 的核函数几乎感觉不到显存带宽的限制。
+- **每块最大线程数、每块和每个 SM 的共享内存、warp 大小**：写核函数时的硬性上限。一个 block 最多 1024 个线程；线程按 32 个一组（一个 warp）同时执行同一条指令；共享内存是 block 内线程交换数据用的片上高速存储，默认每个 block 最多 48 KiB。
 
 PyTorch 的 `get_device_properties` 只给出其中一部分（名称、计算能力、总显存、SM 数，较新的版本还有 L2）；时钟和位宽在多数版本里没有，Python 用户要去 `nvidia-smi` 里查。C 程序直接调用 CUDA 运行时，全都拿得到。
 :::
@@ -269,7 +269,7 @@ $$\text{峰值带宽 (GB/s)} = \frac{2 \times \text{显存时钟 (Hz)} \times \t
 
 这个 2 来自 DDR（double data rate，双倍数据速率）：显存在时钟的上升沿和下降沿各传一次数据。除以 8 是把位换成字节；GB/s 按 10^9 字节每秒计（不是 GiB/s），和厂商规格表用的单位一致。NVIDIA 的《CUDA C++ Best Practices Guide》以 V100 为例：877 MHz 的 HBM2，4096 位总线，算得 898 GB/s。本章在 `devices` 一节末尾用这组数字检验公式，所以没有 GPU 也能看出它算得对不对。
 
-这是上限，不是实测：只做拷贝的 kernel 能达到它的大部分，但达不到全部。讲内存的章节会实际测量。下面这个函数就是一个练习区：`tools/lab` 会把它的函数体换成待填的 TODO。
+这是上限，不是实测：只做拷贝的核函数能达到它的大部分，但达不到全部。讲内存的章节会实际测量。下面这个函数就是一个练习区：`tools/lab` 会把它的函数体换成待填的 TODO。
 :::
 ::: en
 ### Peak memory bandwidth
@@ -382,7 +382,7 @@ static void show_devices(const ct_cli *cli, ct_metrics *m) {
 - **CUDA 驱动**：已安装的驱动最高支持的 CUDA 版本，即 `nvidia-smi` 右上角的 “CUDA Version”。运行时的版本不能高于它，否则就是上一节的 `cudaErrorInsufficientDriver`。没有驱动时它是 0。
 - **cuBLAS**：矩阵乘法库的版本。
 
-CUDA 把版本编成一个整数：`1000 × 主版本 + 10 × 次版本`，所以 13000 是 13.0，12040 是 12.4；cuBLAS 则用 `10000 × 主版本 + 100 × 次版本 + 补丁号`。下面的 `version_str` 负责解码。PyTorch 还会报告 cuDNN 的版本（`torch.backends.cudnn.version()`）；ct 不用 cuDNN，卷积之类的运算都是自己写的 kernel，所以没有这一项。
+CUDA 把版本编成一个整数：`1000 × 主版本 + 10 × 次版本`，所以 13000 是 13.0，12040 是 12.4；cuBLAS 则用 `10000 × 主版本 + 100 × 次版本 + 补丁号`。下面的 `version_str` 负责解码。PyTorch 还会报告 cuDNN 的版本（`torch.backends.cudnn.version()`）；ct 不用 cuDNN，卷积之类的运算都是自己写的核函数，所以没有这一项。
 :::
 ::: en
 ## Versions
@@ -515,7 +515,7 @@ static void show_cpu(ct_metrics *m) {
 ::: zh
 ## 试一试：在选中的设备上放一个张量
 
-查询只是读属性；要确认设备真能用，得在上面放一个张量。种子教程是这样写的：
+查询只是读属性；要确认设备真能用，得在上面放一个张量。种子教程（本书据以重写的五篇中文教程之一，见[术语表](glossary:seed-tutorials)；这里是《PyTorch使用教程(11)-cuda的使用方法》）是这样写的：
 
 ```python
 x = torch.randn(3, 3).to(device)
@@ -532,7 +532,7 @@ C 版本直接在目标设备上生成随机数（相当于 `torch.randn(3, 3, d
 ::: en
 ## Try it: a tensor on the chosen device
 
-Queries only read properties; to see that the device really works, put a tensor on it. The seed tutorial writes:
+Queries only read properties; to see that the device really works, put a tensor on it. The seed tutorial (one of the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here “PyTorch tutorial (11): using CUDA”) writes:
 
 ```python
 x = torch.randn(3, 3).to(device)

@@ -16,7 +16,7 @@
 
 /*md
 ::: zh
-`fma_burn_kernel` 是一个普通的 CUDA kernel：`static __global__` 函数，每个线程由 `blockIdx.x * blockDim.x + threadIdx.x` 得到自己的下标。网格跨步循环（grid-stride loop）让任意长度的 `n` 都能被有限个线程块覆盖：每个线程处理完一个元素后跳过整个网格的线程数，再处理下一个。循环体只在寄存器里做乘加，几乎不访问显存，所以它的耗时只取决于 `iters`。
+`fma_burn_kernel` 是一个普通的 CUDA 核函数：`static __global__` 函数，每个线程由 `blockIdx.x * blockDim.x + threadIdx.x` 得到自己的下标。网格跨步循环（grid-stride loop）让任意长度的 `n` 都能被有限个线程块覆盖：每个线程处理完一个元素后跳过整个网格的线程数，再处理下一个。循环体只在寄存器里做乘加，几乎不访问显存，所以它的耗时只取决于 `iters`。
 :::
 ::: en
 `fma_burn_kernel` is an ordinary CUDA kernel: a `static __global__` function in which each thread finds its index as `blockIdx.x * blockDim.x + threadIdx.x`. The grid-stride loop lets a bounded number of blocks cover any `n`: after one element a thread jumps ahead by the number of threads in the whole grid and takes the next. The loop body multiplies and adds in registers and hardly touches device memory, so its time depends only on `iters`.
@@ -37,7 +37,7 @@ static __global__ void fma_burn_kernel(float *x, int64_t n, int iters) {
 
 /*md
 ::: zh
-启动函数 `ch02_fma_burn` 是 C 代码调用的入口：它先检查参数，再用 `CT_LAUNCH(kernel)(网格, 线程块, 共享内存, 流)(参数)` 在给定的流上启动 kernel（nvcc 看到的是 `kernel<<<网格, 线程块, 共享内存, 流>>>(参数)`，tools/sim 的模拟器则在 CPU 上运行同一个 kernel），最后用 `CT_CUDA_CHECK(cudaGetLastError())` 检查启动是否成功。它不等待 kernel 结束：启动是异步的，正文的计时靠流上的事件。
+启动函数 `ch02_fma_burn` 是 C 代码调用的入口：它先检查参数，再用 `CT_LAUNCH(kernel)(网格, 线程块, 共享内存, 流)(参数)` 在给定的流上启动核函数（nvcc 看到的是 `kernel<<<网格, 线程块, 共享内存, 流>>>(参数)`，tools/sim 的模拟器则在 CPU 上运行同一个核函数），最后用 `CT_CUDA_CHECK(cudaGetLastError())` 检查启动是否成功。它不等待核函数结束：启动是异步的，正文的计时靠流上的事件。
 :::
 ::: en
 The launcher `ch02_fma_burn` is the entry the C code calls: it checks its arguments, launches the kernel on the given stream with `CT_LAUNCH(kernel)(grid, block, shared memory, stream)(arguments)` (nvcc sees `kernel<<<grid, block, shared memory, stream>>>(arguments)`; the emulator in tools/sim runs the same kernel on the CPU), and checks the launch with `CT_CUDA_CHECK(cudaGetLastError())`. It does not wait for the kernel: launches are asynchronous, and the chapter times them with events on the streams.

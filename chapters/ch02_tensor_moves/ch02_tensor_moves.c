@@ -3,7 +3,7 @@
 ::: zh
 # 第 2 章　x.to(device)：搬运张量，以及搬运的代价
 
-种子教程讲张量搬运，用的是这样几行（这里换成了我们自己的写法）：
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)；这里是《GPU 使用》和《PyTorch使用教程(11)-cuda的使用方法》）讲张量搬运，用的是这样几行（这里换成了我们自己的写法）：
 
 ```python
 x = torch.randn(2, 3)                  # 在 CPU 上创建
@@ -12,7 +12,7 @@ x = x.to(device)                       # CPU -> GPU
 x = x.to("cpu", torch.double)          # GPU -> CPU，同时换成 float64
 ```
 
-本章先把这几行逐一用 C 写出来，每一步都按 PyTorch 的格式打印结果；再看两个设备上的张量进了同一个运算会怎样：报错、捕获、修好。然后回答教程留下的问题：搬一个很大的张量，代价大吗？我们不猜，直接量：从 4 KiB 到 256 MiB，分别测主机到设备、设备到主机的带宽，源或目的地分可分页内存和锁页内存两种。最后看 `non_blocking=True`：它让拷贝和计算同时进行，也可能让你读到还没写完的数据。
+本章先把这几行逐一用 C 写出来，每一步都按 PyTorch 的格式打印结果；再看两个设备上的张量进了同一个[算子](glossary:op)（op）会怎样：报错、捕获、修好。然后回答教程留下的问题：搬一个很大的张量，代价大吗？我们不猜，直接量：从 4 KiB 到 256 MiB，分别测主机到设备、设备到主机的带宽，源或目的地分可分页内存和锁页内存两种。最后看 `non_blocking=True`：它让拷贝和计算同时进行，也可能让你读到还没写完的数据。
 
 ```sh
 ninja ch02_tensor_moves && ./ch02
@@ -23,7 +23,7 @@ ninja ch02_tensor_moves && ./ch02
 ::: en
 # Chapter 2. x.to(device): moving tensors, and what it costs
 
-The seed tutorials teach moving tensors with a few lines like these (rewritten here in our own words):
+The seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here “Using the GPU” and “PyTorch tutorial (11): using CUDA”) teach moving tensors with a few lines like these (rewritten here in our own words):
 
 ```python
 x = torch.randn(2, 3)                  # made on the CPU
@@ -402,23 +402,23 @@ static void show_cuda_cpu(const ct_cli *cli, ct_metrics *m, ct_tensor *x) {
 
 /*md
 ::: zh
-## 两个设备上的张量进了同一个运算
+## 两个设备上的张量进了同一个算子
 
-一个运算的所有输入必须在同一个设备上：GPU 上的 kernel 读不了主机内存里的普通数组，CPU 上的循环也读不了显存。PyTorch 不会替你偷偷搬运，而是抛出 `RuntimeError`。种子教程演示的正是这个：`try` 里把 GPU 张量和 CPU 张量相加，`except RuntimeError as e` 打印消息，再把一个操作数 `.to("cuda")` 之后重算。像 `x + y` 这样的逐元素运算，PyTorch 的消息原文是：
+一个算子的所有输入必须在同一个设备上：GPU 上的核函数读不了主机内存里的普通数组，CPU 上的循环也读不了显存。PyTorch 不会替你偷偷搬运，而是抛出 `RuntimeError`。种子教程演示的正是这个：`try` 里把 GPU 张量和 CPU 张量相加，`except RuntimeError as e` 打印消息，再把一个操作数 `.to("cuda")` 之后重算。像 `x + y` 这样的逐元素运算，PyTorch 的消息原文是：
 
 ```
 Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!
 ```
 
-（矩阵乘一类的运算措辞不同，会指出是哪个参数，例如 `... but got mat1 is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA_addmm)`。）有一个例外：0 维的 CPU 张量（比如 `torch.tensor(2.0)`）可以和 CUDA 张量一起运算，PyTorch 把它当成一个标量参数传给 kernel。ct 没有这个例外：标量请用 `ct_binary_scalar` 一类带 `double` 参数的函数。
+（矩阵乘一类的运算措辞不同，会指出是哪个参数，例如 `... but got mat1 is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA_addmm)`。）有一个例外：0 维的 CPU 张量（比如 `torch.tensor(2.0)`）可以和 CUDA 张量一起运算，PyTorch 把它当成一个标量参数传给核函数。ct 没有这个例外：标量请用 `ct_binary_scalar` 一类带 `double` 参数的函数。
 
-ct 不抛异常：`ct_add(a, b)` 返回 `NULL`，`ct_last_status()` 是 `CT_ERR_DEVICE`，`ct_last_error()` 是一条说同一件事的消息，前面加上运算名：
+ct 不抛异常：`ct_add(a, b)` 返回 `NULL`，`ct_last_status()` 是 `CT_ERR_DEVICE`，`ct_last_error()` 是一条说同一件事的消息，前面加上算子名：
 
 ```
 ct_add: expected all tensors to be on the same device, but found cuda:0 and cpu
 ```
 
-检查写在分发器里，在任何后端之前（见 README 的架构一节），所以每个运算的消息都一样，而且出错时什么也没有计算、什么也没有分配。
+检查写在[调度器](glossary:dispatcher)（dispatcher）里，在任何后端之前（见 README 的架构一节），所以每个算子的消息都一样，而且出错时什么也没有计算、什么也没有分配。
 
 修法有两种。一是把一个操作数搬过去：`ct_to_device(b, ct_device_of(a))`。二是像种子教程那样写一个小工具 `ensure_same_device`，把一组张量都搬到第一个张量所在的设备。下面的函数是一个练习区；只有一个设备时它无事可做，所以评分它的是在 GPU 上运行的测试 `gpu.ch02`。
 
@@ -954,22 +954,22 @@ static void show_bandwidth(const ct_cli *cli, ct_metrics *m, size_t max_bytes) {
 ::: zh
 ## non_blocking=True：拷贝和计算同时进行
 
-GPU 的拷贝引擎和执行 kernel 的 SM 是两套独立的硬件，所以一次拷贝和一个 kernel 原则上可以同时进行。要让它们真的同时进行，需要三个条件：
+GPU 的拷贝引擎和执行核函数的 SM 是两套独立的硬件，所以一次拷贝和一个核函数原则上可以同时进行。要让它们真的同时进行，需要三个条件：
 
-1. **两个流。**同一个流里的工作严格按顺序执行；拷贝放在一个流上，kernel 放在另一个流上，它们之间就没有先后约束了。`ct_stream_create` 对应 `torch.cuda.Stream()`，`ct_set_stream` 对应 `with torch.cuda.stream(s):`（让之后的拷贝走这个流）。
-2. **发起拷贝的调用立刻返回。**这就是 `non_blocking=True`：调用只是把拷贝排进流里就回来，主机接着去发起 kernel。
-3. **锁页内存。**只有源在锁页内存里，拷贝才能完全交给 DMA 引擎、调用才能立刻返回。源是可分页内存时，CUDA 的规定（运行时 API 文档 “API synchronization behavior” 一节）是：主机到设备的拷贝**先同步这个流**，等流上之前的工作全部做完才开始；然后主机守在调用里，把数据一块块中转进驱动的锁页缓冲区，中转完调用才返回，这时最后一段 DMA 可能还在路上。所以不能重叠，并不是因为“调用返回时拷贝已经结束”，而是因为拷贝前的那次流同步，加上主机在中转期间被占住、发不出下一个 kernel（`non_blocking=True` 对此无能为力）。这就是 `non_blocking` 离不开锁页内存的原因，也是 DataLoader 要配 `pin_memory=True` 的原因。
+1. **两个流。**同一个流里的工作严格按顺序执行；拷贝放在一个流上，核函数放在另一个流上，它们之间就没有先后约束了。`ct_stream_create` 对应 `torch.cuda.Stream()`，`ct_set_stream` 对应 `with torch.cuda.stream(s):`（让之后的拷贝走这个流）。
+2. **发起拷贝的调用立刻返回。**这就是 `non_blocking=True`：调用只是把拷贝排进流里就回来，主机接着去启动核函数。
+3. **锁页内存。**只有源在锁页内存里，拷贝才能完全交给 DMA 引擎、调用才能立刻返回。源是可分页内存时，CUDA 的规定（运行时 API 文档 “API synchronization behavior” 一节）是：主机到设备的拷贝**先同步这个流**，等流上之前的工作全部做完才开始；然后主机守在调用里，把数据一块块中转进驱动的锁页缓冲区，中转完调用才返回，这时最后一段 DMA 可能还在路上。所以不能重叠，并不是因为“调用返回时拷贝已经结束”，而是因为拷贝前的那次流同步，加上主机在中转期间被占住、发不出下一个核函数（`non_blocking=True` 对此无能为力）。这就是 `non_blocking` 离不开锁页内存的原因，也是 DataLoader 要配 `pin_memory=True` 的原因。
 
 种子教程说，要让传输和计算重叠，只需在调用 `cuda()` 时多传一个 `async=True` 参数。这是很早以前的写法：这个参数后来改名为 `non_blocking`，而 Python 3.7 起 `async` 是保留关键字，`x.cuda(async=True)` 连语法检查都过不了。今天写作 `x.cuda(non_blocking=True)` 或 `x.to(device, non_blocking=True)`，而且照上面三条，只写这一个参数还不够。
 
-实验：把一块锁页内存拷到 GPU，同时运行本章自己的 kernel `fma_burn`（在 `ch02_kernels.cu` 里：每个线程对一个数连做 `iters` 次乘加，几乎只用寄存器，是纯计算型的）。先单独测拷贝的时间，再把 kernel 的迭代次数校准到和拷贝差不多一样长，然后比较两种安排：
+实验：把一块锁页内存拷到 GPU，同时运行本章自己的核函数 `fma_burn`（在 `ch02_kernels.cu` 里：每个线程对一个数连做 `iters` 次乘加，几乎只用寄存器，是纯计算型的）。先单独测拷贝的时间，再把核函数的迭代次数校准到和拷贝差不多一样长，然后比较两种安排：
 
-- 串行：拷贝和 kernel 在同一个流上，一个接一个；
-- 重叠：拷贝在 copy 流上，kernel 在 compute 流上；copy 流先等 `start` 事件，compute 流最后等拷贝完成的事件，所以 `stop` 事件标记两者都结束的时刻。
+- 串行：拷贝和核函数在同一个流上，一个接一个；
+- 重叠：拷贝在 copy 流上，核函数在 compute 流上；copy 流先等 `start` 事件，compute 流最后等拷贝完成的事件，所以 `stop` 事件标记两者都结束的时刻。
 
 理想情况下，重叠的时间是两者中较长的那个，串行是两者之和，省下的是较短的那个。GPU 上还多测一行：同样的两个流，源换成可分页内存，看它还能不能重叠。
 
-在 CPU 上，同样的代码照样运行：CPU 也有流和事件，但工作在发起时就做完了，“两个流”只是先后调用两个函数，省下的时间应当接近 0（只剩测量的噪声）。CPU 上的“kernel”是同一个乘加循环的 C 版本。
+在 CPU 上，同样的代码照样运行：CPU 也有流和事件，但工作在发起时就做完了，“两个流”只是先后调用两个函数，省下的时间应当接近 0（只剩测量的噪声）。CPU 上的“核函数”是同一个乘加循环的 C 版本。
 :::
 ::: en
 ## non_blocking=True: copying while computing
@@ -1235,7 +1235,7 @@ static void show_hazard(const ct_cli *cli, ct_metrics *m, double ms_per_iter) {
 1. 在有 GPU 的机器上运行 `./ch02 --max-mib 1024`，用 4 KiB 一行的耗时和 256 MiB 一行的带宽估算：搬 100 个 40 KiB 的张量和搬一个 4 MiB 的张量，各要多久？再写一个小程序实测，和估算比较。
 2. 把 `move_once` 里 H2D pinned 一行的 `true` 改成 `false`（阻塞拷贝），重新运行。带宽变了吗？为什么对一次单独的拷贝来说 `non_blocking` 不影响带宽，却影响重叠？
 3. `ensure_same_device` 总是搬到第一个张量所在的设备。改成一个版本：有任何张量在 GPU 上，就全部搬到那块 GPU 上。为什么这样通常更好？
-4. 在 `show_overlap` 里把 kernel 的迭代次数改成校准值的一半和两倍，分别运行。重叠后的时间和“ideal overlap”一行各是多少？省下的时间什么时候最多？
+4. 在 `show_overlap` 里把核函数的迭代次数改成校准值的一半和两倍，分别运行。重叠后的时间和“ideal overlap”一行各是多少？省下的时间什么时候最多？
 5. 在 `show_hazard` 里去掉 `ct_stream_synchronize`，改用一个在拷贝之后记录的事件和 `ct_event_synchronize`。结果一样吗？只等这一个事件比等整个流好在哪里？
 6. 在 CPU 上用 `--max-mib 1024` 运行，找到 `memcpy` 一列下降的几处，和 “caches” 一行的 L1、L2、L3 大小对照。
 :::

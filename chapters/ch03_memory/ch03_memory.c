@@ -3,7 +3,7 @@
 ::: zh
 # 第 3 章　显存管理：缓存分配器
 
-种子教程里关于显存的代码都很短：
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)；这里是 Byolio《用GPU加速PyTorch模型训练》和《PyTorch GPU 加速》）里关于显存的代码都很短：
 
 ```python
 x = torch.randn(1000, 1000, device="cuda")
@@ -31,7 +31,7 @@ ninja ch03_memory && ./ch03            # 有 GPU 用 GPU，否则用 CPU
 ::: en
 # Chapter 3. Memory management: the caching allocator
 
-The seed tutorials' memory code is short:
+The seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here Byolio's “Accelerating PyTorch training with a GPU” and “PyTorch GPU acceleration”) have short memory code:
 
 ```python
 x = torch.randn(1000, 1000, device="cuda")
@@ -175,7 +175,7 @@ static void mlp_free(mlp *net);
 
 `main` 先解析参数、选定设备，然后依次运行各节。前三节各自独立；从 `oom` 开始，后面几节共用一个小网络和一批输入，放在 `oom_ctx` 里传递。
 
-有一处和 C 库有关的设置：`mallopt(M_MMAP_THRESHOLD, 128 KiB)`。glibc 的 `malloc` 对 128 KiB 以上的请求直接向内核要一段新的映射（`mmap`），`free` 时还给内核（`munmap`）；但它默认会根据程序的行为把这个门槛动态调高（最高 32 MiB），让之后的大块改从自己的堆里分配、释放后也不还给内核——这其实就是 glibc 自带的一个小缓存。把门槛固定下来，“CPU 上直接向系统要内存”就总是真正找内核要，`raw_vs_cached` 和 `warmup` 两节量到的才是操作系统的开销，而不是 glibc 缓存的开销。ct 在 CPU 上的段（2 MiB 起）也因此总是来自 `mmap`。
+有一处和 C 库有关的设置：`mallopt(M_MMAP_THRESHOLD, 128 KiB)`。glibc 的 `malloc` 对 128 KiB 以上的请求直接向操作系统内核要一段新的映射（`mmap`），`free` 时还给操作系统（`munmap`）；但它默认会根据程序的行为把这个门槛动态调高（最高 32 MiB），让之后的大块改从自己的堆里分配、释放后也不还给操作系统——这其实就是 glibc 自带的一个小缓存。把门槛固定下来，“CPU 上直接向系统要内存”就总是真正找操作系统要，`raw_vs_cached` 和 `warmup` 两节量到的才是操作系统的开销，而不是 glibc 缓存的开销。ct 在 CPU 上的段（2 MiB 起）也因此总是来自 `mmap`。
 :::
 ::: en
 ## The program's skeleton
@@ -493,8 +493,8 @@ static void show_summary(const ct_cli *cli) {
 
 缓存分配器存在的理由只有一个：向系统要内存很慢。
 
-- **GPU 上**，`cudaMalloc` 要进驱动、找一段连续的显存、把它映射进 GPU 的地址空间，一次要几十微秒到几毫秒，而且越大越慢；`cudaFree` 更糟，它会隐式地同步整个设备——等 GPU 上排队的所有 kernel 都跑完才返回。一个训练步里有几十上百个临时张量，如果每个都 `cudaMalloc`/`cudaFree` 一次，GPU 就会不停地停下来等 CPU。本节在有 GPU 时直接调用这两个函数计时（`CT_CUDA_CHECK` 检查每次调用）。
-- **CPU 上**，大块的 `malloc` 来自 `mmap`：内核只是划出一段地址，并不马上给物理内存。第一次写某一页（4 KiB）时触发缺页中断，内核这时才分配一页物理内存并清零。`free` 用 `munmap` 把页还给内核，下一次 `malloc` 同样大小又要从头缺页一遍。所以表里分两列：只有 `malloc`+`free`（很便宜，内核只是记账），和加上“第一次写每一页”（真正的代价）。小于 128 KiB 的块来自 glibc 自己的堆，本身就被缓存着，所以两种做法差不多快。
+- **GPU 上**，`cudaMalloc` 要进驱动、找一段连续的显存、把它映射进 GPU 的地址空间，一次要几十微秒到几毫秒，而且越大越慢；`cudaFree` 更糟，它会隐式地同步整个设备——等 GPU 上排队的所有核函数都跑完才返回。一个训练步里有几十上百个临时张量，如果每个都 `cudaMalloc`/`cudaFree` 一次，GPU 就会不停地停下来等 CPU。本节在有 GPU 时直接调用这两个函数计时（`CT_CUDA_CHECK` 检查每次调用）。
+- **CPU 上**，大块的 `malloc` 来自 `mmap`：操作系统只是划出一段地址，并不马上给物理内存。第一次写某一页（4 KiB）时触发缺页中断，操作系统这时才分配一页物理内存并清零。`free` 用 `munmap` 把页还给操作系统，下一次 `malloc` 同样大小又要从头缺页一遍。所以表里分两列：只有 `malloc`+`free`（很便宜，操作系统只是记账），和加上“第一次写每一页”（真正的代价）。小于 128 KiB 的块来自 glibc 自己的堆，本身就被缓存着，所以两种做法差不多快。
 
 缓存分配器交出的块，在 GPU 上不用再找驱动，在 CPU 上页面早已被写过、就在物理内存里。表中每格是多次调用的中位数（微秒/次），最后一列是加速比（CPU 上拿“加上首次写入”那一列来比）。为了量的是分配器本身，这两节计时时会暂时关掉测试用的“毒化”模式（`CT_POISON_ALLOC`，它会把每个新块填满 0xFF）。
 :::
@@ -1306,7 +1306,7 @@ static void show_warmup(oom_ctx *c) {
 2. 在 `show_splitting` 里把 z 改成 1000×1000。还需要新段吗？为什么？再改成 1200×1000 呢？
 3. 在 `fit_batch` 里去掉 `ct_empty_cache`，重新运行。结果变了吗？看 `free_and_empty_cache` 一节最后一行的 cache flushes，解释为什么变或不变。
 4. 把 `show_oom` 里的上限从 3.5 份改成 2.5 份。减半一次还够吗？`chunks` 和 `no_activations` 两节的峰值各是多少？
-5. 在有 GPU 的机器上运行 `raw_vs_cached`，再在 `time_cuda_malloc_us` 的循环里于 `cudaFree` 之前启动一个运行 1 毫秒的 kernel。`cudaFree` 的时间变成多少？这说明了什么？
+5. 在有 GPU 的机器上运行 `raw_vs_cached`，再在 `time_cuda_malloc_us` 的循环里于 `cudaFree` 之前启动一个运行 1 毫秒的核函数。`cudaFree` 的时间变成多少？这说明了什么？
 6. 在 CPU 上用 `perf stat -e page-faults ./ch03 --device cpu --quick` 运行，再把 `main` 里的 `mallopt` 删掉重新运行。缺页次数和 `warmup` 一节的时间怎样变化？
 :::
 ::: en

@@ -3,7 +3,7 @@
 ::: zh
 # 第 4 章　矩阵乘法：GPU 为什么快 10–100 倍
 
-种子教程里有一句话：深度学习里大部分计算是矩阵乘法，可以高度并行，所以“GPU 加速 10-100 倍”。本章把这句话拆开来量一量。
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)；这里是《PyTorch GPU 加速》）里有一句话：深度学习里大部分计算是矩阵乘法，可以高度并行，所以“GPU 加速 10-100 倍”。本章把这句话拆开来量一量。
 
 全章只算一件事：C = A·B，A 是 (M, K)，B 是 (K, N)，C 是 (M, N)，都是按行存放（row-major）的 float32。C 的每个元素是 A 的一行和 B 的一列的点积，要做 K 次乘法和 K 次加法，所以整个乘积是
 
@@ -37,7 +37,7 @@ ninja ch04_matmul && ./ch04            # 有 GPU 就跑两架梯子，没有就�
 ::: en
 # Chapter 4. Matrix multiplication: why the GPU is 10–100× faster
 
-One of the seed tutorials puts it in one line: most of deep learning is matrix multiplication, matrix multiplication parallelizes well, hence "GPU speed-up 10–100×". This chapter takes that sentence apart and measures it.
+One of the seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here “PyTorch GPU acceleration”) puts it in one line: most of deep learning is matrix multiplication, matrix multiplication parallelizes well, hence "GPU speed-up 10–100×". This chapter takes that sentence apart and measures it.
 
 The whole chapter computes one thing: C = A·B with A of shape (M, K), B of shape (K, N) and C of shape (M, N), all float32 and stored row by row (row-major). Each element of C is the dot product of a row of A and a column of B, K multiplications and K additions, so the product costs
 
@@ -343,7 +343,7 @@ static void report_error(run *rn, const version *v, int size) {
 ::: zh
 ## 计时
 
-计时用事件（event），和 `torch.cuda.Event(enable_timing=True)` 一样：在流上记下开始和结束两个事件，等结束事件完成，读两者之差。GPU 上事件由 GPU 自己打时间戳，量到的是 kernel 真正执行的时间，不含主机排队；CPU 上 ct 的事件读主机的单调时钟，同一段代码两边都能用。
+计时用事件（event），和 `torch.cuda.Event(enable_timing=True)` 一样：在流上记下开始和结束两个事件，等结束事件完成，读两者之差。GPU 上事件由 GPU 自己打时间戳，量到的是核函数真正执行的时间，不含主机排队；CPU 上 ct 的事件读主机的单调时钟，同一段代码两边都能用。
 
 - **预热**：第一次调用要付一次性的代价（cuBLAS 选算法、OpenBLAS 起线程、缓存分配器第一次要内存），不计入。
 - **中位数**：重复多次取中位数，不受偶尔被打断的那一次影响。开发机只有两个核，还和别的进程共用，中位数比平均值可靠得多。
@@ -869,19 +869,19 @@ GPU 和 CPU 的差别可以归结为两个数，本节从 `ct_cuda_get_device_pr
 - **算力峰值**：SM 数 × 每 SM 的 FP32 单元数 × 2 × 时钟。H100 有 132 个 SM，每个 128 个 FP32 单元，将近 2 GHz，约 67 TFLOP/s。上一节估计的 CPU 峰值，在构建本书的机器上是 {{metric cpu_peak_gflops %.0f}} GFLOP/s（{{metric cpu_cores}} 个核），只是它的很小一部分；即使是 64 核的服务器 CPU，也只有它的十分之一左右。差距来自并行度：GPU 每个周期同时做一万六千多次 FMA（132 × 128），按上一节的估计，构建本书的 CPU 每个核每周期做 {{metric cpu_flops_per_cycle}} 次 FLOP，也就是它的一半次数的 FMA。
 - **显存带宽**：H100 的 HBM3 约 3.35 TB/s。大型服务器 CPU 的内存带宽是它的几分之一，台式机和小虚拟机只有它的几十分之一到几百分之一（本机实测的拷贝带宽见上一节）。
 
-屋顶线（roofline）模型把两者合在一起：一个 kernel 每从显存读一个字节做 I 次运算（I 叫算术强度，FLOP/byte），它最多能达到
+屋顶线（roofline）模型把两者合在一起：一个核函数每从显存读一个字节做 I 次运算（I 叫算术强度，FLOP/byte），它最多能达到
 
 $$\min(\text{算力峰值},\ I \times \text{带宽})$$
 
-两者相等处的 I = 峰值 / 带宽 叫脊点，H100 上约 20 FLOP/byte。强度低于脊点，kernel 受带宽限制；高于脊点，才可能受算力限制。
+两者相等处的 I = 峰值 / 带宽 叫脊点，H100 上约 20 FLOP/byte。强度低于脊点，核函数受带宽限制；高于脊点，才可能受算力限制。
 
-矩阵乘法本身的强度很高：n³ 次乘加只需要读 2n² 个数、写 n² 个数，I = 2n³ / (12n²) = n/6，n = 4096 时是 683，远高于脊点。但这是数据被完美复用时的强度；实际能达到多少，取决于 kernel 让每个从显存读来的数被用了几次：
+矩阵乘法本身的强度很高：n³ 次乘加只需要读 2n² 个数、写 n² 个数，I = 2n³ / (12n²) = n/6，n = 4096 时是 683，远高于脊点。但这是数据被完美复用时的强度；实际能达到多少，取决于核函数让每个从显存读来的数被用了几次：
 
-- 朴素 kernel 每做一次乘加（2 FLOP）读两个 float（8 字节）：I = 0.25，最多只能用到带宽允许的那一点点算力（缓存会帮一些忙，所以实测可能高一点）；
+- 朴素核函数每做一次乘加（2 FLOP）读两个 float（8 字节）：I = 0.25，最多只能用到带宽允许的那一点点算力（缓存会帮一些忙，所以实测可能高一点）；
 - 32×32 共享内存分块：每个读进来的数用 32 次，I = 2·32/8 = 8；
 - 128×128 的寄存器分块，每步读 (128 + 128) × 8 个 float，做 2 × 128 × 128 × 8 次运算：I = 32，越过了脊点。
 
-所以梯子的每一级，本质上都是在提高数据复用，把 kernel 从屋顶线的斜坡上推到平顶上。
+所以梯子的每一级，本质上都是在提高数据复用，把核函数从屋顶线的斜坡上推到平顶上。
 :::
 ::: en
 ## Why a GPU can win: the roofline
@@ -980,11 +980,11 @@ static void show_gpu(run *rn, const cpu_info *ci, gpu_info *gi) {
 ::: zh
 ## GPU 的梯子
 
-前四级是本章自己的 kernel，在 `ch04_kernels.cu` 里，每个都是一个 `static __global__` 函数加一个 `extern "C"` 的启动函数；启动函数检查参数，在当前流上启动，再用 `cudaGetLastError()` 检查启动是否成功。
+前四级是本章自己的核函数，在 `ch04_kernels.cu` 里，每个都是一个 `static __global__` 函数加一个 `extern "C"` 的启动函数；启动函数检查参数，在当前流上启动，再用 `cudaGetLastError()` 检查启动是否成功。
 
 1. **朴素**：每个线程算 C 的一个元素，`threadIdx.x` 对应行 i。一个 warp 的 32 个线程于是处在同一列、相邻的 32 行上：每走一步 k，它们读 A 的 32 个相距 K 个 float 的元素，分成 32 次内存事务，每次取 32 字节只用 4 字节。
 2. **合并访存**（coalescing）：只把 `threadIdx.x` 改成对应列 j。现在一个 warp 读 B 的一行上连续的 32 个 float（一次 128 字节的事务），A 的元素对整个 warp 是同一个（广播）。算术完全没变，只是线程和数据的对应关系变了，速度可以差出好几倍。
-3. **共享内存分块**：一个 32×32 的线程块负责 C 的一个 32×32 的块。沿 k 每次把 A 和 B 的 32×32 小块搬进共享内存（片上存储，延迟和寄存器相近），`__syncthreads()` 之后每个线程做 32 次乘加。每个从显存读来的数被用了 32 次。这个 kernel 的函数体是本章的第二个练习区。
+3. **共享内存分块**：一个 32×32 的线程块负责 C 的一个 32×32 的块。沿 k 每次把 A 和 B 的 32×32 小块搬进共享内存（片上存储，延迟和寄存器相近），`__syncthreads()` 之后每个线程做 32 次乘加。每个从显存读来的数被用了 32 次。这个核函数的函数体是本章的第二个练习区。
 4. **寄存器分块**：一个 256 线程的块负责 128×128 的 C 块，每个线程负责 8×8 = 64 个输出，一直放在寄存器里。每步 k 每个线程从共享内存读 8 个 A 值和 8 个 B 值（用 float4 一次读 4 个），做 64 次 FMA。这就是 OpenBLAS 微内核的想法搬到 GPU 上：共享内存的读取也是有代价的，寄存器里的数据才是免费的。再加上双缓冲：算这一块时，下一块已经在从显存读进寄存器。这一级在 H100 的 4096 上的目标是达到 cuBLAS SGEMM 的一半以上。
 5. **cuBLAS SGEMM**：`ct_mm` 在 GPU 上调用 cuBLAS，TF32 关闭，和 `torch.backends.cuda.matmul.allow_tf32 = False`（PyTorch 的默认值）时的 `torch.mm` 一样。cuBLAS 在此之上还有 warp 级分块、异步拷贝、为每种 GPU 单独调过的参数。
 6. **TF32**：`ct_set_allow_tf32(true)` 对应 `torch.backends.cuda.matmul.allow_tf32 = True`。同样是 f32 张量，cuBLAS 改用 Tensor Core：读入时把尾数截到 10 位，乘积在 f32 中累加。Tensor Core 是专做小矩阵乘加的单元，不走上面算峰值用的 FP32 单元，所以它的“占峰值比例”可以超过 100%。
@@ -1361,8 +1361,8 @@ int main(int argc, char **argv) {
 1. 实现练习区里的分块循环（`cpu_blocked`），用 `--device cpu --quick` 检查它通过验证。然后改变 `CPU_BM`、`CPU_BN`、`CPU_BK`，看 n = 1024 时 GFLOP/s 怎么变。B 的子块超过 L2 的大小时发生了什么？
 2. 用 `OMP_NUM_THREADS=1` 和 `OPENBLAS_NUM_THREADS=1` 运行 CPU 的梯子，和默认线程数比较。两个线程快了多少？如果几乎没有变快，想想这两个“核”是不是同一个物理核的超线程。
 3. 给 CPU 加一级寄存器分块：每次算 C 的 4 行 × 16 列，16 × 4 个累加器放在局部数组里，沿整个 k 循环累加完再写回。它离 OpenBLAS 近了多少？
-4. 实现练习区里的共享内存 kernel（`mm_smem_tiled`）。先故意漏掉第二个 `__syncthreads()`，在 GPU 上运行，看验证能否抓住它；用 `compute-sanitizer --tool racecheck ./ch04 --device cuda --quick` 找出竞争。没有 GPU 时，`tools/lab check ch04 DIR` 在模拟器上评分，它的竞争检查同样会抓住它。
-5. 寄存器分块 kernel 要求 M、N 是 128 的倍数、K 是 8 的倍数。给它加上边界处理，使 n = 1000 也能通过验证，并比较 n = 1000 和 n = 1024 的速度。
+4. 实现练习区里的共享内存 核函数（`mm_smem_tiled`）。先故意漏掉第二个 `__syncthreads()`，在 GPU 上运行，看验证能否抓住它；用 `compute-sanitizer --tool racecheck ./ch04 --device cuda --quick` 找出竞争。没有 GPU 时，`tools/lab check ch04 DIR` 在模拟器上评分，它的竞争检查同样会抓住它。
+5. 寄存器分块核函数 要求 M、N 是 128 的倍数、K 是 8 的倍数。给它加上边界处理，使 n = 1000 也能通过验证，并比较 n = 1000 和 n = 1024 的速度。
 6. 在 `ch04_pytorch.py` 里打开和关闭 `torch.backends.cuda.matmul.allow_tf32`，对比 `gpu_mm_f32` 和 `gpu_mm_tf32` 的误差和速度，和本章的表格对照。为什么 PyTorch 默认关闭它？
 :::
 ::: en

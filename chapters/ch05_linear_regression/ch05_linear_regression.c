@@ -3,7 +3,7 @@
 ::: zh
 # 第 5 章　线性回归：把模型、数据和损失搬到设备上训练
 
-种子教程把“用 GPU 训练”归结为三次搬运：把模型搬到 GPU 上（`model.to('cuda')`），把每一批数据和标签搬上去（`imgs.to('cuda')`），把损失函数也搬上去（`loss_fn.to('cuda')`）。搬完之后，训练循环本身一个字都不用改。
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)，例如 Byolio《用GPU加速PyTorch模型训练》）把“用 GPU 训练”归结为三次搬运：把模型搬到 GPU 上（`model.to('cuda')`），把每一批数据和标签搬上去（`imgs.to('cuda')`），把损失函数也搬上去（`loss_fn.to('cuda')`）。搬完之后，训练循环本身一个字都不用改。
 
 本章在能训练的最小模型上做这三次搬运：线性回归。它的好处是答案事先知道：数据是我们用选定的 $w$ 和 $b$ 造出来的；在这份数据上可能达到的最好结果，即最小二乘解，也能直接算出来。所以训练打印出的每个数字都可以核对。
 
@@ -28,7 +28,7 @@ ninja ch05_linear_regression && ./ch05
 ::: en
 # Chapter 5. Linear regression: move the model, the data and the loss to the device, and train
 
-The seed tutorials boil GPU training down to three moves: put the model on the GPU (`model.to('cuda')`), put each batch of data and labels there (`imgs.to('cuda')`), and put the loss function there (`loss_fn.to('cuda')`). After the moves the training loop itself does not change by a single character.
+The seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); among them Byolio's “Accelerating PyTorch training with a GPU”) boil GPU training down to three moves: put the model on the GPU (`model.to('cuda')`), put each batch of data and labels there (`imgs.to('cuda')`), and put the loss function there (`loss_fn.to('cuda')`). After the moves the training loop itself does not change by a single character.
 
 This chapter makes the three moves on the smallest model there is to train: linear regression. Its virtue is that the answer is known in advance: we make the data ourselves from a chosen $w$ and $b$, and the best fit this data allows, the least-squares solution, can be computed directly. So every number the training prints can be checked.
 
@@ -743,7 +743,7 @@ static void show_gradient_check(run *r) {
 
 **批。** 数据已经在设备上，所以一批就是一个视图：`ct_narrow(xd, 0, i, B)` 取第 $i$ 到 $i+B-1$ 行，不拷贝，相当于 `X[i:i+B]`。这里不打乱顺序：样本本来就是独立抽取的，顺序里没有信息。数据按类别或时间排好序时才必须打乱，比如第 6 章。不打乱还有一个好处：PyTorch 孪生程序能走完全相同的批，两边的损失可以逐步比较。
 
-**不要在循环里读损失。** 在 GPU 上，ct 和 PyTorch 一样，只是把 kernel 排进流里就返回，主机不等设备算完。每一步都读一次损失（PyTorch 的 `loss.item()`，这里的 `ct_item`），主机就得每一步都停下来等设备，排队的好处全没了。所以这一轮（epoch）的损失在设备上累加：`ct_binary_out(CT_OP_ADD, loss_sum, loss_sum, loss)` 把结果原地写进一个只分配一次的 0 维张量，每轮结束才读一次。只有第一轮的损失逐步读出来，留作画图和与 PyTorch 的比较（前 20 步）；这是测速度时跳过第一轮的原因之一，另一个原因是第一轮也是预热：分配器第一次要内存、cuBLAS 第一次选算法，都发生在这一轮。每轮读到的和如果是 NaN 或 inf（学习率太大时损失会发散，比如 `--lr 10`），程序就停下并以退出码 1 结束，说出是哪一步：第一轮的损失逐步读过，能精确到步；之后的轮次只能给出那一轮的步数范围。
+**不要在循环里读损失。** 在 GPU 上，ct 和 PyTorch 一样，只是把核函数排进流里就返回，主机不等设备算完。每一步都读一次损失（PyTorch 的 `loss.item()`，这里的 `ct_item`），主机就得每一步都停下来等设备，排队的好处全没了。所以这一轮（epoch）的损失在设备上累加：`ct_binary_out(CT_OP_ADD, loss_sum, loss_sum, loss)` 把结果原地写进一个只分配一次的 0 维张量，每轮结束才读一次。只有第一轮的损失逐步读出来，留作画图和与 PyTorch 的比较（前 20 步）；这是测速度时跳过第一轮的原因之一，另一个原因是第一轮也是预热：分配器第一次要内存、cuBLAS 第一次选算法，都发生在这一轮。每轮读到的和如果是 NaN 或 inf（学习率太大时损失会发散，比如 `--lr 10`），程序就停下并以退出码 1 结束，说出是哪一步：第一轮的损失逐步读过，能精确到步；之后的轮次只能给出那一轮的步数范围。
 
 **计时。** 每轮前后在设备的当前流上各记录一个事件（`ct_event_record`），读完这一轮的损失之后用 `ct_event_elapsed_time` 得到两者之间的毫秒数，相当于 `torch.cuda.Event(enable_timing=True)`。在 CPU 上，事件读的是主机时钟，代码不用改。每秒步数取第一轮之后各轮用时的中位数来算：机器上别的程序偶尔拖慢一轮，中位数不受影响，平均数会。
 :::
@@ -973,15 +973,15 @@ static void show_parameters(run *r) {
 ::: zh
 ## 速度：每秒多少步
 
-4 个特征的线性回归，一个样本只有 5 次乘加，32 个样本的一步不过几百次浮点运算。无论 CPU 还是 GPU，算这点东西都几乎不花时间；一步的时间几乎全是每个运算的固定开销：检查参数、分配结果、在 GPU 上发射 kernel（每次几微秒）、在 CPU 上唤醒线程。一步大约十来个运算（前向一次矩阵乘法，损失两三个，反向两次矩阵乘法和一次求和，两个参数的更新，累加损失），每秒步数衡量的就是这些开销。
+4 个特征的线性回归，一个样本只有 5 次乘加，32 个样本的一步不过几百次浮点运算。无论 CPU 还是 GPU，算这点东西都几乎不花时间；一步的时间几乎全是每个算子的固定开销：检查参数、分配结果、在 GPU 上启动核函数（每次几微秒）、在 CPU 上唤醒线程。一步大约十来个算子（前向一次矩阵乘法，损失两三个，反向两次矩阵乘法和一次求和，两个参数的更新，累加损失），每秒步数衡量的就是这些开销。
 
 这一节在同样的数据、同样的初始权重上再训练几轮，比较三种情形：
 
 - **数据常驻设备**：上面的训练本身，数据一次搬完，每批是视图。
-- **在 CPU 上**（只在设备是 GPU 时）：对这么小的模型，CPU 完全可能比 GPU 快：CPU 上一个运算是一次函数调用，GPU 上却要经过驱动发射 kernel。GPU 的优势要等每个 kernel 有足够多的活才显现出来，第 4 章的矩阵乘法就是这样。
-- **DataLoader 逐批送数据**：种子教程的写法，`for xb, yb in loader: xb = xb.to(device)`。每一批先在主机上按下标收集成一块，再拷到设备上（GPU 上用锁页内存，在旁路流上异步拷贝）。数据放不下设备时只能这样做；放得下时，这就是白交的开销。在 CPU 上这两行几乎一样：收集 32 行只是一次很小的内存拷贝，也没有拷到设备这一步。
+- **在 CPU 上**（只在设备是 GPU 时）：对这么小的模型，CPU 完全可能比 GPU 快：CPU 上一个算子是一次函数调用，GPU 上却要经过驱动启动核函数。GPU 的优势要等每个核函数有足够多的活才显现出来，第 4 章的矩阵乘法就是这样。
+- **DataLoader 逐批送数据**：种子教程的写法，`for xb, yb in loader: xb = xb.to(device)`。每一批先在主机上按下标收集成一块，再拷到设备上（GPU 上用锁页内存，在旁路流（side stream）上异步拷贝）。数据放不下设备时只能这样做；放得下时，这就是白交的开销。在 CPU 上这两行几乎一样：收集 32 行只是一次很小的内存拷贝，也没有拷到设备这一步。
 
-PyTorch 孪生程序做同样的测量，它的输出在本章最后。Python 里每个运算还要经过解释器和 PyTorch 的调度器，每次大约十几微秒，对小模型来说这就是大头。本项目的目标是：在同一设备上，本章的每秒步数至少是 PyTorch 孪生程序的 3 倍。CPU 上的比较让两边用相同的线程数（PyTorch 孪生程序调用 `torch.set_num_threads`）。
+PyTorch 孪生程序做同样的测量，它的输出在本章最后。Python 里每个算子还要经过解释器和 PyTorch 的调度器，每次大约十几微秒，对小模型来说这就是大头。本项目的目标是：在同一设备上，本章的每秒步数至少是 PyTorch 孪生程序的 3 倍。CPU 上的比较让两边用相同的线程数（PyTorch 孪生程序调用 `torch.set_num_threads`）。
 :::
 ::: en
 ## Speed: steps per second

@@ -3,7 +3,7 @@
 ::: zh
 # 第 6 章　图像分类：在设备上训练 Fashion-MNIST
 
-种子教程里最常见的一段 PyTorch 代码是这样的训练循环：
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)，例如《PyTorch GPU 加速》）里最常见的一段 PyTorch 代码是这样的训练循环：
 
 ```python
 model = Net().to(device)                      # 模型搬到设备上
@@ -34,7 +34,7 @@ cd build && ninja ch06_image_classification
 ::: en
 # Chapter 6. Image classification: Fashion-MNIST on the device
 
-The PyTorch code the seed tutorials show most often is this training loop:
+The PyTorch code the seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); among them “PyTorch GPU acceleration”) show most often is this training loop:
 
 ```python
 model = Net().to(device)                      # the model to the device
@@ -142,7 +142,7 @@ transforms.Compose([transforms.ToTensor(),                      # 像素 / 255 -
 - `batch_size`：每批多少张；`shuffle`：每轮开始时用带种子的 Philox 生成器把顺序打乱（种子相同，顺序就相同），这样模型不会记住样本的先后顺序；
 - `num_workers`：几个工作线程并行地把样本拼成批（PyTorch 用的是工作进程）；`prefetch_factor`：每个工作线程最多提前准备几批；
 - `pin_memory`：批数据放在锁页内存里。只有锁页内存才能被 GPU 的 DMA 引擎直接读取，主机到设备的拷贝才能异步进行（第 2 章测过它的带宽）；
-- 把批数据拷到设备上的工作在一条**副流**（side stream）上完成，计算用的当前流只在真正用到这批数据之前等待拷贝完成的事件。于是第 k 批在 GPU 上训练的同时，第 k+1 批已经在路上了。种子教程的 DataLoader 调优一节在循环里写 `x.to("cuda", non_blocking=True)`，仿佛这一行就能让下一批的拷贝和计算重叠。其实不能：这一行把拷贝排在**当前流**上，而当前流上排在它前面的是上一批的 kernel，拷贝要等它们都做完才开始；`non_blocking=True` 只是让主机不必等待。要真的重叠，得像 ct 这样另开一条流：`side = torch.cuda.Stream()`，`side.wait_stream(torch.cuda.current_stream())`，在 `with torch.cuda.stream(side):` 里拷贝，用之前让当前流等拷贝完成，再对拷过来的张量调用 `record_stream(torch.cuda.current_stream())`，免得缓存分配器在当前流还在读它们的时候把内存交给副流。本章的 PyTorch twin 正是这样写的（`tools/fixtures/batches.py` 里的 `device_batches`），所以两边比的是同一件事。
+- 把批数据拷到设备上的工作在一条**旁路流**（side stream）上完成，计算用的当前流只在真正用到这批数据之前等待拷贝完成的事件。于是第 k 批在 GPU 上训练的同时，第 k+1 批已经在路上了。种子教程的 DataLoader 调优一节在循环里写 `x.to("cuda", non_blocking=True)`，仿佛这一行就能让下一批的拷贝和计算重叠。其实不能：这一行把拷贝排在**当前流**上，而当前流上排在它前面的是上一批的核函数，拷贝要等它们都做完才开始；`non_blocking=True` 只是让主机不必等待。要真的重叠，得像 ct 这样另开一条流：`side = torch.cuda.Stream()`，`side.wait_stream(torch.cuda.current_stream())`，在 `with torch.cuda.stream(side):` 里拷贝，用之前让当前流等拷贝完成，再对拷过来的张量调用 `record_stream(torch.cuda.current_stream())`，免得缓存分配器在当前流还在读它们的时候把内存交给旁路流。本章的 PyTorch twin 正是这样写的（`tools/fixtures/batches.py` 里的 `device_batches`），所以两边比的是同一件事。
 
 训练时打乱顺序，测试时不打乱（顺序不影响准确率，而固定的顺序让结果可以逐张对照）。`--quick` 只取训练集的前 2560 张、测试集的前 1000 张，相当于 PyTorch 的 `Subset`：这里用 `ct_tensor_dataset` 把取出来的那部分包成一个新的数据集。
 :::
@@ -367,7 +367,7 @@ $$\frac{\partial \ell}{\partial x_j} = \mathrm{softmax}(x)_j - [j = t]$$
 
 预测的概率减去 one-hot 的真实分布，再除以 batch 大小 B（因为取了平均）。预测越准，梯度越小。`ct_cross_entropy_loss(logits, y, &grad)` 一次返回损失和这个梯度，梯度就是整个网络反向传播的起点：PyTorch 里 `loss.backward()` 的第一步。
 
-标签必须落在 [0, C) 里，C 是 logits 的列数。有一篇种子教程的训练例子在这里出了错：网络最后一层是 `nn.Linear(2, 1)`，只输出一列，却配上 `nn.CrossEntropyLoss` 和取值 0 或 1 的标签。C = 1，标签 1 越界。在 CPU 上 PyTorch 抛出 `IndexError: Target 1 is out of bounds.`；在 CUDA 上检查发生在 kernel 里，是一次 device-side assert（`RuntimeError: CUDA error: device-side assert triggered`），之后这个进程的 CUDA 上下文就不能再用了。两个类别要么用 `Linear(2, 2)` 配 `CrossEntropyLoss`，要么用一列 logits 配 `BCEWithLogitsLoss` 和浮点标签。ct 在 CPU 上让 `ct_cross_entropy_loss` 返回 `NULL`，消息是同样的 `Target 1 is out of bounds.`；在 GPU 上 kernel 把越界记下来，在下一次等待设备的调用里作为错误返回，进程照常运行。
+标签必须落在 [0, C) 里，C 是 logits 的列数。有一篇种子教程的训练例子在这里出了错：网络最后一层是 `nn.Linear(2, 1)`，只输出一列，却配上 `nn.CrossEntropyLoss` 和取值 0 或 1 的标签。C = 1，标签 1 越界。在 CPU 上 PyTorch 抛出 `IndexError: Target 1 is out of bounds.`；在 CUDA 上检查发生在核函数里，是一次 device-side assert（`RuntimeError: CUDA error: device-side assert triggered`），之后这个进程的 CUDA 上下文就不能再用了。两个类别要么用 `Linear(2, 2)` 配 `CrossEntropyLoss`，要么用一列 logits 配 `BCEWithLogitsLoss` 和浮点标签。ct 在 CPU 上让 `ct_cross_entropy_loss` 返回 `NULL`，消息是同样的 `Target 1 is out of bounds.`；在 GPU 上核函数把越界记下来，在下一次等待设备的调用里作为错误返回，进程照常运行。
 :::
 ::: en
 ## Cross-entropy = log-softmax + NLL
@@ -394,7 +394,7 @@ The labels must lie in [0, C), C being the number of logit columns. One seed tut
 
 一步训练就是开头那段 PyTorch 代码的循环体，五个动作：清零梯度，前向，算损失和它的梯度，反向，更新参数。`zero_grad(set_to_none=true)` 直接释放梯度，下一次反向时重新创建（PyTorch 2 的默认做法，省掉一次清零的写入）。反向用的是 `ct_module_backward_params`：图片不需要梯度（在 PyTorch 里它们的 `requires_grad` 也是 False），所以第一层不算 dL/dx；对 CNN 来说每一步省掉一次 GEMM 和一次 col2im。
 
-注意这个函数**不读取**损失的值：返回的是设备上的一个 0 维张量。在 GPU 上，这一步的所有工作只是被排进了流里，函数返回时它们可能还没有执行。读出损失（PyTorch 的 `loss.item()`）会让 CPU 停下来等 GPU 做完，之后 CPU 才开始排下一步的工作，GPU 在这段时间里空着。所以训练循环把每一步的损失累加在设备上，只偶尔读一次。连损失函数对标签的检查也不等待：kernel 没法让一个已经返回的调用失败，所以在 GPU 上，超出 0–9 的标签会让那一行的损失变成 NaN，并在下一次需要等待设备的调用（读取数值、同步）时报告出来，指明是哪个标签、在哪一行。PyTorch 的 device-side assert 也是这样，所以它的 CUDA 错误常常指向后面的某一行代码。
+注意这个函数**不读取**损失的值：返回的是设备上的一个 0 维张量。在 GPU 上，这一步的所有工作只是被排进了流里，函数返回时它们可能还没有执行。读出损失（PyTorch 的 `loss.item()`）会让 CPU 停下来等 GPU 做完，之后 CPU 才开始排下一步的工作，GPU 在这段时间里空着。所以训练循环把每一步的损失累加在设备上，只偶尔读一次。连损失函数对标签的检查也不等待：核函数没法让一个已经返回的调用失败，所以在 GPU 上，超出 0–9 的标签会让那一行的损失变成 NaN，并在下一次需要等待设备的调用（读取数值、同步）时报告出来，指明是哪个标签、在哪一行。PyTorch 的 device-side assert 也是这样，所以它的 CUDA 错误常常指向后面的某一行代码。
 :::
 ::: en
 ## One training step
@@ -727,7 +727,7 @@ static void show_confusion(const eval_result *r, ct_metrics *m) {
 
 训练的吞吐量按“训练图片数 ÷ 训练时间”计算，不含评估。PyTorch 孪生程序（`ch06_pytorch.py`）用同样的模型、同样的超参数、同样的线程数（`torch.set_num_threads(os.cpu_count())`）测同一个数，两者都写进 metrics 的 `images_per_s`。
 
-在 CPU 上，时间几乎全花在卷积上：im2col 把输入展开成列矩阵，然后是一次大的矩阵乘法（OpenBLAS，用满所有核）。PyTorch 在每个算子上还有一层 Python 和调度器的开销，对这么小的模型，这部分开销并不小。在 GPU 上情况更明显：每步有几十个 kernel，每个只跑几微秒，CPU 发射 kernel 的速度成了瓶颈。C 程序发射一个 kernel 的开销只有几微秒，PyTorch 的 eager 模式每个算子要十几微秒。
+在 CPU 上，时间几乎全花在卷积上：im2col 把输入展开成列矩阵，然后是一次大的矩阵乘法（OpenBLAS，用满所有核）。PyTorch 在每个算子上还有一层 Python 和调度器的开销，对这么小的模型，这部分开销并不小。在 GPU 上情况更明显：每步有几十个核函数，每个只跑几微秒，CPU 启动核函数的速度成了瓶颈。C 程序启动一个核函数的开销只有几微秒，PyTorch 的[即时执行](glossary:eager)（eager）模式每个算子要十几微秒。
 :::
 ::: en
 ## Throughput

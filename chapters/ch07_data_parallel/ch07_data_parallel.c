@@ -3,7 +3,7 @@
 ::: zh
 # 第 7 章　DataParallel：一个进程，多个设备
 
-种子教程讲多 GPU 训练，从 `nn.DataParallel` 开始：
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)；这里是王哲峰《PyTorch GPU训练 和 CUDA》和《GPU 使用》）讲多 GPU 训练，从 `nn.DataParallel` 开始：
 
 ```python
 model = Model(input_size, output_size)
@@ -31,7 +31,7 @@ cd build && ninja ch07_data_parallel
 ::: en
 # Chapter 7. DataParallel: one process, many devices
 
-The seed tutorials start multi-GPU training with `nn.DataParallel`:
+The seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here Wang Zhefeng's “PyTorch GPU training and CUDA” and “Using the GPU”) start multi-GPU training with `nn.DataParallel`:
 
 ```python
 model = Model(input_size, output_size)

@@ -3,7 +3,7 @@
 ::: zh
 # 第 8 章　DistributedDataParallel：多个进程，各自一个模型
 
-第 7 章的 DataParallel 是一个进程带着几个线程，主设备负责分发、收集、汇总、更新。种子教程说 DistributedDataParallel（DDP）“需要多进程、比较复杂，因为没有主 GPU 负载瓶颈，性能更优”，然后就不讲了。本章把它讲完：每个进程（**rank**）有自己完整的模型、自己的那一份数据、自己的优化器；每一步只有一件事需要大家一起做：把梯度取平均（**all-reduce**）。平均之后每个 rank 的梯度完全相同，各自走一步，参数也就一直相同，不需要谁把参数广播给谁。
+第 7 章的 DataParallel 是一个进程带着几个线程，主设备负责分发、收集、汇总、更新。种子教程（本书据以重写的五篇中文教程之一，见[术语表](glossary:seed-tutorials)；这里是 Byolio《用GPU加速PyTorch模型训练》）说 DistributedDataParallel（DDP）“需要多进程、比较复杂，因为没有主 GPU 负载瓶颈，性能更优”，然后就不讲了。本章把它讲完：每个进程（**rank**）有自己完整的模型、自己的那一份数据、自己的优化器；每一步只有一件事需要大家一起做：把梯度取平均（**all-reduce**）。平均之后每个 rank 的梯度完全相同，各自走一步，参数也就一直相同，不需要谁把参数广播给谁。
 
 这需要真正的通信引擎。ct 不自己写传输层：进程由 **Open MPI** 启动，CPU 上的集合通信也由它完成；GPU 上用 **NCCL**。`tools/launch` 扮演 `torchrun` 的角色：
 
@@ -20,7 +20,7 @@ cd build && ninja ch08_ddp
 ::: en
 # Chapter 8. DistributedDataParallel: many processes, a model each
 
-Chapter 7's DataParallel is one process with threads, and a main device that scatters, gathers, sums and updates. The seed says DistributedDataParallel (DDP) "needs multiple processes and is more complex, performs better because there is no main-GPU bottleneck", and stops there. This chapter goes the rest of the way: each process (a **rank**) has its own whole model, its own share of the data, its own optimizer; one thing per step is done together: averaging the gradients (**all-reduce**). After the average every rank holds the same gradients, takes the same step, and so keeps the same parameters, without anyone broadcasting parameters to anyone.
+Chapter 7's DataParallel is one process with threads, and a main device that scatters, gathers, sums and updates. The seed tutorial (one of the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here Byolio's “Accelerating PyTorch training with a GPU”) says DistributedDataParallel (DDP) "needs multiple processes and is more complex, performs better because there is no main-GPU bottleneck", and stops there. This chapter goes the rest of the way: each process (a **rank**) has its own whole model, its own share of the data, its own optimizer; one thing per step is done together: averaging the gradients (**all-reduce**). After the average every rank holds the same gradients, takes the same step, and so keeps the same parameters, without anyone broadcasting parameters to anyone.
 
 That takes real communication engines. ct writes no transport of its own: **Open MPI** starts the processes and carries the collectives on the CPU, **NCCL** on GPUs. `tools/launch` plays `torchrun`'s part:
 

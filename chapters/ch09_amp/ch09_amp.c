@@ -3,7 +3,7 @@
 ::: zh
 # 第 9 章　自动混合精度：autocast 与 GradScaler
 
-种子教程给了两段混合精度的代码。第一段是“最佳实践”：
+种子教程（本书据以重写的五篇中文教程之一，见[术语表](glossary:seed-tutorials)；这里是《PyTorch GPU 加速》）给了两段混合精度的代码。第一段是“最佳实践”：
 
 ```python
 from torch.cuda.amp import autocast, GradScaler
@@ -34,7 +34,7 @@ cd build && ninja ch09_amp
 ::: en
 # Chapter 9. Automatic mixed precision: autocast and GradScaler
 
-The seeds give two pieces of mixed-precision code. The first is their "best practice":
+One seed tutorial (one of the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here “PyTorch GPU acceleration”) gives two pieces of mixed-precision code. The first is its "best practice":
 
 ```python
 from torch.cuda.amp import autocast, GradScaler

@@ -3,7 +3,7 @@
 ::: zh
 # 第 10 章　CUDA Graphs：录下一整步训练，一次提交重放
 
-种子教程讲性能优化时给了一段 CUDA Graphs 的代码：先在一条旁路流上预热三步，再在 `torch.cuda.graph(g)` 里把一整步训练（清梯度、前向、损失、反向、优化器更新）录成一张图；之后每一步只要把新数据 `copy_` 进静态输入张量，再调用 `g.replay()`。思路是对的，代码却有一个错误：它在捕获**里面**重新创建了 `static_input`，大意如下：
+种子教程（本书据以重写的五篇中文教程之一，见[术语表](glossary:seed-tutorials)；这里是《PyTorch GPU 加速》）讲性能优化时给了一段 CUDA Graphs 的代码：先在一条旁路流上预热三步，再在 `torch.cuda.graph(g)` 里把一整步训练（清梯度、前向、损失、反向、优化器更新）录成一张图；之后每一步只要把新数据 `copy_` 进静态输入张量，再调用 `g.replay()`。思路是对的，代码却有一个错误：它在捕获**里面**重新创建了 `static_input`，大意如下：
 
 ```python
 with torch.cuda.graph(g):
@@ -17,7 +17,7 @@ g.replay()   # 先执行录下的 randn，把刚拷进去的数据盖掉
 
 不过在 PyTorch 里，这个错误根本没有机会露面：种子的优化器是 `torch.optim.Adam(model.parameters())`，没有 `capturable=True`，捕获里调用 `optimizer.step()` 时，优化器先检查当前流是否在捕获，发现 `capturable` 为 False 就抛出 `RuntimeError`（“Attempting CUDA graph capture of step() for an instance of Adam but param_groups' capturable is False.”），整个 `with torch.cuda.graph(g)` 到此失败，根本走不到重放。改正要两处：建优化器时写 `torch.optim.Adam(model.parameters(), capturable=True)`（它的步数和偏差修正于是留在 GPU 上，而不是主机上的 Python 数），并把 `static_input` 放到捕获之前创建。本章用 C 把正确的做法一步步做出来，再把这两个错误真的跑一遍：`static_input` 的错误在“种子里的错误”一节，不可捕获的 Adam 在“捕获期间不允许做的事”一节。
 
-为什么要录图？每个算子在 GPU 上干活之前，主机要先做一串事：调度器检查参数、广播、推导 dtype、从缓存分配器取内存，然后把核函数提交给驱动（每次 launch 在主机上要几微秒）。模型小的时候，GPU 执行一个核函数比主机准备它还快，GPU 大部分时间在等主机，这叫**受启动开销限制**（launch-bound）。CUDA Graph 把一步里的全部核函数连同参数录下来，之后用一次 `cudaGraphLaunch` 整张提交：调度器的工作只在捕获时做一次，驱动也不再逐个处理几百次 launch。
+为什么要捕获成图？每个算子在 GPU 上干活之前，主机要先做一串事：调度器检查参数、广播、推导 dtype、从缓存分配器取内存，然后把核函数提交给驱动（每次 launch 在主机上要几微秒）。模型小的时候，GPU 执行一个核函数比主机准备它还快，GPU 大部分时间在等主机，这叫**受启动开销限制**（launch-bound）。CUDA Graph 把一步里的全部核函数连同参数录下来，之后用一次 `cudaGraphLaunch` 整张提交：调度器的工作只在捕获时做一次，驱动也不再逐个处理几百次 launch。
 
 没有 GPU 的机器上本章照样真的运行：运行时在 CPU 上按同样的规则录制一步。捕获期间，调度器把每个核函数调用（后端表里的入口，以及按值拷贝下来的参数）追加到一个列表，而不执行它；重放时依次执行这个列表，跳过检查、广播、分配这些主机上的工作。地址固定、私有内存池、捕获期间不许同步，这些规则两种设备完全一样，违反时报的错也一样。所以 CPU 上测到的加速，正是重放省下的调度开销。CUDA Graph 在此之上还多给了 CPU 给不了的东西：几百个核函数只要**一次**提交，GPU 上的核函数之间不再夹着主机的空隙。
 
@@ -31,7 +31,7 @@ cd build && ninja ch10_cuda_graphs
 ::: en
 # Chapter 10. CUDA graphs: record a whole training step, replay it with one launch
 
-In its section on performance, a seed tutorial shows CUDA graphs: three warm-up steps on a side stream, then a whole training step (zero the grads, forward, loss, backward, optimizer step) recorded into a graph inside `torch.cuda.graph(g)`; after that each step is a `copy_` of new data into the static input tensor and a `g.replay()`. The idea is right, but the code has a bug: it re-creates `static_input` **inside** the capture, in effect:
+In its section on performance, a seed tutorial (one of the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here “PyTorch GPU acceleration”) shows CUDA graphs: three warm-up steps on a side stream, then a whole training step (zero the grads, forward, loss, backward, optimizer step) recorded into a graph inside `torch.cuda.graph(g)`; after that each step is a `copy_` of new data into the static input tensor and a `g.replay()`. The idea is right, but the code has a bug: it re-creates `static_input` **inside** the capture, in effect:
 
 ```python
 with torch.cuda.graph(g):
@@ -340,7 +340,7 @@ Recording happens at one place between the dispatcher and the backends. Every op
 /*md source common/core/ops.c backend_for*/
 /*md
 ::: zh
-录制表的每个入口和真正的入口签名相同，它把参数按值打包（`cti_iter` 这样的结构体整个拷贝，而不是留一个指针），交给 `cti_graph_issue`。这些入口不是逐个手写的：每个算子族把它的入口在一个列表里写一次（`common/core/oplist.h` 说明列表的写法），录制表由列表生成。下面是生成一个发出计算的入口的宏：参数结构体的成员、打包、以及回放时把记录解包交给真正入口的调用函数：
+录制表的每个入口和真正的入口签名相同，它把参数按值打包（`cti_iter` 这样的结构体整个拷贝，而不是留一个指针），交给 `cti_graph_issue`。这些入口不是逐个手写的：每个算子族把它的入口在一个列表里写一次（`common/core/oplist.h` 说明列表的写法），录制表由列表生成。下面是生成一个发出计算的入口的宏：参数结构体的成员、打包、以及重放时把记录解包交给真正入口的调用函数：
 :::
 ::: en
 Each entry of the recording table has the real entry's signature; it packs the arguments by value (a struct such as the `cti_iter` is copied whole, not pointed to) and hands them to `cti_graph_issue`. The entries are not written one by one: each op family writes its entries once, in one list (`common/core/oplist.h` describes it), and the recording table is generated from the lists. Here is the macro that generates an entry that issues work: the members of its argument struct, the packing, and the call function that unpacks the record into the real entry at replay:

@@ -3,7 +3,7 @@
 ::: zh
 # 第 11 章　性能分析：时间和内存花在了哪里
 
-种子教程的“性能分析”一节只有几行：
+种子教程（本书据以重写的五篇中文教程之一，见[术语表](glossary:seed-tutorials)；这里是《PyTorch GPU 加速》）的“性能分析”一节只有几行：
 
 ```python
 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
@@ -14,9 +14,9 @@ print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=10))
 prof.export_chrome_trace("trace.json")
 ```
 
-这几行背后是一整套机器：每个算子进出时记下时间戳（CPU 上的区间），GPU 上的 kernel 真正执行的时间（设备时间，和 CPU 上“发出”它的时间是两回事），每次分配和释放的字节数，每个区间的嵌套关系，最后汇总成一张表，再写成 Chrome/Perfetto 能打开的时间线文件。本章把这套机器放进运行时（`common/prof/`，公开头文件 `profiler.h`），然后用它分析第 6 章的 Fashion-MNIST 卷积网络（带 BatchNorm）的一个训练步：哪个算子最热、内存在哪里分配、时间线长什么样、开着分析器要多花多少时间。
+这几行背后是一整套机器：每个算子进出时记下时间戳（CPU 上的区间），GPU 上的核函数真正执行的时间（设备时间，和 CPU 上“发出”它的时间是两回事），每次分配和释放的字节数，每个区间的嵌套关系，最后汇总成一张表，再写成 Chrome/Perfetto 能打开的时间线文件。本章把这套机器放进运行时（`common/prof/`，公开头文件 `profiler.h`），然后用它分析第 6 章的 Fashion-MNIST 卷积网络（带 BatchNorm）的一个训练步：哪个算子最热、内存在哪里分配、时间线长什么样、开着分析器要多花多少时间。
 
-种子的写法有三处需要补充。第一，它分析的是**第一次**调用：第一次前向要初始化 cuBLAS、让缓存分配器向驱动要内存，测到的大多是预热；`torch.profiler.schedule` 的 `skip_first` 和 `wait` 就是为了跳过这些（那几步根本不分析），本章照做；之后的 `warmup` 是另一回事：分析器已经开始跟踪，但结果丢掉，去掉的是分析器自己刚启动时的额外开销造成的偏差。第二，在只有 CPU 的机器上，`sort_by="cuda_time_total"` 排的是一列全零。第三，GPU 上 CPU 区间的长度只是**发出** kernel 的时间，kernel 什么时候跑完要看设备时间那一列。
+种子的写法有三处需要补充。第一，它分析的是**第一次**调用：第一次前向要初始化 cuBLAS、让缓存分配器向驱动要内存，测到的大多是预热；`torch.profiler.schedule` 的 `skip_first` 和 `wait` 就是为了跳过这些（那几步根本不分析），本章照做；之后的 `warmup` 是另一回事：分析器已经开始跟踪，但结果丢掉，去掉的是分析器自己刚启动时的额外开销造成的偏差。第二，在只有 CPU 的机器上，`sort_by="cuda_time_total"` 排的是一列全零。第三，GPU 上 CPU 区间的长度只是**启动**核函数的时间，核函数什么时候跑完要看设备时间那一列。
 
 ```sh
 cd build && ninja ch11_profiling
@@ -28,7 +28,7 @@ cd build && ninja ch11_profiling
 ::: en
 # Chapter 11. Profiling: where the time and the memory go
 
-The seed tutorial's "profiling" section is a few lines:
+The "profiling" section of a seed tutorial (one of the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here “PyTorch GPU acceleration”) is a few lines:
 
 ```python
 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
@@ -142,9 +142,9 @@ static int train_step(ct_module *model, ct_optimizer *opt, const ct_tensor *x, c
 `profiler.h` 的接口照着 `torch.profiler` 写：`ct_profiler_start` 和 `ct_profiler_stop` 是 `with profile(...)` 的进和出，`ct_profiler_step` 是 `prof.step()`，选项里有 `activities`（CPU、CUDA）、`record_shapes`、`profile_memory` 和 `schedule`。它记下四种东西：
 
 - **区间**：用户的 `record_function`、模块的前向/反向、优化器，以及每个**算子**。算子区间从一个地方来：所有的算子都要经过调度器（`common/core/ops.c`）取设备的后端表，分析器开着的时候，它交出的是后端表的一个副本，副本的每个入口先开一个名为 `ct::gemm`、`ct::im2col`、`ct::add` 这样的区间，再调真正的入口，最后关掉区间（`common/prof/prof_backend.c`）。这相当于 PyTorch 的 `aten::` 算子。分析器关着的时候，调度器只多一次对一个标志的判断。
-- **设备时间**：在 GPU 上，算子的区间前后各在它的流上记一个 CUDA event，结束时用 `cudaEventElapsedTime` 算出 kernel 在设备上花的时间，并以会话开始时在空闲设备上记下的一个 event 为原点，放到主机的时间线上。PyTorch 用 CUPTI 拿到每个 kernel 的真实时间戳；用 event 的代价是每个算子多两次 `cudaEventRecord`，好处是只用 CUDA 运行时本身。
+- **设备时间**：在 GPU 上，算子的区间前后各在它的流上记一个 CUDA event，结束时用 `cudaEventElapsedTime` 算出核函数在设备上花的时间，并以会话开始时在空闲设备上记下的一个 event 为原点，放到主机的时间线上。PyTorch 用 CUPTI 拿到每个核函数的真实时间戳；用 event 的代价是每个算子多两次 `cudaEventRecord`，好处是只用 CUDA 运行时本身。
 - **内存**：`profile_memory` 打开时，缓存分配器每次分配和释放都记一个事件：字节数、设备、地址，以及分配器此刻的 `memory_allocated` 和 `memory_reserved`（和 PyTorch 的 `[memory]` 事件同样的字段）。事件算在当时最内层的区间上，于是表里有“自身分配了多少内存”这一列。
-- **形状**：`record_shapes` 打开时，每个算子记下 kernel 实际处理的形状（GEMM 是 `[[m, k], [k, n]]`），每个模块记下输入的形状。
+- **形状**：`record_shapes` 打开时，每个算子记下核函数实际处理的形状（GEMM 是 `[[m, k], [k, n]]`），每个模块记下输入的形状。
 
 每个线程往自己的缓冲区里写（DataParallel 的副本线程、DataLoader 的工作线程各有自己的一条轨道），嵌套关系靠一个线程局部的栈。区间同时也是 NVTX 区间：在 CUDA 构建里用 CUDA 工具包自带的 nvtx3 头文件（只有头文件，不用链接），用 Nsight Systems（`nsys profile -t cuda,nvtx ./ch11`）就能在它的时间线上看到同样的名字；没有 CUDA 时它什么也不做。
 :::
@@ -223,7 +223,7 @@ static int show_table(ct_profiler *p, ct_device dev, ct_metrics *m) {
 ::: zh
 ## 最热的算子
 
-表的第一行常常是一个用户区间或模块，不是算子：它们的自身时间里有 Python（这里是 C）自己的开销、分配和参数检查。要找最该优化的算子，只看算子的行（`ct::` 开头的），取自身时间最大的那一个：CPU 上看自身 CPU 时间，GPU 上看自身 CUDA 时间，因为 GPU 上 CPU 时间只是发出 kernel 的时间。光知道名字还不够，还要知道**谁**调用了它：把这个算子的每个事件往上找到它所在的模块区间，按模块加总。再按输入形状分组（`group_by_input_shape`），看同一个算子在哪种形状上最慢。这个函数是一个练习区。
+表的第一行常常是一个用户区间或模块，不是算子：它们的自身时间里有 Python（这里是 C）自己的开销、分配和参数检查。要找最该优化的算子，只看算子的行（`ct::` 开头的），取自身时间最大的那一个：CPU 上看自身 CPU 时间，GPU 上看自身 CUDA 时间，因为 GPU 上 CPU 时间只是启动核函数的时间。光知道名字还不够，还要知道**谁**调用了它：把这个算子的每个事件往上找到它所在的模块区间，按模块加总。再按输入形状分组（`group_by_input_shape`），看同一个算子在哪种形状上最慢。这个函数是一个练习区。
 :::
 ::: en
 ## The hottest op
@@ -371,7 +371,7 @@ static int show_memory(ct_module *model, ct_optimizer *opt, batches *data, ct_de
 ::: zh
 ## 时间线：Chrome 跟踪格式
 
-`ct_profiler_export_chrome_trace` 写出 Trace Event Format 的 JSON（Chrome 的 `chrome://tracing` 和 Perfetto 都能打开）：每个区间是一个“完整事件”（`"ph": "X"`，开始时间 `ts` 和长度 `dur`，单位微秒），带进程号 `pid` 和线程号 `tid`；内存是名为 `[memory]` 的“瞬时事件”（`"ph": "i"`），参数和 PyTorch 的一样；GPU 上的 kernel 在设备自己的“进程”里，每条流一条轨道；另有元数据事件给进程和线程起名。测试 `chapter.ch11_trace` 用一个照着格式规范写的独立检查器读这个文件：能解析、字段齐全、每个线程的区间正确嵌套、表里的总数和文件里的时间对得上、内存事件和分配器的统计对得上。
+`ct_profiler_export_chrome_trace` 写出 Trace Event Format 的 JSON（Chrome 的 `chrome://tracing` 和 Perfetto 都能打开）：每个区间是一个“完整事件”（`"ph": "X"`，开始时间 `ts` 和长度 `dur`，单位微秒），带进程号 `pid` 和线程号 `tid`；内存是名为 `[memory]` 的“瞬时事件”（`"ph": "i"`），参数和 PyTorch 的一样；GPU 上的核函数在设备自己的“进程”里，每条流一条轨道；另有元数据事件给进程和线程起名。测试 `chapter.ch11_trace` 用一个照着格式规范写的独立检查器读这个文件：能解析、字段齐全、每个线程的区间正确嵌套、表里的总数和文件里的时间对得上、内存事件和分配器的统计对得上。
 
 下面的图就是从这份跟踪里画出来的：记录的最后一步（`ProfilerStep`）里主线程上每个区间一个方块，嵌套越深越靠下，颜色是种类。可以看到前向、损失、反向、优化器的先后，每一段里各个模块，以及模块里的算子。
 :::

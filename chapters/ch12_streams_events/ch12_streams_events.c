@@ -3,7 +3,7 @@
 ::: zh
 # 第 12 章　流与事件
 
-GPU 上的工作不是调用一次、做完一次：主机把 kernel 和拷贝**排进队列**就返回，GPU 按队列的顺序去做。这样的队列就是**流**（stream）。第 2 章用两个流让一次拷贝和一个 kernel 同时进行，第 3 章讲过缓存分配器按流分配内存，第 6 章的 DataLoader 在一个旁路流上拷贝下一批数据。本章把流和事件本身讲完整：
+GPU 上的工作不是调用一次、做完一次：主机把核函数和拷贝**排进队列**就返回，GPU 按队列的顺序去做。这样的队列就是**流**（stream）。第 2 章用两个流让一次拷贝和一个核函数同时进行，第 3 章讲过缓存分配器按流分配内存，第 6 章的 DataLoader 在一个旁路流上拷贝下一批数据。本章把流和事件本身讲完整：
 
 1. 默认流和它的顺序；创建流，流的优先级（`torch.cuda.Stream.priority_range()`）；
 2. 事件：计时（`elapsed_time` 的规则和报错），以及跨流等待（`wait_event`、`wait_stream`）；
@@ -12,7 +12,7 @@ GPU 上的工作不是调用一次、做完一次：主机把 kernel 和拷贝**
 5. `record_stream`：为什么在另一个流上用过的内存，不告诉分配器就释放是不安全的；
 6. 主机同步点（`item()`、打印、拷到可分页内存），以及报告它们的 sync debug 模式（`torch.cuda.set_sync_debug_mode`）。
 
-种子教程的 “Streams 和 events” 一节只有标题，没有内容；相关的几句散在别处，其中有需要纠正的地方，在用到时指出。
+种子教程（本书据以重写的五篇中文教程之一，见[术语表](glossary:seed-tutorials)；这里是王哲峰《PyTorch GPU训练 和 CUDA》）的 “Streams 和 events” 一节只有标题，没有内容；相关的几句散在别处，其中有需要纠正的地方，在用到时指出。
 
 **在 CPU 上。**运行时的 CPU 设备也有流和事件，但 CPU 的工作在发起时就做完了：流永远是空闲的，事件读的是主机时钟。所以在 CPU 上什么都不会真正重叠，也不会真正竞争。本章在 CPU 上照样演示顺序、时间线和同步点报告；竞争则交给一个检查器：它在主机上按 GPU 的规则为每个流记账，不看实际执行的顺序，所以 CPU 上的运行也能报告 GPU 上可能发生的竞争。
 
@@ -35,7 +35,7 @@ Work on a GPU is not done call by call: the host **queues** kernels and copies a
 5. `record_stream`: why freeing memory that another stream used, without telling the allocator, is unsafe;
 6. host sync points (`item()`, printing, copies to pageable memory), and the sync debug mode that reports them (`torch.cuda.set_sync_debug_mode`).
 
-The seeds' "Streams and events" section has a heading and no text; the few sentences about the subject elsewhere need some corrections, pointed out where they come up.
+The "Streams and events" section of a seed tutorial (one of the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials); here Wang Zhefeng's “PyTorch GPU training and CUDA”) has a heading and no text; the few sentences about the subject elsewhere need some corrections, pointed out where they come up.
 
 **On the CPU.** The runtime's CPU device has streams and events too, but CPU work is done when it is issued: a stream is always idle and an event reads the host clock. So on the CPU nothing really overlaps and nothing really races. The chapter still shows ordering, the timeline and the sync point reports there; races are left to a checker that keeps, on the host, each stream's accounts by a GPU's rules rather than by what actually ran, so that a CPU run reports the races a GPU run could have.
 
@@ -98,7 +98,7 @@ typedef struct settings {
 
 一个流里的工作严格按发起的顺序执行，这是流唯一的保证。下面把 `x = 1`、`x *= 2`、`x += 3` 依次排进一个流：结果是 5，换个顺序会是 8。在 GPU 上，主机一口气把三步都发出去，一步也不等；它们按什么顺序执行，完全由流来保证。
 
-**优先级。**调度器在两个流都有工作可发时，优先发优先级高的。数值越小优先级越高：CUDA 报告的范围在近几代 GPU 上是 (0, −5)，当前的 PyTorch 只用其中四级，`torch.cuda.Stream.priority_range()` 返回 (0, −3)（c10 的 `max_compile_time_stream_priorities = 4`）。运行时的 `ct_stream_priority_range` 给出同样的范围，创建流时把超出范围的优先级截到边界上，`ct_stream_priority` 读回截过的值（`Stream.priority`）。优先级决定的是**还在排队**的工作谁先上，细到线程块：高优先级 kernel 的线程块排在低优先级 kernel 还没开始的线程块前面，已经在跑的线程块不会被停下。CPU 上只有一级 (0, 0)。
+**优先级。**调度器在两个流都有工作可发时，优先发优先级高的。数值越小优先级越高：CUDA 报告的范围在近几代 GPU 上是 (0, −5)，当前的 PyTorch 只用其中四级，`torch.cuda.Stream.priority_range()` 返回 (0, −3)（c10 的 `max_compile_time_stream_priorities = 4`）。运行时的 `ct_stream_priority_range` 给出同样的范围，创建流时把超出范围的优先级截到边界上，`ct_stream_priority` 读回截过的值（`Stream.priority`）。优先级决定的是**还在排队**的工作谁先上，细到线程块：高优先级核函数的线程块排在低优先级核函数还没开始的线程块前面，已经在跑的线程块不会被停下。CPU 上只有一级 (0, 0)。
 :::
 ::: en
 ## The default stream, the current stream and priorities
@@ -220,7 +220,7 @@ static void show_ordering(ct_device dev, ct_metrics *m) {
 ::: zh
 ## 流水线：拷贝和计算在两个流上重叠
 
-种子教程说，要把数据传输和计算重叠起来，用异步拷贝，再让 DataLoader 把批次放在锁页内存里（还有一段训练循环写着 `x.to("cuda", non_blocking=True)`）。这只说对了一半。`non_blocking=True` 让主机不必等拷贝完成，可以接着往下发起工作；但这个拷贝进的是**当前流**，当前流上排在它后面的 kernel 仍要等它做完，排在它前面的 kernel 做完之前它也不会开始。所以一个流上的拷贝和计算永远是一个接一个的：GPU 上的拷贝要和计算**同时**进行，拷贝必须在另一个流上，数据必须在锁页内存里（第 2 章），两个流之间用事件排好先后。
+种子教程说，要把数据传输和计算重叠起来，用异步拷贝，再让 DataLoader 把批次放在锁页内存里（还有一段训练循环写着 `x.to("cuda", non_blocking=True)`）。这只说对了一半。`non_blocking=True` 让主机不必等拷贝完成，可以接着往下发起工作；但这个拷贝进的是**当前流**，当前流上排在它后面的核函数仍要等它做完，排在它前面的核函数做完之前它也不会开始。所以一个流上的拷贝和计算永远是一个接一个的：GPU 上的拷贝要和计算**同时**进行，拷贝必须在另一个流上，数据必须在锁页内存里（第 2 章），两个流之间用事件排好先后。
 
 经典的做法是把数据切成块，排成流水线：
 
@@ -577,15 +577,15 @@ On a GPU the timeline should look like this: serially, copies and compute altern
 
 所以运行时带了一个**流顺序检查器**（`common/include/sanitizer.h`，思路和 PyTorch 的 CUDA sanitizer `TORCH_CUDA_SANITIZER=1` 一样）。它不看实际执行的先后，而在主机上按 GPU 的规则记账：
 
-- 每个流数着自己发起了多少个运算，并记着它对别的流“知道”到哪一个（一个**向量时钟**）；
+- 每个流数着自己发起了多少个算子，并记着它对别的流“知道”到哪一个（一个**向量时钟**）；
 - 记录事件时，事件抄下流此刻知道的一切；`wait_event`、`wait_stream` 把它并进等待的流；主机等待（`synchronize`、阻塞的拷贝）把它并进主机，之后发起的一切都知道它；
-- 每个张量的存储记着最后一次写（哪个流、第几个运算、哪个运算）和之后的读。
+- 每个张量的存储记着最后一次写（哪个流、第几个算子、哪个算子）和之后的读。
 
-一次读，如果最后那次写是别的流做的、而读的这个流并不“知道”它，就是竞争；一次写，和之前没排好顺序的读或写也是竞争。张量的**分配**也算一次写，写在它被分配给的那个流上（那块内存上一个主人的 kernel、测试用的毒化填充都可能还在那个流上跑），这正是 `alloc.h` 的第一条规则；释放时，别的流用过它、而所属的流不知道、又没有 `record_stream` 的，按第二条规则报告。
+一次读，如果最后那次写是别的流做的、而读的这个流并不“知道”它，就是竞争；一次写，和之前没排好顺序的读或写也是竞争。张量的**分配**也算一次写，写在它被分配给的那个流上（那块内存上一个主人的核函数、测试用的毒化填充都可能还在那个流上跑），这正是 `alloc.h` 的第一条规则；释放时，别的流用过它、而所属的流不知道、又没有 `record_stream` 的，按第二条规则报告。
 
-检查器有三种模式，和 sync debug 模式一样：0 关（默认，每个钩子只多一次原子读），1 warn（报告后照常执行），2 error（运算在发起之前失败，返回 `CT_ERR_RACE`）。环境变量 `CT_STREAM_SANITIZER=1` 或 `2` 也能打开它。因为它只看运行时自己的记账，同一份代码在 CPU 上运行，报告和 GPU 上完全相同。它看得见调度器里的运算（逐元素、归约、矩阵乘、填充、随机数、设备间拷贝、`ct_item` 等主机读取）；`nn`、卷积和优化器的 kernel 表还没有标注，那里的访问它看不见：会漏报，但不会误报。
+检查器有三种模式，和 sync debug 模式一样：0 关（默认，每个钩子只多一次原子读），1 warn（报告后照常执行），2 error（运算在发起之前失败，返回 `CT_ERR_RACE`）。环境变量 `CT_STREAM_SANITIZER=1` 或 `2` 也能打开它。因为它只看运行时自己的记账，同一份代码在 CPU 上运行，报告和 GPU 上完全相同。它看得见调度器里的运算（逐元素、归约、矩阵乘、填充、随机数、设备间拷贝、`ct_item` 等主机读取）；`nn`、卷积和优化器的核函数表还没有标注，那里的访问它看不见：会漏报，但不会误报。
 
-下面用两块数据跑三次流水线，检查器开在 error 模式：去掉等待，计算的第一个运算就失败，报告指名张量、两个流和写它的运算；加上等待，一声不响；等待加上、但去掉 `record_stream`，释放那一刻报告（释放不会失败，报告打印在 stderr 上）。
+下面用两块数据跑三次流水线，检查器开在 error 模式：去掉等待，计算的第一个算子就失败，报告指名张量、两个流和写它的算子；加上等待，一声不响；等待加上、但去掉 `record_stream`，释放那一刻报告（释放不会失败，报告打印在 stderr 上）。
 :::
 ::: en
 ## A missing wait: the race, and the checker that catches it
@@ -991,7 +991,7 @@ int main(int argc, char **argv) {
 
 1. 把流水线里 `ct_stream_wait_event` 那一行去掉，不开检查器，在 GPU 上多跑几次，比较各块的和与串行的结果。错的结果每次都一样吗？再用 `CT_STREAM_SANITIZER=1 ./ch12` 跑一次，读它的报告。
 2. 改变 `--layers`（1 到 4），让计算比拷贝短、相当、更长，记下双流的加速比。加速比最大在什么时候？和“省下的是较短的那一项”对得上吗？
-3. 把 compute 流的优先级设成 −1（`ct_stream_create(dev, -1)`），时间线有变化吗？这条流水线里只有 compute 流在跑 kernel，优先级还能在谁和谁之间做选择？
+3. 把 compute 流的优先级设成 −1（`ct_stream_create(dev, -1)`），时间线有变化吗？这条流水线里只有 compute 流在跑核函数，优先级还能在谁和谁之间做选择？
 4. 在 `show_record_stream` 里，把 `ct_record_stream` 换成释放前的 `ct_stream_wait_stream(copy, compute)`。下一块内存还是同一块吗？这样做的代价是什么？
 5. 在第 6 章的训练循环里打开 `ct_set_sync_debug_mode(1)`，数一数每一步有几个同步点，各是哪个调用。哪些可以挪到每轮结束时再做？
 :::

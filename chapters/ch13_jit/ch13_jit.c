@@ -3,7 +3,9 @@
 ::: zh
 # 第 13 章　运行时编译的核函数：把一串逐元素运算融合成一个
 
-一个模型里，除了矩阵乘法，还有大量**逐元素**的运算：激活函数、加偏置、残差相加、门控、缩放。PyTorch 的即时执行（eager）模式里，每个运算符都是一次独立的核函数调用：`x * torch.sigmoid(y) + alpha * z` 是四个核函数，每个都把输入从内存读一遍、把结果写回内存一遍，中间结果在内存里来回搬。这些运算几乎不做算术，时间都花在搬运字节上。
+一个模型里，除了矩阵乘法，还有大量**逐元素**的运算：激活函数、加偏置、残差相加、门控、缩放。PyTorch 的即时执行（eager）模式里，每个算子都是一次独立的核函数调用：`x * torch.sigmoid(y) + alpha * z` 是四个核函数，每个都把输入从内存读一遍、把结果写回内存一遍，中间结果在内存里来回搬。这些运算几乎不做算术，时间都花在搬运字节上。
+
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)）里，王哲峰《PyTorch GPU训练 和 CUDA》在 `torch.cuda` 的目录中列了 Jiterator，那一节却只有标题；《PyTorch GPU 加速》列出了 `torch.compile` 的三种调用方式，没有说它做了什么。本章补上这两处该讲的内容：融合是什么、省下了什么。
 
 PyTorch 有两种办法把这样一串运算**融合**成一个核函数。`torch.cuda.jiterator._create_jit_fn` 接受一段 CUDA 代码字符串，第一次调用时用 NVRTC 在运行时编译，按数据类型缓存。`torch.compile` 的 Inductor 后端在整个程序里找出能融合的运算，在 GPU 上生成 Triton 代码，在 CPU 上生成 C++ 循环，交给系统的编译器编译成共享库再加载。本章用 C 做同一件事：
 
@@ -23,6 +25,8 @@ cd build && ninja ch13_jit
 # Chapter 13. Runtime-compiled kernels: fusing a chain of elementwise ops into one
 
 Besides its matrix products, a model is full of **elementwise** ops: activations, bias adds, residual sums, gates, scalings. In PyTorch's eager mode every operator is a kernel launch of its own: `x * torch.sigmoid(y) + alpha * z` is four kernels, each reading its inputs from memory and writing its result back, so every intermediate travels to memory and back. These ops do almost no arithmetic; their time goes into moving bytes.
+
+Among the seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials)), Wang Zhefeng's “PyTorch GPU training and CUDA” lists Jiterator among the `torch.cuda` topics and leaves its section empty; “PyTorch GPU acceleration” lists three ways to call `torch.compile` without saying what it does. This chapter writes what both leave out: what fusion is and what it saves.
 
 PyTorch has two ways to **fuse** such a chain into one kernel. `torch.cuda.jiterator._create_jit_fn` takes a string of CUDA code and compiles it with NVRTC at run time, on the first call, caching a kernel per dtype. `torch.compile`'s Inductor backend finds what can be fused in a whole program and generates Triton code for a GPU or, for a CPU, C++ loops that the system's compiler builds into a shared library, which it then loads. This chapter does the same in C:
 
@@ -86,12 +90,12 @@ typedef struct jit_state {
 本章跑三个表达式；`--expr` 可以再加一个（输入叫 `x`、`y`、`z`，标量叫 `alpha`、`beta`）：
 
 - `gate`：`x * sigmoid(y) + alpha * z`，三个输入、一个标量，门控单元里常见的样子；
-- `gelu`：GELU 的 tanh 近似，一个输入、九个运算符，`torch.nn.functional.gelu(x, approximate="tanh")` 算的就是它；
+- `gelu`：GELU 的 tanh 近似，一个输入、九个算子，`torch.nn.functional.gelu(x, approximate="tanh")` 算的就是它；
 - `bias_relu`：`relu(x + b)`，`x` 的形状是 `(N/1024, 1024)`，偏置 `b` 是 `(1024)`，沿第 0 维广播。
 
 表达式是一门很小的语言：`+ - * /`、一元负号、括号、数字、声明过的输入和标量，以及函数 `exp log sqrt tanh sigmoid relu abs`（一个参数）和 `min max pow`（两个参数）。`ct_jit_create(expr, "x,y,z", "alpha")` 把它解析成语法树；之后每次调用按输入的数据类型和设备取出（或编译出）一个核函数。数据类型的规则就是运行时 `ops.c` 的规则：两个张量按 `torch.promote_types` 提升（float16 和 bfloat16 得到 float32），标量像 Python 的数，不会把张量的类型变宽。
 
-先数一数两种做法各搬多少字节。融合的核函数把每个输入读一次、输出写一次；不融合时，每个运算符都要读它的操作数、写它的结果，中间结果写出去又读回来。`ct_jit_traffic_of` 沿着语法树逐个运算符数出来（包括 `ops.c` 在混合类型的运算前做的类型转换）。最后一列是“如果时间只花在搬字节上”应有的加速比，即字节数之比。
+先数一数两种做法各搬多少字节。融合的核函数把每个输入读一次、输出写一次；不融合时，每个算子都要读它的操作数、写它的结果，中间结果写出去又读回来。`ct_jit_traffic_of` 沿着语法树逐个算子数出来（包括 `ops.c` 在混合类型的运算前做的类型转换）。最后一列是“如果时间只花在搬字节上”应有的加速比，即字节数之比。
 :::
 ::: en
 ## Three workloads
@@ -188,7 +192,7 @@ static void show_workloads(const ct_cli *cli, ct_dtype dt, ct_metrics *m) {
 
 下面是 `gate` 在本次运行的设备上的源码：在 CPU 上是 C，在 GPU 上是 CUDA C++。两种源码出自同一个生成器（`common/jit/codegen.c`）：表达式那一行完全相同，因为 C 和 CUDA 的数学函数同名（`expf`、`tanhf`……），运行时自己定义的几个函数（`sigmoid`、NaN 会传下去的 `relu`、`min`、`max`，以及 float16/bfloat16 与 float 之间按“就近舍入到偶数”的转换）也只写一遍，用 `JIT_FN` 表示 `static inline` 或 `static __device__ inline`。不同的只是外面的循环：CPU 上是 OpenMP 的并行循环，所有操作数都连续时是编译器能向量化的一重循环，否则按最内维一行一行地走；GPU 上是网格跨步循环（grid-stride loop），任何大小的网格都能覆盖任意多的元素。
 
-每个值都在它的“运算类型”里算：float16、bfloat16、float32 的值用 float，float64 用 double。中间结果不舍入，只在最后写出时舍入一次到输出的数据类型。这和 jiterator、Inductor 的做法一样，也正是融合比逐个运算更精确的原因（下面“结果一致吗”一节会量出来）。表达式里的名字都是调用者声明过的标识符，数字是 `double`，所以用户写的文本不会原样进入编译器；一个名字如果是 C/C++ 的关键字，或者以生成代码用的前缀开头，`ct_jit_create` 就拒绝它。
+每个值都在它的“运算类型”里算：float16、bfloat16、float32 的值用 float，float64 用 double。中间结果不舍入，只在最后写出时舍入一次到输出的数据类型。这和 jiterator、Inductor 的做法一样，也正是融合比逐个算子更精确的原因（下面“结果一致吗”一节会量出来）。表达式里的名字都是调用者声明过的标识符，数字是 `double`，所以用户写的文本不会原样进入编译器；一个名字如果是 C/C++ 的关键字，或者以生成代码用的前缀开头，`ct_jit_create` 就拒绝它。
 :::
 ::: en
 ## The generated source
@@ -352,7 +356,7 @@ static void show_cache(const ct_cli *cli, ct_dtype dt, jit_state *js, ct_metrics
 ::: zh
 ## 写错了怎么办
 
-表达式写错时，`ct_jit_create` 返回 NULL，错误信息指出第几列、出了什么问题，下面一行重复表达式，再下面一行用 `^` 指着出错的地方（`~` 标出整个记号）——和编译器报错的样子一样。调用时的错误用运行时各个运算的原话：数据类型不被接受（指着那个输入第一次出现的位置）、形状不能广播（PyTorch 的原话）、输出的数据类型不对。编译器本身失败时（找不到 `cc`，或者它报了错），错误信息里是它自己的诊断输出。这些都不会让程序崩溃。
+表达式写错时，`ct_jit_create` 返回 NULL，错误信息指出第几列、出了什么问题，下面一行重复表达式，再下面一行用 `^` 指着出错的地方（`~` 标出整个记号）——和编译器报错的样子一样。调用时的错误用运行时各个算子的原话：数据类型不被接受（指着那个输入第一次出现的位置）、形状不能广播（PyTorch 的原话）、输出的数据类型不对。编译器本身失败时（找不到 `cc`，或者它报了错），错误信息里是它自己的诊断输出。这些都不会让程序崩溃。
 :::
 ::: en
 ## When an expression is wrong
@@ -405,7 +409,7 @@ static void show_errors(const ct_cli *cli, jit_state *js, ct_metrics *m) {
 ::: zh
 ## 结果一致吗
 
-同样的随机输入，三种算法：融合的核函数、不融合的运算链、以及这里在 CPU 上用 double 逐元素算出的参考值。float32 时两种做法都很接近参考值。float16 时差别就显出来了：不融合的运算链每一步都把结果舍入到 float16（每步相对误差约 2^-11），融合的核函数在 float 里算完才舍入一次，所以误差更小。这不是融合的副作用，而是它的好处：PyTorch 的 jiterator 和 Inductor 对 16 位类型也都用 float 作中间类型。测试（`tests/unit/test_jit.c`）在各种数据类型、混合类型和广播形状上做同样的三方比较，并且逐位检查单个运算符融合后和运行时的运算完全相同。
+同样的随机输入，三种算法：融合的核函数、不融合的算子链、以及这里在 CPU 上用 double 逐元素算出的参考值。float32 时两种做法都很接近参考值。float16 时差别就显出来了：不融合的算子链每一步都把结果舍入到 float16（每步相对误差约 2^-11），融合的核函数在 float 里算完才舍入一次，所以误差更小。这不是融合的副作用，而是它的好处：PyTorch 的 jiterator 和 Inductor 对 16 位类型也都用 float 作中间类型。测试（`tests/unit/test_jit.c`）在各种数据类型、混合类型和广播形状上做同样的三方比较，并且逐位检查单个算子融合后和运行时的运算完全相同。
 :::
 ::: en
 ## Do the results agree?
@@ -651,7 +655,7 @@ static void show_speed(const ct_cli *cli, ct_dtype dt, int64_t n, const jit_stat
 ::: zh
 ## 随大小变化
 
-最后把 `gate` 从几千个元素测到最大，同时测同样大小的拷贝带宽。小的时候，每次调用的固定开销（OpenMP 唤醒线程，或者 GPU 上启动核函数）占了大头，不融合的运算链要付四次，融合的只付一次；数据能放进缓存时，带宽也高于主存。大到放不下缓存以后，两条曲线都贴近各自受内存限制时的水平，之间的差距就是字节数之比。
+最后把 `gate` 从几千个元素测到最大，同时测同样大小的拷贝带宽。小的时候，每次调用的固定开销（OpenMP 唤醒线程，或者 GPU 上启动核函数）占了大头，不融合的算子链要付四次，融合的只付一次；数据能放进缓存时，带宽也高于主存。大到放不下缓存以后，两条曲线都贴近各自受内存限制时的水平，之间的差距就是字节数之比。
 :::
 ::: en
 ## By size

@@ -17,7 +17,7 @@ GPT 是一个函数：给它 T 个 token（这里一个 token 就是一个字符
 
 其余的一切（AdamW、学习率表、梯度裁剪、检查点、多进程、混合精度、CUDA Graphs、性能分析）都是前面各章已经造好的训练机器。本章的最后一节列出它们各自对应的开关。
 
-种子教程没有讲 Transformer 或语言模型，所以本章没有需要纠正的说法；它们的混合精度示例在裁剪之前先 `unscale_`，正是本章 `update` 的顺序。
+种子教程（本书据以重写的五篇中文教程，见[术语表](glossary:seed-tutorials)）五篇都没有讲 Transformer 或语言模型，所以本章没有需要纠正的说法；它们的混合精度示例在裁剪之前先 `unscale_`，正是本章 `update` 的顺序。
 
 ```sh
 cd build && ninja ch14_gpt
@@ -46,7 +46,7 @@ A GPT is a function: given T tokens (here a token is a character's number), it r
 
 Everything else (AdamW, the learning-rate schedule, gradient clipping, checkpoints, several processes, mixed precision, CUDA graphs, profiling) is training machinery the earlier chapters built. The last section lists the flag each one became here.
 
-The seed tutorials do not cover transformers or language models, so this chapter has none of their claims to correct; their mixed-precision example does `unscale_` before clipping, which is the order of this chapter's `update`.
+The seed tutorials (the five Chinese tutorials this book rebuilds, listed in the [glossary](glossary:seed-tutorials)) do not cover transformers or language models, so this chapter has none of their claims to correct; their mixed-precision example does `unscale_` before clipping, which is the order of this chapter's `update`.
 
 ```sh
 cd build && ninja ch14_gpt
@@ -571,7 +571,7 @@ static int gpt_init_weights(gpt *g) {
 
 /*md
 ::: zh
-两个矩阵乘法是批量的（`ct_bmm`，B·n_head 个 (T, hs) 矩阵一起算，kᵀ 不用真的转置，GEMM 按转置读它）；softmax 是 Transformer 内核族里的一个核函数，它在同一遍里做缩放、掩码、减最大值和求指数。前向把 q、k、v 和 P 留给反向。P 有 B·n_head·T² 个数，T 加倍它就变成四倍：这是注意力在长上下文里最贵的地方（见下面的"内存"一节）。
+两个矩阵乘法是批量的（`ct_bmm`，B·n_head 个 (T, hs) 矩阵一起算，kᵀ 不用真的转置，GEMM 按转置读它）；softmax 是 Transformer 核函数族里的一个核函数，它在同一遍里做缩放、掩码、减最大值和求指数。前向把 q、k、v 和 P 留给反向。P 有 B·n_head·T² 个数，T 加倍它就变成四倍：这是注意力在长上下文里最贵的地方（见下面的"内存"一节）。
 
 **MLP** 是逐位置的两层网络：`c_fc` 把 C 维放大到 4C，GELU（tanh 近似：x/2·(1 + tanh(√(2/π)(x + 0.044715x³)))，也就是 GPT-2 原来的代码和 llm.c 用的形式，PyTorch 里是 `nn.GELU(approximate="tanh")`）做非线性。nanoGPT 的 MLP 用的是精确的 GELU（`nn.GELU()`，x·Φ(x)，用 erf 算）；两者之差不到千分之一，但逐位比较时要用同一种，本章和它的孪生程序都用 tanh 形式。`c_proj` 再压回 C。注意力负责"从哪里取信息"，MLP 负责"对取来的信息做什么"；参数的三分之二在 MLP 里。
 :::
@@ -869,7 +869,7 @@ static void show_optimizer(const trainer *t, ct_metrics *m) {
 ::: zh
 ## 一步训练
 
-一步训练分两半。`forward_backward` 是"算梯度"的一半：清零梯度、前向、交叉熵、反向；`update` 是"用梯度"的一半：（多进程时）把各进程的梯度取平均、（float16 时）反缩放、裁剪、权重衰减、AdamW。分开写是为了 `--graphs`：前一半的几百个 kernel 每步都一样，可以录成一张 CUDA 图重放；后一半要读梯度范数、每步换学习率，留在图外面。
+一步训练分两半。`forward_backward` 是"算梯度"的一半：清零梯度、前向、交叉熵、反向；`update` 是"用梯度"的一半：（多进程时）把各进程的梯度取平均、（float16 时）反缩放、裁剪、权重衰减、AdamW。分开写是为了 `--graphs`：前一半的几百个核函数每步都一样，可以录成一张 CUDA Graph重放；后一半要读梯度范数、每步换学习率，留在图外面。
 :::
 ::: en
 ## One training step
@@ -922,9 +922,9 @@ static int update(trainer *t, double lr, double *norm) {
 
 /*md
 ::: zh
-### `--graphs`：把前一半录成 CUDA 图
+### `--graphs`：把前一半录成 CUDA Graph
 
-和第 10 章一样：先在一条副流上照常跑几步（`GRAPH_WARMUP`），让 cuBLAS 的工作区、优化器的状态这些只在第一次出现的东西都建好；然后在副流上捕获一次 `forward_backward(sx, sy)`，输入和目标是捕获之前建好的静态张量 `sx`、`sy`；之后每一步只是把新的 batch `copy_` 进这两个张量，再重放图。图里的 kernel 和 eager 执行完全相同，所以损失逐位相同（`chapter.ch14_graphs` 检查这一点）。没有 GPU 时运行时在 CPU 上按同样的规则录制和重放（第 10 章讲过）。
+和第 10 章一样：先在一条旁路流上照常跑几步（`GRAPH_WARMUP`），让 cuBLAS 的工作区、优化器的状态这些只在第一次出现的东西都建好；然后在旁路流上捕获一次 `forward_backward(sx, sy)`，输入和目标是捕获之前建好的静态张量 `sx`、`sy`；之后每一步只是把新的 batch `copy_` 进这两个张量，再重放图。图里的核函数和即时执行完全相同，所以损失逐位相同（`chapter.ch14_graphs` 检查这一点）。没有 GPU 时运行时在 CPU 上按同样的规则录制和重放（第 10 章讲过）。
 :::
 ::: en
 ### `--graphs`: the first half as a CUDA graph
@@ -1642,7 +1642,7 @@ static void run_generate(const settings *s, const ct_cli *cli, ct_metrics *m) {
 | [9](chapter:ch09) | autocast 与 GradScaler | `--amp bf16` / `--amp fp16`：前向在低精度里算，fp16 用 GradScaler，裁剪之前 `unscale_` |
 | [10](chapter:ch10) | CUDA Graphs | `--graphs`：前向加反向录一次、之后每步重放 |
 | [11](chapter:ch11) | 性能分析器 | `--profile FILE`：`key_averages` 表和 Chrome trace |
-| [12](chapter:ch12) | 流与事件 | `--graphs` 的预热和捕获在副流上，主流用 `wait_stream` 等它 |
+| [12](chapter:ch12) | 流与事件 | `--graphs` 的预热和捕获在旁路流上，主流用 `wait_stream` 等它 |
 | [13](chapter:ch13) | 运行时编译的融合核函数 | 本章没有用：GELU、LayerNorm、softmax 已经是手写的融合核函数；练习可以把 MLP 的偏置加 GELU 换成一个 JIT 核函数 |
 
 `--amp` 靠每个 Transformer 层都能在 autocast 下运行：Linear 和注意力的两个矩阵乘法在 bfloat16 或 float16 里算，LayerNorm、注意力的 softmax 和交叉熵在 float32 里算；参数和梯度一直是 float32。这是 PyTorch 在 **CUDA** 上的规则（AutocastCUDA 的列表）。PyTorch 2.x 在 CPU 上的列表（AutocastCPU）不同：交叉熵仍在 float32 里算，注意力（`scaled_dot_product_attention`）同样在低精度里算，但 softmax 和 layer_norm 不在 float32 列表上，bfloat16 输入就在 bfloat16 里算（LayerNorm 的参数仍是 float32）。ct 在 CPU 上也用 CUDA 的列表，所以 `--amp bf16 --device cpu` 的 LayerNorm 和 softmax 输出是 float32，而 PyTorch 的 CPU autocast 给的是 bfloat16（README 架构一节记下的偏离；[第 9 章](chapter:ch09)讲两张列表）。

@@ -106,7 +106,7 @@ def read(path):
 
 def cmd_meta(root):
     reader = load_module("book_reader", os.path.join(root, "tools", "book_reader.py"))
-    meta = load_meta(root)
+    meta = reader.load_meta(os.path.join(root, "book"))   # chapters.json and book/remember.json
     chs = chapters(root)
     problems = reader.validate(meta, [c[0] for c in chs])
     check(not problems, f"book/chapters.json is complete for {len(chs)} chapters" +
@@ -123,6 +123,9 @@ def cmd_meta(root):
                       f"{cid}: prerequisite {p} is named in the {lang} text (so it becomes a link)")
         terms = m.get("terms", [])
         check(len(terms) >= 3, f"{cid}: {len(terms)} glossary terms (at least 3)")
+        rem = m.get("remember") or {}
+        check(all(len(rem.get(l) or []) >= 3 for l in ("zh", "en")) and len(rem.get("zh") or []) == len(rem.get("en") or []),
+              f"{cid}: 'what to remember' has at least 3 points, as many in zh as in en (book/remember.json)")
     check_gpu_fallback(reader)
 
 
@@ -488,6 +491,16 @@ def cmd_search(root, out):
                 pages = [urllib.parse.urlsplit(h).path for h in hits]
                 check(n is not None and f"{slug}.html" in pages,
                       f"{lang}: search {q!r} finds {slug}.html ({n} results; first: {pages[:3]})")
+        # book/termbase.json: a synonym the zh prose does not use, or the English name, finds the
+        # glossary's entry and the chapters that use the book's word (a few queries: each is a
+        # Chromium run)
+        for q, term in ({"zh": [("内核", "核函数"), ("kernel", "核函数"), ("副流", "旁路流")],
+                         "en": [("核函数", "kernel")]}[lang]):
+            n, hits = run_search(chrome, page, q)
+            pages = sorted({urllib.parse.urlsplit(h).path for h in hits})
+            check(n is not None and "glossary.html" in pages and any(p.startswith("ch") for p in pages),
+                  f"{lang}: search {q!r} finds the glossary and the chapters that write {term!r} "
+                  f"({n} results; pages: {pages[:4]})")
 
 
 OVERFLOW_PROBE = """<script>

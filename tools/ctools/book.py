@@ -110,6 +110,17 @@ def load_reader():
 reader = load_reader()
 
 
+def load_termbase():
+    """tools/termbase.py: book/termbase.json's glossary sections and search aliases."""
+    spec = importlib.util.spec_from_file_location("termbase", os.path.join(ROOT, "tools", "termbase.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+termbase = load_termbase()
+
+
 def load_appendix():
     """tools/book_appendix.py: the performance appendix from the bench recordings."""
     path = os.path.join(ROOT, "tools", "book_appendix.py")
@@ -425,7 +436,8 @@ def render_html(out, md_dir, metas, info, gpu, pdfs):
         write_index(lang, d, lang_pages, info, gpu)
         reader.write_search_index(d, [(p["file"], strip_md(p["titles"][lang])) for p in lang_pages] +
                                   [("glossary.html", reader.WORDS[lang]["glossary"]),
-                                   ("index.html", TEXT[lang]["book"])])
+                                   ("index.html", TEXT[lang]["book"])],
+                                  aliases=termbase.aliases(lang, termbase.load(ROOT)))
     shutil.copyfile(os.path.join(BOOK, "book.css"), os.path.join(out, "book.css"))
     has_appendix = os.path.exists(os.path.join(md_dir, f"{appendix.PAGE}.en.md"))
     with open(os.path.join(out, "index.html"), "w", encoding="utf-8") as f:
@@ -577,6 +589,8 @@ def add_reader_tools(out, md_dir, metas, repo_url):
     for lang in LANGS:
         with open(os.path.join(md_dir, f"glossary.{lang}.md"), "w", encoding="utf-8") as f:
             f.write(reader.glossary_md(lang, metas, meta))
+            f.write("\n" + termbase.glossary_md(lang, termbase.load(ROOT), [
+                (t[lang]["term"], f"glossary-{t['id']}") for m in metas for t in meta[m["id"]].get("terms", [])]))
     READER_ENV.update(reader.lua_env(metas, reader.repo_base(ROOT, os.path.join(out, "zh"), repo_url), repo_url))
     return reader.gpu_recordings(out, os.path.join(BOOK, "recorded"), [m["id"] for m in metas])
 

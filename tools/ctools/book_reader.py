@@ -39,7 +39,7 @@ WORDS = {
         "recordings_sum": "有 GPU 录制的章节：{n} / {total}。",
         "editions": "版本", "html": "网页版", "pdf": "PDF",
         "search_placeholder": "搜索本书", "search_intro": "在本版中搜索（离线，不联网）：",
-        "chapter_word": "第 {n} 章", "toc": "本页内容",
+        "chapter_word": "第 {n} 章", "toc": "本页内容", "remember": "要点回顾",
     },
     "en": {
         "learn": "What you will learn", "apis": "PyTorch APIs it rebuilds", "prereq": "Prerequisites",
@@ -53,7 +53,7 @@ WORDS = {
         "recordings_sum": "Chapters with GPU recordings: {n} of {total}.",
         "editions": "Editions", "html": "HTML", "pdf": "PDF",
         "search_placeholder": "Search the book", "search_intro": "Search this edition (offline, no network):",
-        "chapter_word": "Chapter {n}", "toc": "On this page",
+        "chapter_word": "Chapter {n}", "toc": "On this page", "remember": "What to remember",
     },
 }
 
@@ -69,7 +69,14 @@ def load_meta(book_dir):
     if not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as f:
-        return json.load(f).get("chapters", {})
+        meta = json.load(f).get("chapters", {})
+    remember = os.path.join(book_dir, "remember.json")     # each chapter's "what to remember"
+    if os.path.exists(remember):
+        with open(remember, encoding="utf-8") as f:
+            for cid, r in json.load(f).get("chapters", {}).items():
+                if cid in meta:
+                    meta[cid]["remember"] = r
+    return meta
 
 
 def validate(meta, chapter_ids):
@@ -91,6 +98,7 @@ def validate(meta, chapter_ids):
             continue
         both(m.get("summary"), f"{cid}.summary")
         both(m.get("learn"), f"{cid}.learn", list)
+        both(m.get("remember"), f"{cid} in book/remember.json", list)
         if not m.get("apis"):
             problems.append(f"book/chapters.json: {cid}.apis is empty")
         pre = m.get("prerequisites") or {}
@@ -186,6 +194,12 @@ def terms_section(lang, m, cm):
     return "\n".join(out)
 
 
+def remember_section(lang, m, cm):
+    """'What to remember': the chapter's takeaways (book/remember.json), before its terms."""
+    out = [f"## {WORDS[lang]['remember']} {{#{m['id']}-remember .remember}}", ""]
+    return "\n".join(out + [f"- {t}" for t in cm["remember"][lang]])
+
+
 def inline_code(s):
     n = max([len(r) for r in re.findall(r"`+", s)] + [0]) + 1
     tick = "`" * n
@@ -209,9 +223,10 @@ def augment_chapter(md_path, lang, m, cm, first_heading):
             j += 1
         j += 1
     lines[j:j] = ["", header_card(lang, m, cm), ""]
-    if cm.get("terms"):
+    if cm.get("terms") or cm.get("remember"):
         ex = next((k for k, t in enumerate(lines) if re.match(r"^## (练习|Exercises)\b", t)), None)
-        section = ["", terms_section(lang, m, cm), ""]
+        section = ["", remember_section(lang, m, cm), ""] if cm.get("remember") else []
+        section += ["", terms_section(lang, m, cm), ""] if cm.get("terms") else []
         if ex is None:
             lines += section
         else:
@@ -321,11 +336,11 @@ def page_sections(path):
     return out
 
 
-def write_search_index(lang_dir, pages):
+def write_search_index(lang_dir, pages, aliases=None):
     """lang_dir/search-index.js: window.BOOK_SEARCH = {pages: [{f, t}], s: [[page, anchor,
     heading, text]]} for pages [(file, title)]. A script, not JSON, so that a page opened
     from the disk (file://) can load it without fetch()."""
-    index = {"pages": [], "s": []}
+    index = {"pages": [], "s": [], "a": aliases or {}}   # a: {synonym: [the book's words]} (termbase)
     for n, (file, title) in enumerate(pages):
         index["pages"].append({"f": file, "t": title})
         for anchor, heading, text in page_sections(os.path.join(lang_dir, file)):
@@ -385,8 +400,19 @@ def landing_page(metas, meta, gpu, info, book_titles, pdfs, appendix=None):
     return LANDING.format(
         zh=e(book_titles["zh"]), en=e(book_titles["en"]), editions="\n".join(editions),
         rows="\n".join(rows), after=after, built=built,
+        seeds_zh=e(SEEDS["zh"]), seeds_en=e(SEEDS["en"]),
         rec_zh=e(WORDS["zh"]["recordings_sum"].format(n=n_gpu, total=len(metas))),
         rec_en=e(WORDS["en"]["recordings_sum"].format(n=n_gpu, total=len(metas))))
+
+
+# The seed tutorials, said once on the landing page (the preface and the glossary say it too).
+SEEDS = {
+    "zh": "各章说的“种子教程”是本书据以重写的五篇中文 PyTorch GPU 教程：王哲峰《PyTorch GPU训练 和 CUDA》（2022）、《PyTorch使用教程(11)-cuda的使用方法》、Byolio《用GPU加速PyTorch模型训练》（2024）、《PyTorch GPU 加速》和《GPU 使用》。"
+          "各章纠正其中的说法时，先用自己的话转述原句。",
+    "en": "\"The seed tutorials\" the chapters speak of are the five Chinese PyTorch GPU tutorials this book "
+          "rebuilds: Wang Zhefeng's \"PyTorch GPU training and CUDA\" (2022), \"PyTorch tutorial (11): using CUDA\", Byolio's \"Accelerating PyTorch training with a GPU\" (2024), \"PyTorch GPU acceleration\" and \"Using the GPU\" (titles translated). Where a chapter corrects one of "
+          "their lines, it paraphrases the line first.",
+}
 
 
 LANDING = """<!DOCTYPE html>
@@ -402,6 +428,7 @@ LANDING = """<!DOCTYPE html>
 {editions}
 </ul>
 <p class="recordings"><span lang="zh-CN">{rec_zh}</span> <span lang="en">{rec_en}</span></p>
+<p class="seeds"><span lang="zh-CN">{seeds_zh}</span> <span lang="en">{seeds_en}</span></p>
 <ol class="chapter-list">
 {rows}
 </ol>
