@@ -25,8 +25,6 @@ says why. Standard library only.
 import glob
 import html
 import html.parser
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -51,17 +49,10 @@ def skip(why):
     sys.exit(SKIP)
 
 
-def load_weave(root):
-    loader = importlib.machinery.SourceFileLoader("weave", os.path.join(root, "tools", "weave"))
-    spec = importlib.util.spec_from_loader("weave", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
 def chapters(root):
     """[(slug, {lang: title})] of every chapter in the sources."""
-    weave = load_weave(root)
+    sys.path.insert(0, os.path.join(root, "tools"))
+    from ctools import weave
     out = []
     for src in sorted(glob.glob(os.path.join(root, "chapters", "ch*_*", "ch*_*.c"))):
         slug = os.path.basename(os.path.dirname(src))

@@ -20,20 +20,9 @@ Python's standard library only; needs no pandoc. Exit 0 when all is well,
 1 with every problem listed otherwise.
 """
 import glob
-import importlib.machinery
-import importlib.util
 import os
 import re
 import sys
-
-
-def load_weave(root):
-    path = os.path.join(root, "tools", "weave")
-    loader = importlib.machinery.SourceFileLoader("weave", path)
-    spec = importlib.util.spec_from_loader("weave", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
 
 
 EXERCISES = {"zh": re.compile(r"^#{1,6}\s+练习"), "en": re.compile(r"^#{1,6}\s+Exercises\b", re.I)}
@@ -74,7 +63,8 @@ def hook_counts(path):
 def main(argv):
     root = os.path.abspath(argv[1] if len(argv) > 1 else
                            os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-    weave = load_weave(root)
+    sys.path.insert(0, os.path.join(root, "tools"))
+    from ctools import weave
     problems = []
     sources = [s for s in sorted(glob.glob(os.path.join(root, "chapters", "ch*_*", "ch*_*.c")))
                if os.path.basename(s) == os.path.basename(os.path.dirname(s)) + ".c"]

@@ -166,7 +166,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 TARGETS = ("ch02", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09", "ch10", "ch11", "ch12", "ch13", "ch14")
 DEFAULT_PYTHON = "/usr/bin/python3"
 TORCH2_PYTHON = os.path.join(os.environ.get("CT_TORCH2_VENV") or os.path.join(ROOT, ".venv-torch2"), "bin", "python")

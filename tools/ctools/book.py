@@ -33,8 +33,6 @@ import argparse
 import datetime
 import glob
 import html
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -43,7 +41,11 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from . import book_appendix as appendix  # the performance appendix from the bench recordings
+from . import book_reader as reader  # the landing page, chapter header boxes, glossary, search index
+from . import weave
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 BOOK = os.path.join(ROOT, "book")
 LANGS = ("zh", "en")
 TORCH_PYTHON = "/usr/bin/python3"
@@ -85,40 +87,6 @@ def die(msg, code=1):
     sys.exit(code)
 
 
-def load_weave():
-    path = os.path.join(ROOT, "tools", "weave")
-    loader = importlib.machinery.SourceFileLoader("weave", path)
-    spec = importlib.util.spec_from_loader("weave", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-weave = load_weave()
-
-
-def load_reader():
-    """tools/book_reader.py: the landing page, chapter header boxes, glossary, search index."""
-    path = os.path.join(ROOT, "tools", "book_reader.py")
-    spec = importlib.util.spec_from_file_location("book_reader", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-reader = load_reader()
-
-
-def load_appendix():
-    """tools/book_appendix.py: the performance appendix from the bench recordings."""
-    path = os.path.join(ROOT, "tools", "book_appendix.py")
-    spec = importlib.util.spec_from_file_location("book_appendix", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-appendix = load_appendix()
 # what book/reader.lua reads (chapter pages, repository links): set once the chapters are woven
 READER_ENV = {}
 

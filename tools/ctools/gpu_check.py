@@ -105,7 +105,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 MIB = 1048576
 
 # ---------------------------------------------------------------------------

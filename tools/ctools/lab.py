@@ -94,7 +94,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # tools/ctools/ -> the repository
 SOURCE_EXTS = (".c", ".cu", ".h", ".cuh")
 EXIT_USAGE = 2
 EXIT_BROKE = 3

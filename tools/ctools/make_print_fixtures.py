@@ -50,7 +50,7 @@ import os
 import random
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 DEFAULT_OUT = os.path.join(ROOT, "tests", "fixtures", "print", "cases.txt")
 
 try:

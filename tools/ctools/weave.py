@@ -37,7 +37,7 @@ import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 LANGS = ("zh", "en")
 SPEC_DIR = os.path.join(ROOT, "book", "figures")  # figure specs chNN_NAME.gp
 
