@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Checks of the book's performance appendix (tools/book_appendix.py), label book.
+"""Checks of the book's performance appendix (tools/ctools/book_appendix.py), label book.
 
     check_appendix.py text   REPO       (no build) every row id tools/bench can report, on the CPU
                                         and on a GPU (tools/bench --list-rows), has its title and

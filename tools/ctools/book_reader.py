@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""tools/book_reader.py: the reader's tools around the chapters' text, for tools/book.
+"""tools/ctools/book_reader.py: the reader's tools around the chapters' text, for tools/book.
 
 What it adds: the landing page (the bilingual table of contents: each
 chapter's one-line summary, whether it has GPU recordings, links to both
