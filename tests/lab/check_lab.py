@@ -338,6 +338,8 @@ def mode_tool(root, work):
     proj = work / "demo"
     (proj / "tools").mkdir(parents=True)
     shutil.copy2(root / "tools" / "lab", proj / "tools" / "lab")
+    shutil.copytree(root / "tools" / "ctools", proj / "tools" / "ctools",  # the entry runs ctools.lab
+                    ignore=shutil.ignore_patterns("__pycache__"))
     write(proj / "CMakeLists.txt", DEMO_CMAKE)
     write(proj / "CMakePresets.json", DEMO_PRESETS)
     write(proj / "common" / "demo.h", "int ct_one(void);\n")
