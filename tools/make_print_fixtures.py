@@ -1,9 +1,10 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""tools/make_print_fixtures.py: runs tools/ctools/make_print_fixtures.py (its docstring is the manual) as __main__."""
+"""tools/make_print_fixtures.py: the command; its code and its manual are tools/ctools/make_print_fixtures.py."""
 import os
-import runpy
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-runpy.run_module("ctools.make_print_fixtures", run_name="__main__")
+from ctools import make_print_fixtures  # noqa: E402
+
+sys.exit(make_print_fixtures.main())

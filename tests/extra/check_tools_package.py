@@ -8,8 +8,8 @@
     tools/fixtures/*.py is at most MAX_LINES lines long, from its `def` to its
     last line (ast's lineno .. end_lineno);
   - each Python entry script in tools/ (a file whose first line names python3)
-    is thin: at most ENTRY_LINES lines, and it runs a module of tools/ctools
-    that exists, with runpy;
+    is thin: at most ENTRY_LINES lines, importing a module of tools/ctools that
+    exists (`from ctools import NAME`) and calling its main;
   - no file under tools/ or tests/ loads a tool by its path
     (importlib.machinery.SourceFileLoader, or spec_from_file_location in the
     package): they import ctools instead.
@@ -22,7 +22,7 @@ import re
 import sys
 
 MAX_LINES = 80
-ENTRY_LINES = 12
+ENTRY_LINES = 14
 
 
 def function_lengths(path):
@@ -55,14 +55,16 @@ def fat_entries(root):
             continue
         seen += 1
         rel = os.path.relpath(path, root)
-        m = re.search(r'runpy\.run_module\("ctools\.(\w+)"', text)
+        m = re.search(r"^from ctools import (\w+)\b", text, re.M)
         if text.count("\n") > ENTRY_LINES:
-            bad.append(f"{rel}: {text.count(chr(10))} lines: an entry script runs its module in tools/ctools/ "
-                       f"and does nothing else (at most {ENTRY_LINES} lines)")
+            bad.append(f"{rel}: {text.count(chr(10))} lines: an entry script imports its module from tools/ctools/ "
+                       f"and calls its main, nothing else (at most {ENTRY_LINES} lines)")
         if not m:
-            bad.append(f"{rel}: does not run a ctools module with runpy.run_module(\"ctools.NAME\", ...)")
+            bad.append(f"{rel}: imports no ctools module (`from ctools import NAME`, then NAME.main)")
         elif not os.path.isfile(os.path.join(root, "tools", "ctools", m.group(1) + ".py")):
-            bad.append(f"{rel}: runs ctools.{m.group(1)}, but tools/ctools/{m.group(1)}.py does not exist")
+            bad.append(f"{rel}: imports ctools.{m.group(1)}, but tools/ctools/{m.group(1)}.py does not exist")
+        elif f"{m.group(1)}.main(" not in text:
+            bad.append(f"{rel}: does not call {m.group(1)}.main")
     if seen == 0:
         bad.append("tools/: no Python entry script found (tools/book, tools/bench, ...)")
     return bad

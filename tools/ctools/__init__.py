@@ -2,8 +2,9 @@
 """ctools: the project's Python tools as one package.
 
 Each command in tools/ (book, weave, bench, lab, gpu-check, record, launch,
-flagfuzz, fuzz, make_print_fixtures.py) is a thin entry script that runs
-its module here as __main__; the modules import one another
+flagfuzz, fuzz, make_print_fixtures.py) is a thin entry script that puts
+tools/ on sys.path, imports its module from here and calls its main, as the
+module's own `if __name__ == "__main__"` block does; the modules import one another
 (`from . import weave`) instead of loading files by path. Tests import them
 the same way: put tools/ on sys.path, then `from ctools import bench`.
 """
