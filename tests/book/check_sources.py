@@ -25,6 +25,13 @@ import re
 import sys
 
 
+def load_weave(root):
+    """tools/ctools/weave.py of the repository at root (the book checks share this)."""
+    sys.path.insert(0, os.path.join(root, "tools"))
+    from ctools import weave
+    return weave
+
+
 EXERCISES = {"zh": re.compile(r"^#{1,6}\s+练习"), "en": re.compile(r"^#{1,6}\s+Exercises\b", re.I)}
 ITEM = re.compile(r"^\s{0,3}(\d+[.)]|[-*+])\s+\S")
 
@@ -63,8 +70,7 @@ def hook_counts(path):
 def main(argv):
     root = os.path.abspath(argv[1] if len(argv) > 1 else
                            os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-    sys.path.insert(0, os.path.join(root, "tools"))
-    from ctools import weave
+    weave = load_weave(root)
     problems = []
     sources = [s for s in sorted(glob.glob(os.path.join(root, "chapters", "ch*_*", "ch*_*.c")))
                if os.path.basename(s) == os.path.basename(os.path.dirname(s)) + ".c"]
