@@ -166,6 +166,8 @@ import subprocess
 import sys
 import time
 
+from .text import cell, finite, slug  # shared with other tools
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 TARGETS = ("ch02", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09", "ch10", "ch11", "ch12", "ch13", "ch14")
 DEFAULT_PYTHON = "/usr/bin/python3"
@@ -184,9 +186,6 @@ def log(msg):
     print(f"bench: {msg}", flush=True)
 
 
-def finite(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
 
 def fmt(x, unit=""):
     if not finite(x):
@@ -199,9 +198,6 @@ def fmt(x, unit=""):
         s = f"{x:.3g}"
     return f"{s} {unit}".strip()
 
-
-def slug(text):
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def cpu_model():
@@ -1081,9 +1077,6 @@ def print_table(rows):
     for d in data:
         print(line.format(*d))
 
-
-def cell(s):
-    return str(s).replace("|", "\\|").replace("\n", " ")
 
 
 def md_facts(p, info):

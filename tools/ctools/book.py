@@ -44,6 +44,7 @@ import time
 from . import book_appendix as appendix  # the performance appendix from the bench recordings
 from . import book_reader as reader  # the landing page, chapter header boxes, glossary, search index
 from . import weave
+from .text import strip_md  # shared with other tools
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 BOOK = os.path.join(ROOT, "book")
@@ -328,9 +329,6 @@ def html_args(lang, title, navbar, footbar=None, toc=False, searchpage=False):
             "-V", f"booktitle={html.escape(TEXT[lang]['book'])}",
             "-V", f"navbar={navbar}"]
 
-
-def strip_md(s):
-    return re.sub(r"[`*_]", "", s)
 
 
 def extra_page(lang, name):

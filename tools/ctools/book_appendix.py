@@ -30,6 +30,7 @@ import shutil
 import subprocess
 
 from . import bench  # its row catalog and its number format
+from .text import cell, finite  # shared with other tools
 
 LANGS = ("zh", "en")
 PAGE = "performance"           # performance.LANG.md -> performance.html
@@ -185,9 +186,6 @@ def read_recordings(recorded_dir):
     return recs, ignored
 
 
-def finite(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
 
 # ---------------------------------------------------------------------------
 # rows as the page shows them
@@ -301,9 +299,6 @@ def at_str(at, lang):
 
 # ---------------------------------------------------------------------------
 # Markdown
-
-def cell(s):
-    return str(s).replace("|", "\\|").replace("\n", " ")
 
 
 def table(head, rows, widths):

@@ -24,6 +24,8 @@ import json
 import os
 import re
 
+from .text import strip_md  # shared with other tools
+
 LANGS = ("zh", "en")
 
 WORDS = {
@@ -411,9 +413,6 @@ LANDING = """<!DOCTYPE html>
 </body></html>
 """
 
-
-def strip_md(s):
-    return re.sub(r"[`*_]", "", s)
 
 
 def md_inline_html(s):

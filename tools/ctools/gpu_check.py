@@ -105,6 +105,8 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
+from .text import cell  # shared with other tools
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 MIB = 1048576
 
@@ -1164,9 +1166,6 @@ def tail(path, n=40):
     except OSError:
         return ""
 
-
-def cell(s):
-    return str(s).replace("|", "\\|").replace("\n", " ")
 
 
 NONFAILING = ("ok", "skipped", "partial", "unsupported", "not run", "dry", "warning")

@@ -33,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 
+from .text import slug  # shared with other tools
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 
 
@@ -42,9 +44,6 @@ def sh(cmd):
     except (OSError, subprocess.SubprocessError):
         return ""
 
-
-def slug(text):
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def machine(device):
