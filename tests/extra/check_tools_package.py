@@ -10,6 +10,9 @@
   - each Python entry script in tools/ (a file whose first line names python3)
     is thin: at most ENTRY_LINES lines, importing a module of tools/ctools that
     exists (`from ctools import NAME`) and calling its main;
+  - no two modules of tools/ctools define the same function (a top-level def
+    whose statements, docstring aside, are the same): a helper is written
+    once and imported;
   - no file under tools/ or tests/ loads a tool by its path
     (importlib.machinery.SourceFileLoader, or spec_from_file_location in the
     package): they import ctools instead.
@@ -41,6 +44,31 @@ def long_functions(root):
             if n > MAX_LINES:
                 bad.append(f"{os.path.relpath(path, root)}:{line}: {name} is {n} lines (at most {MAX_LINES}): "
                            "split it into named steps")
+    return bad
+
+
+def body_key(fn):
+    """The statements of a def without its docstring, as text (names and values included)."""
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return ast.dump(ast.Module(body=body, type_ignores=[]))
+
+
+def copied_helpers(root):
+    seen, bad = {}, []
+    for path in sorted(glob.glob(os.path.join(root, "tools", "ctools", "*.py"))):
+        rel = os.path.relpath(path, root)
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for n in tree.body:
+            if isinstance(n, ast.FunctionDef):
+                key = body_key(n)
+                if key in seen and seen[key][0] != rel:
+                    bad.append(f"{rel}:{n.lineno}: {n.name} repeats {seen[key][0]}:{seen[key][1]} "
+                               f"({seen[key][2]}): write it once and import it")
+                seen.setdefault(key, (rel, n.lineno, n.name))
     return bad
 
 
@@ -90,12 +118,13 @@ def path_loaders(root):
 def main(argv):
     root = os.path.abspath(argv[1] if len(argv) > 1 else
                            os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-    bad = long_functions(root) + fat_entries(root) + path_loaders(root)
+    bad = long_functions(root) + copied_helpers(root) + fat_entries(root) + path_loaders(root)
     for b in bad:
         print("FAIL " + b)
     if bad:
         return 1
     print(f"ok: tools/ctools and tools/fixtures have no function over {MAX_LINES} lines; "
+          "no helper is written twice; "
           "the entry scripts are thin; nothing loads a tool by path")
     return 0
 
