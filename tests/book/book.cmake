@@ -60,7 +60,7 @@ foreach(check reader fonts search overflow)
                        SKIP_RETURN_CODE 77)
 endforeach()
 
-# The performance appendix (tests/book/check_appendix.py; tools/book_appendix.py builds it):
+# The performance appendix (tests/book/check_appendix.py; tools/ctools/book_appendix.py builds it):
 #   book.appendix_text    every row id of tools/bench (CPU and GPU rows) has its title and paragraph
 #                         in book/performance.json in both languages, none stale; a row without one
 #                         is named with the fix; pages made from fixture recordings list the GPU

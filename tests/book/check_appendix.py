@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Checks of the book's performance appendix (tools/book_appendix.py), label book.
+"""Checks of the book's performance appendix (tools/ctools/book_appendix.py), label book.
 
     check_appendix.py text   REPO       (no build) every row id tools/bench can report, on the CPU
                                         and on a GPU (tools/bench --list-rows), has its title and
@@ -86,7 +86,7 @@ def latest_recordings(recorded):
 # text: book/performance.json against the bench's rows; the page from fixtures
 
 def cmd_text(root):
-    appendix = load("book_appendix", os.path.join(root, "tools", "book_appendix.py"))
+    appendix = load(root, "book_appendix")
     cat = catalog(root)
     with open(os.path.join(root, "book", "performance.json"), encoding="utf-8") as f:
         text = json.load(f)
@@ -134,7 +134,7 @@ def write_rec(path, doc):
 
 def check_fixtures(root, appendix, cat):
     """The page made from recorded/ folders this check writes: CPU only; CPU and a partial GPU run."""
-    weave = load("weave", os.path.join(root, "tools", "weave"))
+    weave = load(root, "weave")
     gpu_ids = list(dict.fromkeys(c["id"] for c in cat if c["device"] == "cuda"))
     cpu_row = {"id": "ch05.steps", "at": None, "target": "ch05 training steps/s: C / PyTorch", "unit": "steps/s",
                "goal": 3.0, "op": ">=", "met": "yes", "note": "", "a": 1234.5, "b": 100.0, "ratio": 12.345,
@@ -409,7 +409,7 @@ def cmd_search(root, out):
     chrome = reader_checks.chromium_binary()
     if not chrome:
         skip("no chromium (Debian: chromium)")
-    appendix = load("book_appendix", os.path.join(root, "tools", "book_appendix.py"))
+    appendix = load(root, "book_appendix")
     for lang in LANGS:
         page = os.path.join(out, lang, "search.html")
         q = appendix.WORDS[lang]["why"]

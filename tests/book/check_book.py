@@ -25,8 +25,6 @@ says why. Standard library only.
 import glob
 import html
 import html.parser
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -36,32 +34,14 @@ import sys
 import tempfile
 import urllib.parse
 
-SKIP = 77
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def skip(why):
-    print(f"skipped: {why}")
-    sys.exit(SKIP)
-
-
-def load_weave(root):
-    loader = importlib.machinery.SourceFileLoader("weave", os.path.join(root, "tools", "weave"))
-    spec = importlib.util.spec_from_loader("weave", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# this folder: the book checks' one set of check/skip/failures and shared helpers
+from check_reader import check, chromium_binary, failures, load_module, need_book, skip  # noqa: E402
 
 
 def chapters(root):
     """[(slug, {lang: title})] of every chapter in the sources."""
-    weave = load_weave(root)
+    weave = load_module(root, "weave")
     out = []
     for src in sorted(glob.glob(os.path.join(root, "chapters", "ch*_*", "ch*_*.c"))):
         slug = os.path.basename(os.path.dirname(src))
@@ -70,11 +50,6 @@ def chapters(root):
         out.append((slug, weave.Chapter(src).titles))
     out.sort(key=lambda c: int(c[0][2:].split("_")[0]))
     return out
-
-
-def need_book(out):
-    if not os.path.exists(os.path.join(out, "book.json")):
-        skip(f"no book in {out} (book.build did not build it)")
 
 
 # ---------------------------------------------------------------------------
@@ -436,14 +411,6 @@ def check_no_fence_pdf(lang, text):
     leaks = fence_leaks(text)
     check(not leaks, f"workbook-{lang}.pdf: no Pandoc fence text ':::'" +
           "".join("\n     " + t[:100] for t in leaks[:5]))
-
-
-def chromium_binary():
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        p = shutil.which(name)
-        if p:
-            return p
-    return None
 
 
 def cmd_chromium(root, out):

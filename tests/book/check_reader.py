@@ -32,8 +32,7 @@ A check whose tool (pdffonts, fc-match, chromium) or book is missing exits 77
 """
 import glob
 import html.parser
-import importlib.machinery
-import importlib.util
+import importlib
 import json
 import os
 import re
@@ -61,20 +60,15 @@ def skip(why):
     sys.exit(SKIP)
 
 
-def load_module(name, path):
-    if path.endswith(".py"):
-        spec = importlib.util.spec_from_file_location(name, path)
-    else:
-        loader = importlib.machinery.SourceFileLoader(name, path)
-        spec = importlib.util.spec_from_loader(name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def load_module(root, name):
+    """ctools.NAME of the repository at root (tools/ctools/NAME.py)."""
+    sys.path.insert(0, os.path.join(root, "tools"))
+    return importlib.import_module(f"ctools.{name}")
 
 
 def chapters(root):
     """[(id, slug, number, {lang: title}, Chapter)] of the sources, in order."""
-    weave = load_module("weave", os.path.join(root, "tools", "weave"))
+    weave = load_module(root, "weave")
     out = []
     for src in glob.glob(os.path.join(root, "chapters", "ch*_*", "ch*_*.c")):
         slug = os.path.basename(os.path.dirname(src))
@@ -105,7 +99,7 @@ def read(path):
 # meta: book/chapters.json
 
 def cmd_meta(root):
-    reader = load_module("book_reader", os.path.join(root, "tools", "book_reader.py"))
+    reader = load_module(root, "book_reader")
     meta = reader.load_meta(os.path.join(root, "book"))   # chapters.json and book/remember.json
     chs = chapters(root)
     problems = reader.validate(meta, [c[0] for c in chs])

@@ -13,8 +13,6 @@ languages and drawn by gnuplot (that part is skipped without gnuplot). Each
 malformed chapter must fail with FILE:LINE: and a message that names the
 problem. Standard library only.
 """
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -25,10 +23,8 @@ import tempfile
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-loader = importlib.machinery.SourceFileLoader("weave", os.path.join(ROOT, "tools", "weave"))
-spec = importlib.util.spec_from_loader("weave", loader)
-weave = importlib.util.module_from_spec(spec)
-loader.exec_module(weave)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from ctools import weave  # noqa: E402
 
 failures = []
 

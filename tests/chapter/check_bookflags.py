@@ -25,8 +25,6 @@ twin-cuda (gpu.chNN_twin_cuda, label gpu; tools/gpu-check's test stage runs them
 Where PYTHON cannot import torch the twins' parts are left out and the test exits 77 after
 the C programs' parts passed. Python 3's standard library only.
 """
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -52,11 +50,9 @@ OUTPUT_FLAGS = {"--profile"}
 
 
 def load_book(root):
-    loader = importlib.machinery.SourceFileLoader("book", os.path.join(root, "tools", "book"))
-    spec = importlib.util.spec_from_loader("book", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+    sys.path.insert(0, os.path.join(root, "tools"))
+    from ctools import book
+    return book
 
 
 def torch_ok(python):

@@ -25,8 +25,6 @@ and the per-process fraction with its flush-and-retry-once on failure. The
 checker replays the chapter's documented steps on the model and compares
 every statistic the chapter printed and wrote to --metrics.
 """
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -353,10 +351,8 @@ RULES = {(512, "bytes"): "every request is rounded up to a multiple of 512 bytes
 
 def prose_texts():
     """{lang: the chapter's prose in that language}, code spans and placeholders removed."""
-    loader = importlib.machinery.SourceFileLoader("weave", os.path.join(ROOT, "tools", "weave"))
-    spec = importlib.util.spec_from_loader("weave", loader)
-    weave = importlib.util.module_from_spec(spec)
-    loader.exec_module(weave)
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from ctools import weave
     out = {"zh": [], "en": []}
     for item in weave.Chapter(SOURCE).items:
         for lang, lines in item.get("segments", []) if item["kind"] == "prose" else []:

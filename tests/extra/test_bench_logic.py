@@ -12,8 +12,6 @@ made it (none for C's); --also-python's informational column; the torch.compile 
 has no torch.compile and read the --compile side where it has; which
 versions have torch.compile; the load is read as three numbers.
 """
-import importlib.machinery
-import importlib.util
 import os
 import sys
 
@@ -24,15 +22,6 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond:
         FAILS.append(what)
-
-
-def load_bench(root):
-    path = os.path.join(root, "tools", "bench")
-    loader = importlib.machinery.SourceFileLoader("ct_bench", path)
-    spec = importlib.util.spec_from_loader("ct_bench", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
 
 
 def ctx_of(b, torch="2.15.0+cu132", quick=False):
@@ -47,7 +36,8 @@ def runs_of(key, values):
 
 
 def main():
-    b = load_bench(sys.argv[1])
+    sys.path.insert(0, os.path.join(sys.argv[1], "tools"))
+    from ctools import bench as b
     near = lambda x, y: x is not None and abs(x - y) <= 1e-12 * max(1.0, abs(y))  # noqa: E731
 
     # summarize: median, min, max, (max - min) / median over the finite values

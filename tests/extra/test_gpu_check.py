@@ -13,8 +13,6 @@ checked on the script loaded as a module, with plans and stages made up here.
 usage: test_gpu_check.py REPO_ROOT
 """
 import copy
-import importlib.machinery
-import importlib.util
 import json
 import os
 import stat
@@ -26,6 +24,8 @@ import time
 
 ROOT = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.getcwd()
 TOOL = os.path.join(ROOT, "tools", "gpu-check")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import ctools  # noqa: E402
 failures = []
 
 
@@ -51,12 +51,8 @@ def run(args, env=None, cwd=None):
 
 
 def load_tool():
-    """tools/gpu-check as a module (it has no .py suffix)."""
-    loader = importlib.machinery.SourceFileLoader("gpu_check", TOOL)
-    spec = importlib.util.spec_from_loader("gpu_check", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+    """tools/ctools/gpu_check.py anew (the checks below set its limits)."""
+    return ctools.fresh("gpu_check")
 
 
 def write(path, text):

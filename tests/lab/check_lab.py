@@ -29,15 +29,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-
-def fail(msg):
-    print(f"FAIL: {msg}")
-    sys.exit(1)
-
-
-def skip(msg):
-    print(f"SKIP: {msg}")
-    sys.exit(77)
+# the verdicts every checker shares (tests/chapter/chaptertest.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chapter"))
+from chaptertest import expect, fail, skip  # noqa: E402
 
 
 def run(cmd, cwd=None, timeout=1500):
@@ -45,17 +39,6 @@ def run(cmd, cwd=None, timeout=1500):
     r = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True,
                        errors="replace", timeout=timeout)
     return r
-
-
-def show(r):
-    print(f"--- exit {r.returncode}; stdout:\n{r.stdout}--- stderr:\n{r.stderr}---", flush=True)
-
-
-def expect(cond, msg, r=None):
-    if not cond:
-        if r is not None:
-            show(r)
-        fail(msg)
 
 
 def lab(root, *args, **kw):
@@ -338,6 +321,8 @@ def mode_tool(root, work):
     proj = work / "demo"
     (proj / "tools").mkdir(parents=True)
     shutil.copy2(root / "tools" / "lab", proj / "tools" / "lab")
+    shutil.copytree(root / "tools" / "ctools", proj / "tools" / "ctools",  # the entry runs ctools.lab
+                    ignore=shutil.ignore_patterns("__pycache__"))
     write(proj / "CMakeLists.txt", DEMO_CMAKE)
     write(proj / "CMakePresets.json", DEMO_PRESETS)
     write(proj / "common" / "demo.h", "int ct_one(void);\n")

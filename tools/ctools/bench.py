@@ -166,7 +166,9 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .text import cell, finite, slug  # shared with other tools
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 TARGETS = ("ch02", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09", "ch10", "ch11", "ch12", "ch13", "ch14")
 DEFAULT_PYTHON = "/usr/bin/python3"
 TORCH2_PYTHON = os.path.join(os.environ.get("CT_TORCH2_VENV") or os.path.join(ROOT, ".venv-torch2"), "bin", "python")
@@ -184,9 +186,6 @@ def log(msg):
     print(f"bench: {msg}", flush=True)
 
 
-def finite(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
 
 def fmt(x, unit=""):
     if not finite(x):
@@ -199,9 +198,6 @@ def fmt(x, unit=""):
         s = f"{x:.3g}"
     return f"{s} {unit}".strip()
 
-
-def slug(text):
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def cpu_model():
@@ -1082,12 +1078,9 @@ def print_table(rows):
         print(line.format(*d))
 
 
-def cell(s):
-    return str(s).replace("|", "\\|").replace("\n", " ")
 
-
-def write_report(path, info, rows, runs_all, notes):
-    p = []
+def md_facts(p, info):
+    """The report's title and its table of facts."""
     p.append(f"# Bench: {info['device_desc']} ({info['date']})")
     p.append("")
     p.append("Written by `tools/bench`; nothing here is typed by hand. Speed targets are measured here as "
@@ -1118,6 +1111,10 @@ def write_report(path, info, rows, runs_all, notes):
              ("Result", info["result"])]
     for k, v in facts:
         p.append(f"| {k} | {cell(v)} |")
+
+
+def md_targets(p, info, rows):
+    """The targets' table, and the informational one against --also-python."""
     p.append("")
     p.append("## Targets")
     p.append("")
@@ -1131,7 +1128,6 @@ def write_report(path, info, rows, runs_all, notes):
     p.append("met: yes / no against the goal; n/a where this run cannot judge it (why in the notes); "
              "unstable where the runs spread too far to judge; - where the row has no goal (shown for context). "
              "Each PyTorch figure names the PyTorch that made it.")
-    row_notes = [(r["target"], r["note"]) for r in rows if r["note"]]
     p.append("")
     also = [r for r in rows if r.get("b_also") is not None]
     if also:
@@ -1146,6 +1142,11 @@ def write_report(path, info, rows, runs_all, notes):
             q = f"{r['ratio_also']:.3f}" if finite(r["ratio_also"]) else "-"
             p.append(f"| {cell(r['target'])} | {fmt(r['a'], r['unit'])} | {fmt(r['b_also'], r['unit'])} | {q} |")
         p.append("")
+
+
+def md_notes(p, info, rows, runs_all, notes):
+    """The notes, and the commands that made every figure."""
+    row_notes = [(r["target"], r["note"]) for r in rows if r["note"]]
     p.append("## Notes")
     p.append("")
     for n in notes:
@@ -1171,6 +1172,10 @@ def write_report(path, info, rows, runs_all, notes):
         p.append(f"# {r['target']} {r['side']} run {r['run']}: {status}, {r['seconds']:.1f} s{load}")
         p.append(r["command"])
     p.append("```")
+
+
+def md_runs(p, info, rows, runs_all):
+    """What the deadline left out, the failed runs' output, and every run's figures."""
     skipped = info.get("skipped") or []
     if skipped:
         p.append("")
@@ -1204,6 +1209,14 @@ def write_report(path, info, rows, runs_all, notes):
         p.append(f"| {cell(r['target'])} | {a} | {b} | {q} |")
     p.append("")
     p.append("</details>")
+
+
+def write_report(path, info, rows, runs_all, notes):
+    p = []
+    md_facts(p, info)
+    md_targets(p, info, rows)
+    md_notes(p, info, rows, runs_all, notes)
+    md_runs(p, info, rows, runs_all)
     text = "\n".join(p) + "\n"
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
@@ -1299,18 +1312,8 @@ def parse_args(argv):
     return a
 
 
-def main(argv):
-    a = parse_args(argv)
-    t_start = time.monotonic()
-    load_start = os.getloadavg()[0]
-    ctx = Ctx()
-    ctx.quick = a.quick
-    ctx.threads = a.threads or len(os.sched_getaffinity(0))
-    ctx.timeout = a.timeout
-    build = os.path.abspath(a.build)
-    ctx.work = os.path.abspath(a.work or os.path.join(build, "bench"))
-    os.makedirs(ctx.work, exist_ok=True)
-
+def pick_device(ctx, a):
+    """Sets ctx.device and ctx.gpu from --device and nvidia-smi: (cpu model, CPUs, slug, words)."""
     gpus = gpu_names()
     if a.device == "auto":
         ctx.device = "cuda" if gpus else "cpu"
@@ -1326,13 +1329,12 @@ def main(argv):
     else:
         dev_slug = cpu_slug(model)
         device_desc = f"cpu: {model} ({ncpu} CPUs)"
-    now = datetime.datetime.now(datetime.timezone.utc)
-    out = a.out or os.path.join(a.out_dir or os.path.join(ROOT, "book", "recorded"),
-                                f"bench-{dev_slug}-{now:%Y-%m-%d}{'-quick' if a.quick else ''}.md")
+    return model, ncpu, dev_slug, device_desc
 
-    env_threads = {k: str(ctx.threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-    penv = dict(os.environ)
-    penv.update(env_threads)
+
+def pick_python(ctx, a, penv):
+    """The PyTorch the twins run on (sets a.python when not given) and the informational one:
+    (torch version or None, whether it has CUDA or why it cannot run)."""
     if a.python:
         torch_ver, torch_cuda = probe_torch(a.python, penv)
     else:
@@ -1361,10 +1363,11 @@ def main(argv):
             log(f"--also-python: {why}; no informational column")
         else:
             log(f"also PyTorch {ctx.torch_also} ({a.also_python}), eager only, informational")
-    log(f"device {device_desc}; {ctx.threads} threads; build {build}; "
-        f"{'--quick, ' if a.quick else ''}{a.runs} run(s) of each program")
+    return torch_ver, torch_cuda
 
-    # What to run: per target, the C program and its twin.
+
+def plan_programs(ctx, a, build):
+    """What to run: per target, the C program and its twin ({tag: {side: argv}}, [problems])."""
     progs, problems = {}, []
     for tag in a.only:
         c_bin = os.path.join(build, tag)
@@ -1388,10 +1391,11 @@ def main(argv):
             also_extra = PLANS[tag][0](ctx)[1]
             ctx.compile_ok = keep
             progs[tag]["pyo"] = [a.also_python, twin] + common + [x for x in also_extra if x != "--compile"]
-    if torch_ver is None:
-        problems.append(f"PyTorch is not importable by {a.python}: {torch_cuda}")
-        progs = {}
+    return progs, problems
 
+
+def run_programs(ctx, a, progs, env_threads, t_start):
+    """Each program a.runs times, in turns, until the deadline: ({tag: {side: [run]}}, [run], [skipped])."""
     runs = {tag: {side: [] for side in progs[tag]} for tag in progs}
     runs_all, skipped = [], []
     for run_no in range(1, a.runs + 1):
@@ -1409,7 +1413,11 @@ def main(argv):
                     log(f"{tag} {side} run {run_no}: {rec.get('error')}; log: {rec['log']}")
                 runs[tag][side].append(rec)
                 runs_all.append(rec)
+    return runs, runs_all, skipped
 
+
+def judge_rows(ctx, a, progs, runs):
+    """The report's rows: each target's plan applied to its first good runs, judged."""
     rows = []
     for tag in a.only:
         if tag not in progs:
@@ -1420,7 +1428,11 @@ def main(argv):
         rr["mismatch"] = mismatch_of(ctx, c, py) if c and py else None
         for row in PLANS[tag][1](ctx, c, py):
             rows.append(judge(ctx, row, rr))
+    return rows
 
+
+def outcome(rows, progs, runs, runs_all, problems, skipped):
+    """(exit status, the result line); adds the runs the deadline stopped to skipped."""
     failed = [r for r in runs_all if r["rc"] != 0 and not r.get("deadline_hit")]
     skipped += [f"{r['target']} {r['side']} run {r['run']} (stopped)" for r in runs_all if r.get("deadline_hit")]
     no_run = [tag for tag in progs
@@ -1441,7 +1453,11 @@ def main(argv):
     unstable = sum(r["met"] == "unstable" for r in rows)
     if unstable:
         result += f"; {unstable} unstable (the runs spread over {100 * UNSTABLE_SPREAD:.0f}%: not judged)"
+    return status, result
 
+
+def report_notes(ctx, a, progs, runs, rows, problems, torch_ver, torch_cuda):
+    """The notes under the report's table: --note, problems, mismatches, settings."""
     notes = list(a.note) + problems
     for tag in progs:
         c = first_metrics(runs[tag]["c"])
@@ -1459,6 +1475,60 @@ def main(argv):
         i = st.index("--out-dir")
         notes.append("ch06 settings (both programs): `" + " ".join(st[:i] + st[i + 2:]) +
                      (" --quick" if a.quick else "") + "`")
+    return notes
+
+
+def write_outputs(a, out, doc):
+    """The JSON beside the Markdown report, --json's copy and CT_BENCH_OUT's copies."""
+    # The machine-readable twin of the report, beside it (the book's performance appendix reads it).
+    beside = os.path.splitext(out)[0] + ".json"
+    write_json(beside, doc)
+    log(f"json: {beside}")
+    if a.json and os.path.abspath(a.json) != os.path.abspath(beside):
+        write_json(a.json, doc)
+        log(f"json: {a.json}")
+    extra = os.environ.get("CT_BENCH_OUT")
+    if extra:
+        os.makedirs(extra, exist_ok=True)
+        for src in (out, beside):
+            copy = os.path.join(extra, os.path.basename(src))
+            if not (os.path.exists(copy) and os.path.samefile(src, copy)):
+                shutil.copy(src, copy)
+        write_json(os.path.join(extra, "bench.json"), doc)
+
+
+def main(argv):
+    a = parse_args(argv)
+    t_start = time.monotonic()
+    load_start = os.getloadavg()[0]
+    ctx = Ctx()
+    ctx.quick = a.quick
+    ctx.threads = a.threads or len(os.sched_getaffinity(0))
+    ctx.timeout = a.timeout
+    build = os.path.abspath(a.build)
+    ctx.work = os.path.abspath(a.work or os.path.join(build, "bench"))
+    os.makedirs(ctx.work, exist_ok=True)
+
+    model, ncpu, dev_slug, device_desc = pick_device(ctx, a)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    out = a.out or os.path.join(a.out_dir or os.path.join(ROOT, "book", "recorded"),
+                                f"bench-{dev_slug}-{now:%Y-%m-%d}{'-quick' if a.quick else ''}.md")
+
+    env_threads = {k: str(ctx.threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    penv = dict(os.environ)
+    penv.update(env_threads)
+    torch_ver, torch_cuda = pick_python(ctx, a, penv)
+    log(f"device {device_desc}; {ctx.threads} threads; build {build}; "
+        f"{'--quick, ' if a.quick else ''}{a.runs} run(s) of each program")
+
+    progs, problems = plan_programs(ctx, a, build)
+    if torch_ver is None:
+        problems.append(f"PyTorch is not importable by {a.python}: {torch_cuda}")
+        progs = {}
+    runs, runs_all, skipped = run_programs(ctx, a, progs, env_threads, t_start)
+    rows = judge_rows(ctx, a, progs, runs)
+    status, result = outcome(rows, progs, runs, runs_all, problems, skipped)
+    notes = report_notes(ctx, a, progs, runs, rows, problems, torch_ver, torch_cuda)
     if ctx.device == "cuda":
         driver = driver_version() or "unknown"
         cuda = f"{build_cuda_version(build) or 'unknown'} (C build), {TORCH_CUDA.get(a.python, 'unknown')} (PyTorch)"
@@ -1483,21 +1553,7 @@ def main(argv):
     doc.update(info)
     doc.update(rows=rows, notes=notes, status=status,
                run_log=[{k: v for k, v in r.items() if k != "metrics"} for r in runs_all])
-    # The machine-readable twin of the report, beside it (the book's performance appendix reads it).
-    beside = os.path.splitext(out)[0] + ".json"
-    write_json(beside, doc)
-    log(f"json: {beside}")
-    if a.json and os.path.abspath(a.json) != os.path.abspath(beside):
-        write_json(a.json, doc)
-        log(f"json: {a.json}")
-    extra = os.environ.get("CT_BENCH_OUT")
-    if extra:
-        os.makedirs(extra, exist_ok=True)
-        for src in (out, beside):
-            copy = os.path.join(extra, os.path.basename(src))
-            if not (os.path.exists(copy) and os.path.samefile(src, copy)):
-                shutil.copy(src, copy)
-        write_json(os.path.join(extra, "bench.json"), doc)
+    write_outputs(a, out, doc)
     for pr in problems:
         log(pr)
     log(result)

@@ -21,7 +21,7 @@ On a fresh machine it does everything:
      OUT/workbook-zh.pdf, OUT/workbook-en.pdf through XeLaTeX; OUT/index.html
      is the landing page, the table of contents of both editions. Each
      chapter gets a header box and its terms from book/chapters.json
-     (tools/book_reader.py). After the last chapter comes the performance
+     (tools/ctools/book_reader.py). After the last chapter comes the performance
      appendix (performance.html, a chapter of the PDF): the latest
      tools/bench recording of each device under book/recorded/, as tables
      and bar charts, each row explained by book/performance.json
@@ -34,8 +34,6 @@ import argparse
 import datetime
 import glob
 import html
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -44,7 +42,12 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from . import book_appendix as appendix  # the performance appendix from the bench recordings
+from . import book_reader as reader  # the landing page, chapter header boxes, glossary, search index
+from . import weave
+from .text import strip_md  # shared with other tools
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 BOOK = os.path.join(ROOT, "book")
 LANGS = ("zh", "en")
 TORCH_PYTHON = "/usr/bin/python3"
@@ -86,51 +89,6 @@ def die(msg, code=1):
     sys.exit(code)
 
 
-def load_weave():
-    path = os.path.join(ROOT, "tools", "weave")
-    loader = importlib.machinery.SourceFileLoader("weave", path)
-    spec = importlib.util.spec_from_loader("weave", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-weave = load_weave()
-
-
-def load_reader():
-    """tools/book_reader.py: the landing page, chapter header boxes, glossary, search index."""
-    path = os.path.join(ROOT, "tools", "book_reader.py")
-    spec = importlib.util.spec_from_file_location("book_reader", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-reader = load_reader()
-
-
-def load_termbase():
-    """tools/termbase.py: book/termbase.json's glossary sections and search aliases."""
-    spec = importlib.util.spec_from_file_location("termbase", os.path.join(ROOT, "tools", "termbase.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-termbase = load_termbase()
-
-
-def load_appendix():
-    """tools/book_appendix.py: the performance appendix from the bench recordings."""
-    path = os.path.join(ROOT, "tools", "book_appendix.py")
-    spec = importlib.util.spec_from_file_location("book_appendix", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-appendix = load_appendix()
 # what book/reader.lua reads (chapter pages, repository links): set once the chapters are woven
 READER_ENV = {}
 
@@ -373,9 +331,6 @@ def html_args(lang, title, navbar, footbar=None, toc=False, searchpage=False):
             "-V", f"navbar={navbar}"]
 
 
-def strip_md(s):
-    return re.sub(r"[`*_]", "", s)
-
 
 def extra_page(lang, name):
     """book/NAME.LANG.md (preface, instructors) when it exists."""
@@ -604,7 +559,7 @@ def git_commit():
     return r.stdout.strip() + ("+" if dirty else "")
 
 
-def main(argv=None):
+def parse_args(argv):
     p = argparse.ArgumentParser(prog="tools/book", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n\n".join(__doc__.split("\n\n")[2:]))
@@ -626,7 +581,79 @@ def main(argv=None):
                         "HTML pages to this checkout; the PDF then names the files without a link)")
     p.add_argument("--timeout", type=int, default=900, help="seconds a chapter (and its twin) may run (default: 900)")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2, help="build jobs (default: the CPU count)")
-    a = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def weave_chapters(chapters, run_root, md_dir):
+    """Each chapter woven from its source and its captured run into md_dir: [its meta]."""
+    shutil.rmtree(md_dir, ignore_errors=True)
+    metas = []
+    for c in chapters:
+        try:
+            meta, _ = weave.weave(c["source"], os.path.join(run_root, c["id"]), md_dir)
+        except weave.WeaveError as e:
+            die(str(e))
+        metas.append(meta)
+    return metas
+
+
+def book_info(chapters, run_root, quick):
+    """The book's facts: date, commit, the device of the first chapter's run, --quick."""
+    first = os.path.join(run_root, chapters[0]["id"], f"{chapters[0]['id']}.out")
+    device = "?"
+    with open(first, encoding="utf-8", errors="replace") as f:
+        for t in f:
+            if t.startswith("device:"):
+                device = t[len("device:"):].strip().split(" (")[0]
+                break
+    info = {"date": datetime.date.today().isoformat(), "commit": git_commit(), "device": device,
+            "quick": weave.load_json(os.path.join(run_root, chapters[0]["id"], "run.json")).get("quick", quick)}
+    return info
+
+
+def performance_appendix(md_dir, metas):
+    """The performance appendix (tools/ctools/book_appendix.py), its warnings logged."""
+    try:
+        perf = appendix.build(ROOT, md_dir, {m["id"]: {"number": m["number"], "title": m["titles"]} for m in metas},
+                              weave.gnuplot_terminals)
+    except appendix.AppendixError as e:
+        die(str(e))
+    for p in perf["problems"]:  # the page shows such a row in the bench's words; book.appendix_text fails
+        log(f"performance appendix: warning: {p}")
+    log("performance appendix: " + (", ".join(perf["recordings"]) or "no bench recording (GPU rows shown as "
+                                    "not yet measured)"))
+    for f, why in perf["ignored"]:
+        log(f"performance appendix: left out book/recorded/{f}: {why}")
+
+
+def render(a, out, md_dir, metas, info, gpu, step):
+    """The PDFs (pandoc in the background) and the HTML; returns the PDF jobs."""
+    jobs = []
+    if not a.no_pdf:
+        t_pdf = time.time()
+        jobs = [pdf_job(lang, out, md_dir, metas, info) for lang in LANGS]
+    if not a.no_html:
+        t0 = time.time()
+        render_html(out, md_dir, metas, info, gpu, not a.no_pdf)
+        step("html", t0)
+    failed = []
+    for proc, logp, pdf in jobs:
+        if proc.wait() != 0 or not os.path.exists(pdf):
+            failed.append(f"{pdf}: pandoc/xelatex failed; its log {logp}:\n{tail(logp, 40)}")
+        else:
+            with open(logp, encoding="utf-8", errors="replace") as f:
+                for t in f:
+                    if t.strip():
+                        log(f"pandoc ({os.path.basename(pdf)}): {t.rstrip()}")
+    if jobs:
+        step("pdf", t_pdf)
+    if failed:
+        die("\n".join(failed))
+    return jobs
+
+
+def main(argv=None):
+    a = parse_args(argv)
     t_start = time.time()
     out = os.path.abspath(a.out)
     build_dir = os.path.abspath(a.build_dir)
@@ -676,64 +703,19 @@ def main(argv=None):
 
     t0 = time.time()
     md_dir = os.path.join(out, "md")
-    shutil.rmtree(md_dir, ignore_errors=True)
-    metas = []
-    for c in chapters:
-        try:
-            meta, _ = weave.weave(c["source"], os.path.join(run_root, c["id"]), md_dir)
-        except weave.WeaveError as e:
-            die(str(e))
-        metas.append(meta)
+    metas = weave_chapters(chapters, run_root, md_dir)
     step("weave+figures", t0)
 
-    first = os.path.join(run_root, chapters[0]["id"], f"{chapters[0]['id']}.out")
-    device = "?"
-    with open(first, encoding="utf-8", errors="replace") as f:
-        for t in f:
-            if t.startswith("device:"):
-                device = t[len("device:"):].strip().split(" (")[0]
-                break
-    info = {"date": datetime.date.today().isoformat(), "commit": git_commit(), "device": device,
-            "quick": weave.load_json(os.path.join(run_root, chapters[0]["id"], "run.json")).get("quick", a.quick)}
+    info = book_info(chapters, run_root, a.quick)
     write_json(os.path.join(out, "book.json"), {**info, "chapters": metas})
     # which chapters have GPU recordings (tools/weave writes it; the landing page reads it)
     shutil.copyfile(os.path.join(md_dir, "recordings.json"), os.path.join(out, "recordings.json"))
     gpu = add_reader_tools(out, md_dir, metas, a.repo_url)
     t0 = time.time()
-    try:
-        perf = appendix.build(ROOT, md_dir, {m["id"]: {"number": m["number"], "title": m["titles"]} for m in metas},
-                              weave.gnuplot_terminals)
-    except appendix.AppendixError as e:
-        die(str(e))
-    for p in perf["problems"]:  # the page shows such a row in the bench's words; book.appendix_text fails
-        log(f"performance appendix: warning: {p}")
-    log("performance appendix: " + (", ".join(perf["recordings"]) or "no bench recording (GPU rows shown as "
-                                    "not yet measured)"))
-    for f, why in perf["ignored"]:
-        log(f"performance appendix: left out book/recorded/{f}: {why}")
+    performance_appendix(md_dir, metas)
     step("appendix", t0)
 
-    jobs = []
-    if not a.no_pdf:
-        t_pdf = time.time()
-        jobs = [pdf_job(lang, out, md_dir, metas, info) for lang in LANGS]
-    if not a.no_html:
-        t0 = time.time()
-        render_html(out, md_dir, metas, info, gpu, not a.no_pdf)
-        step("html", t0)
-    failed = []
-    for proc, logp, pdf in jobs:
-        if proc.wait() != 0 or not os.path.exists(pdf):
-            failed.append(f"{pdf}: pandoc/xelatex failed; its log {logp}:\n{tail(logp, 40)}")
-        else:
-            with open(logp, encoding="utf-8", errors="replace") as f:
-                for t in f:
-                    if t.strip():
-                        log(f"pandoc ({os.path.basename(pdf)}): {t.rstrip()}")
-    if jobs:
-        step("pdf", t_pdf)
-    if failed:
-        die("\n".join(failed))
+    jobs = render(a, out, md_dir, metas, info, gpu, step)
 
     log("steps: " + ", ".join(steps) + f"; total {time.time() - t_start:.0f} s")
     log("runs: " + "; ".join(ran))

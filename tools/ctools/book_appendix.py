@@ -22,14 +22,15 @@ book.appendix_text fails on it.
 Standard library only; gnuplot draws the figures.
 """
 import glob
-import importlib.machinery
-import importlib.util
 import json
 import math
 import os
 import re
 import shutil
 import subprocess
+
+from . import bench  # its row catalog and its number format
+from .text import cell, finite  # shared with other tools
 
 LANGS = ("zh", "en")
 PAGE = "performance"           # performance.LANG.md -> performance.html
@@ -101,16 +102,6 @@ UNITS_ZH = {"steps/s": "步/秒", "images/s": "张/秒", "pipelines/s": "条/秒
 
 class AppendixError(Exception):
     """A problem that stops the book: the message names it and the fix."""
-
-
-def load_bench(root):
-    """tools/bench as a module: its row catalog and its number format."""
-    path = os.path.join(root, "tools", "bench")
-    loader = importlib.machinery.SourceFileLoader("ct_bench", path)
-    spec = importlib.util.spec_from_loader("ct_bench", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
 
 
 def load_text(book_dir):
@@ -194,9 +185,6 @@ def read_recordings(recorded_dir):
     recs = sorted(latest.values(), key=lambda d: (d.get("device") != "cpu", d["device_slug"]))
     return recs, ignored
 
-
-def finite(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 # ---------------------------------------------------------------------------
@@ -311,9 +299,6 @@ def at_str(at, lang):
 
 # ---------------------------------------------------------------------------
 # Markdown
-
-def cell(s):
-    return str(s).replace("|", "\\|").replace("\n", " ")
 
 
 def table(head, rows, widths):
@@ -461,7 +446,6 @@ def build(root, md_dir, chapters, gnuplot_terminals, recorded_dir=None, book_dir
     AppendixError when gnuplot cannot draw."""
     book_dir = book_dir or os.path.join(root, "book")
     recorded_dir = recorded_dir or os.path.join(book_dir, "recorded")
-    bench = load_bench(root)
     catalog = bench.row_catalog()
     text = load_text(book_dir)
     bad = problems(text, catalog)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""tools/book_reader.py: the reader's tools around the chapters' text, for tools/book.
+"""tools/ctools/book_reader.py: the reader's tools around the chapters' text, for tools/book.
 
 What it adds: the landing page (the bilingual table of contents: each
 chapter's one-line summary, whether it has GPU recordings, links to both
@@ -23,6 +23,8 @@ import html.parser
 import json
 import os
 import re
+
+from .text import strip_md  # shared with other tools
 
 LANGS = ("zh", "en")
 
@@ -438,9 +440,6 @@ LANDING = """<!DOCTYPE html>
 </body></html>
 """
 
-
-def strip_md(s):
-    return re.sub(r"[`*_]", "", s)
 
 
 def md_inline_html(s):

@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 CHAPTERS = ["ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09",
             "ch10", "ch11", "ch12", "ch13", "ch14"]
 PLANT = b"planted by flagfuzz: must stay intact or be replaced by a complete file\n"

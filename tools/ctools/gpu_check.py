@@ -105,7 +105,9 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .text import cell  # shared with other tools
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 MIB = 1048576
 
 # ---------------------------------------------------------------------------
@@ -1165,26 +1167,25 @@ def tail(path, n=40):
         return ""
 
 
-def cell(s):
-    return str(s).replace("|", "\\|").replace("\n", " ")
-
 
 NONFAILING = ("ok", "skipped", "partial", "unsupported", "not run", "dry", "warning")
 
 
-def make_report(states):
-    """(markdown, ok) for states: folders as calls leave them, in call order.
-    Device facts come from the first call that saw a GPU; tests, sanitizer and
-    bench from the last call that ran them; transcripts from all."""
+def read_calls(states):
+    """[{"n", "dir", "facts", "phases", "ran"}] of the calls' folders, in call order."""
     calls = []
     for i, d in enumerate(states, 1):
         facts = dict(l.split("=", 1) for l in read_lines(os.path.join(d, "facts.txt")) if "=" in l)
         phases = [(l.split("\t") + [""] * 5)[:5] for l in read_lines(os.path.join(d, "phases.tsv"))]
         calls.append({"n": i, "dir": d, "facts": facts, "phases": phases,
                       "ran": {p[0] for p in phases if p[1] not in ("skipped", "not run")}})
+    return calls
+
+
+def gather(states):
+    """What the report says, read from the calls' folders: a dict of the sections' inputs."""
+    calls = read_calls(states)
     F = next((c["facts"] for c in calls if c["facts"].get("gpu_count", "0") != "0"), calls[0]["facts"])
-    dry = F.get("no_gpu_ok") == "1"
-    multi = len(calls) > 1
 
     def last_with(phase):
         return next((c for c in reversed(calls) if phase in c["ran"]), None)
@@ -1196,31 +1197,32 @@ def make_report(states):
         seen = {t[0] for t in tests}
         tests += [(n, "not run", 0.0, "") for n in read_lines(os.path.join(test_call["dir"], "gpu-tests.txt"))
                   if n not in seen]
-    all_skipped = bool(tests) and all(r == "skip" for _, r, _, _ in tests)
     san_call = last_with("sanitizer")
     sans = ([(l.split("\t") + [""] * 8)[:8] for l in read_lines(os.path.join(san_call["dir"], "sanitizer.tsv"))]
             if san_call else [])
-    san_probe = san_call["facts"].get("sanitizer_probe", "") if san_call else ""
     trans = {}
     for c in calls:
         for l in read_lines(os.path.join(c["dir"], "transcripts.tsv")):
             name, rc, secs, fn, res = (l.split("\t") + [""] * 5)[:5]
             trans[name] = (c, rc, secs, fn, res or ("ok" if rc == "0" else "FAILED"))
     bench_call = last_with("bench")
-    bench_log = os.path.join(bench_call["dir"], "bench.log") if bench_call else ""
+    return {"calls": calls, "F": F, "dry": F.get("no_gpu_ok") == "1", "multi": len(calls) > 1,
+            "tests": tests, "test_call": test_call,
+            "all_skipped": bool(tests) and all(r == "skip" for _, r, _, _ in tests),
+            "san_call": san_call, "sans": sans,
+            "san_probe": san_call["facts"].get("sanitizer_probe", "") if san_call else "",
+            "trans": trans, "bench_log": os.path.join(bench_call["dir"], "bench.log") if bench_call else "",
+            "digests": sorted({c["facts"].get("source_digest", "?") for c in calls}),
+            "failed": [(c, p) for c in calls for p in c["phases"] if p[1] not in NONFAILING],
+            "spills": sorted({l for c in calls for l in read_lines(os.path.join(c["dir"], "spills.txt"))})}
 
-    problems = []
-    digests = sorted({c["facts"].get("source_digest", "?") for c in calls})
-    if len(digests) > 1:
-        problems.append("the calls ran different sources (source digests " + ", ".join(digests) + ")")
-    failed = [(c, p) for c in calls for p in c["phases"] if p[1] not in NONFAILING]
-    ok = not failed and not problems and not (all_skipped and not dry)
+
+def report_head(p, R, ok, problems):
+    """The title and the table of facts."""
+    calls, F, multi, digests, spills = R["calls"], R["F"], R["multi"], R["digests"], R["spills"]
     incomplete = [f"{p[0]} {p[1]}" + (f" (call {c['facts'].get('call', c['n'])})" if multi else "")
                   for c in calls for p in c["phases"] if p[1] in ("partial", "unsupported", "not run")]
-    spills = sorted({l for c in calls for l in read_lines(os.path.join(c["dir"], "spills.txt"))})
     n_cu = sum(int(c["facts"].get("cuda_compiled") or 0) for c in calls)
-    L = []
-    p = L.append
     p(f"# GPU check: {F.get('gpu_name')} ({F.get('date')})")
     p("")
     p("Written by `tools/gpu-check`" + (f" (`--merge` of {len(calls)} calls)" if multi else "")
@@ -1244,13 +1246,18 @@ def make_report(states):
                       + ("; cmocka/OpenBLAS from the carried .debs" if F.get("carried") == "yes" else "")),
             ("Stages", "; ".join(f"call {c['facts'].get('call', c['n'])}: {c['facts'].get('stages', '?')}" for c in calls)),
             ("Result", ("**PASS**" if ok else "**FAIL**" + (f" ({'; '.join(problems)})" if problems else ""))
-             + (" (dry run: no GPU)" if dry else "")
+             + (" (dry run: no GPU)" if R["dry"] else "")
              + (f"; incomplete: {', '.join(incomplete)}" if incomplete else "")),
             ("Register spills (ptxas)", f"{len(spills)} warning(s), listed below" if spills else
              f"none in {n_cu} CUDA source(s) compiled" if n_cu else "not seen: no CUDA source was compiled in these calls"),
             ("Total time", f"{total} s" + (" (the calls' own times, without the machine starts)" if multi else ""))]
     for k, v in rows:
         p(f"| {k} | {cell(v)} |")
+
+
+def report_phases(p, R):
+    """The calls (when merged), each call's phases and what CMake found."""
+    calls, multi = R["calls"], R["multi"]
     if multi:
         p("")
         p("## Calls")
@@ -1282,7 +1289,12 @@ def make_report(states):
         p(deps)
         p("```")
         p("</details>")
-    if test_call:
+
+
+def report_tests(p, R):
+    """The GPU tests, the register spills, the sanitizer runs and the transcripts."""
+    tests, spills, sans, san_probe, trans = R["tests"], R["spills"], R["sans"], R["san_probe"], R["trans"]
+    if R["test_call"]:
         p("")
         p("## GPU tests (`ctest -L gpu`)")
         p("")
@@ -1290,7 +1302,7 @@ def make_report(states):
             n = {r: sum(1 for _, x, _, _ in tests if x == r) for r in ("pass", "FAIL", "skip", CUT, "not run")}
             p(f"{len(tests)} tests: {n['pass']} passed, {n['FAIL']} failed, {n['skip']} skipped, "
               f"{n[CUT]} cut at the stage's deadline, {n['not run']} not run.")
-            if all_skipped:
+            if R["all_skipped"]:
                 p("Every test skipped: CUDA was not usable here.")
             p("")
             p("| test | result | time (s) |")
@@ -1306,7 +1318,7 @@ def make_report(states):
         p("```")
         p("\n".join(spills))
         p("```")
-    if san_call:
+    if R["san_call"]:
         p("")
         p("## compute-sanitizer: ch04's own kernels")
         p("")
@@ -1332,10 +1344,15 @@ def make_report(states):
         p("|---|---|---:|---:|---|")
         for name, (c, rc, secs, fn, res) in sorted(trans.items()):
             p(f"| {cell(name)} | {res} | {rc} | {secs} | {cell(fn) or '-'} |")
-    fails = [(n, o) for n, r, _, o in tests if r == "FAIL"]
-    bad_sans = [s for s in sans if s[2] not in ("pass", "skipped", "not supported here", "cut at the deadline",
-                                                 "not run (deadline)")]
-    bad_trans = [(k, v) for k, v in sorted(trans.items()) if v[4].startswith("FAILED")]
+
+
+def report_failures(p, R):
+    """The logs of what failed, then the bench's output when it did not."""
+    failed, bench_log, multi = R["failed"], R["bench_log"], R["multi"]
+    fails = [(n, o) for n, r, _, o in R["tests"] if r == "FAIL"]
+    bad_sans = [s for s in R["sans"] if s[2] not in ("pass", "skipped", "not supported here", "cut at the deadline",
+                                                     "not run (deadline)")]
+    bad_trans = [(k, v) for k, v in sorted(R["trans"].items()) if v[4].startswith("FAILED")]
     build_fail = [(c, ph) for c, ph in failed if ph[0] in ("configure", "build")]
     bench_failed = any(ph[0] == "bench" for _, ph in failed)
     if fails or bad_sans or build_fail or bench_failed or bad_trans:
@@ -1360,7 +1377,7 @@ def make_report(states):
             p(f"### sanitizer: {s[0]} ({s[1]}: {s[2]}, exit {s[3]})")
             p("")
             p("```")
-            p(tail(os.path.join(san_call["dir"], "sanitizer", s[0] + ".log"), 40))
+            p(tail(os.path.join(R["san_call"]["dir"], "sanitizer", s[0] + ".log"), 40))
             p("```")
         for name, (c, rc, secs, fn, res) in bad_trans:
             p("")
@@ -1383,6 +1400,22 @@ def make_report(states):
         p("```")
         p(tail(bench_log, 60))
         p("```")
+
+
+def make_report(states):
+    """(markdown, ok) for states: folders as calls leave them, in call order.
+    Device facts come from the first call that saw a GPU; tests, sanitizer and
+    bench from the last call that ran them; transcripts from all."""
+    R = gather(states)
+    problems = []
+    if len(R["digests"]) > 1:
+        problems.append("the calls ran different sources (source digests " + ", ".join(R["digests"]) + ")")
+    ok = not R["failed"] and not problems and not (R["all_skipped"] and not R["dry"])
+    L = []
+    report_head(L.append, R, ok, problems)
+    report_phases(L.append, R)
+    report_tests(L.append, R)
+    report_failures(L.append, R)
     return "\n".join(L) + "\n", ok
 
 

@@ -102,7 +102,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # tools/ctools/ -> the repository
 SOURCE_EXTS = (".c", ".cu", ".h", ".cuh")
 EXIT_USAGE = 2
 EXIT_BROKE = 3
@@ -785,13 +785,9 @@ def check_outside_chapter(dest, chdir, root=ROOT, lab_files=()):
     return changed
 
 
-def cmd_check(args):
-    ch, chdir, regions, problems = chapter_regions(args.chapter)
-    if problems:
-        raise LabError("the chapter's lab regions (in the reference tree) have problems:\n  "
-                       + "\n  ".join(problems))
-    if not regions:
-        raise LabError(f"{ch} has no lab region: nothing to grade")
+def check_dest(args, ch, chdir):
+    """The student's copy named on the command line, checked to be a copy of the project with
+    the chapter in it; notes when it was made for another chapter."""
     dest = Path(args.dir).resolve()
     if not dest.is_dir():
         raise LabError(f"{dest}: no such directory (make it with: tools/lab make {ch} {args.dir})")
@@ -809,30 +805,21 @@ def cmd_check(args):
             made_for = None
         if made_for and made_for != ch:
             print(f"lab check: note: {dest} was made for {made_for}, checking {ch}")
+    return dest
 
-    build = Path(args.build_dir).resolve() if args.build_dir else dest / f"build-{args.preset}"
-    jobs = str(args.jobs or os.cpu_count() or 2)
-    report = {"chapter": ch, "dir": str(dest), "build_dir": str(build), "preset": args.preset,
-              "configure": None, "build": None, "build_errors": [], "tests": {},
-              "exercises": [], "score": 0, "max": 0, "modified_outside_chapter": []}
 
-    print(f"lab check {ch}: {dest}")
-    runtime_files = sorted({r.path for r in regions if not r.path.is_relative_to(chdir.resolve())})
-    changed = [] if dest == ROOT.resolve() else check_outside_chapter(dest, chdir, lab_files=runtime_files)
-    report["modified_outside_chapter"] = changed
-    if changed:
-        print(f"note: {len(changed)} file(s) outside chapters/{target} differ from the reference:")
-        print(indent(changed[:10], "  "))
+def not_graded(report, regions, status):
+    """The report of a check that broke before grading: every exercise `status`, 0 points."""
+    for r in regions:
+        report["exercises"].append(dict(r.as_dict(), label=r.label(), result=status,
+                                        points=0, max=1, graded_by=[]))
+    report["max"] = len(regions)
+    return report
 
-    def finish(status):
-        for r in regions:
-            report["exercises"].append(dict(r.as_dict(), label=r.label(), result=status,
-                                            points=0, max=1, graded_by=[]))
-        report["max"] = len(regions)
-        return report
 
-    # A build directory that came with the copy (made on the student's machine,
-    # under another path) would fail to configure here: start it afresh.
+def forget_foreign_build(build, dest):
+    """A build directory that came with the copy (made on the student's machine,
+    under another path) would fail to configure here: start it afresh."""
     cache = build / "CMakeCache.txt"
     if cache.is_file():
         m = re.search(r"^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$", cache.read_text(errors="replace"), re.M)
@@ -840,43 +827,20 @@ def cmd_check(args):
             print(f"note: {build} was configured for {m.group(1)}; configuring it afresh")
             shutil.rmtree(build)
 
-    # configure
-    cmd = ["cmake", "--preset", args.preset, "-B", str(build)]
-    rc, out = run_logged(cmd, cwd=dest)
-    if rc != 0:
-        report["configure"] = "failed"
-        print(f"configure: FAILED ({' '.join(cmd)})")
-        print(indent(first_errors(out)))
-        return finish("not graded"), EXIT_BROKE
-    report["configure"] = "ok"
-    print(f"configure: ok ({args.preset} preset, {build})")
 
-    # the runtime first: if it fails, the check broke, not the student's work
-    # (unless the student's regions are in it: then it is graded as a failed build below)
-    for f in runtime_files:  # pasted files may look older than the objects
+def touch(files):
+    """Files pasted with their old times (cp -p, an unpacked archive) would look
+    older than the last build's objects: mark them as new."""
+    for f in files:
         try:
-            os.utime(dest / f.relative_to(ROOT.resolve()))
+            os.utime(f)
         except OSError:
             pass
-    rc, out = run_logged(["cmake", "--build", str(build), "--target", "ct", "-j", jobs])
-    runtime_out = None
-    if rc != 0 and runtime_files:
-        runtime_out, rc = out, 0
-    if rc != 0:
-        report["build"] = "runtime failed"
-        print("build: FAILED building the runtime (ct), which the student does not edit:")
-        print(indent(first_errors(out)))
-        return finish("not graded"), EXIT_BROKE
 
-    try:
-        tests = ctest_tests(build)
-    except (RuntimeError, ValueError) as e:
-        report["build"] = "ok"
-        print(f"lab check: cannot list the tests: {e}", file=sys.stderr)
-        return finish("not graded"), EXIT_BROKE
 
-    # which tests grade which exercise
-    cuda_build = args.preset != "cpu"
+def graders(tests, ch, regions, cuda_build):
+    """Which tests grade which exercise: ({exercise number: [test]}, [named tests this build
+    lacks], [the tests to run])."""
     c_labels = ["chapter", "gpu"] if cuda_build else ["chapter"]
     default_c = chapter_test_names(tests, ch, c_labels)
     default_cu = chapter_test_names(tests, ch, ["gpu"])
@@ -889,16 +853,12 @@ def cmd_check(args):
         else:
             graded_by[r.number] = default_cu if r.is_cuda else default_c
     selected = sorted({t for ts in graded_by.values() for t in ts if t in tests})
+    return graded_by, unknown, selected
 
-    # Files pasted with their old times (cp -p, an unpacked archive) would look
-    # older than the last build's objects: mark the chapter's files as new.
-    for f in (dest / "chapters" / target).rglob("*"):
-        if f.is_file():
-            try:
-                os.utime(f)
-            except OSError:
-                pass
-    # the chapter (the student's code), then what its tests run that is not built yet
+
+def build_chapter(build, target, jobs, tests, selected, runtime_files, runtime_out):
+    """The chapter (the student's code), then what its tests run that is not built yet.
+    Returns (rc, output, [targets built])."""
     want = [target]
     rc, out = run_logged(["cmake", "--build", str(build), "--target", target, "-j", jobs])
     if runtime_out is not None:  # the runtime with the student's regions did not build
@@ -919,31 +879,35 @@ def cmd_check(args):
             if rc2 != 0:
                 print(f"note: building {', '.join(extra)} failed; their tests will not run:")
                 print(indent(first_errors(out2, 10)))
-    if rc != 0:
-        report["build"] = "failed"
-        report["build_errors"] = first_errors(out)
-        print(f"build: FAILED ({', '.join(want)}); the compiler's first errors:")
-        print(indent(report["build_errors"]))
-        total = 0
-        for r in regions:
-            ex = dict(r.as_dict(), label=r.label(), graded_by=graded_by[r.number])
-            if not graded_by[r.number] or (r.is_cuda and not cuda_build and not r.tests):
-                ex.update(result="not graded", points=0, max=0)
-                why = "CUDA: grade it with --preset default on a GPU machine" \
-                    if r.is_cuda and not cuda_build else "no test grades it here"
-                print(f"exercise {r.number} ({r.label()}): NOT GRADED ({why})")
-            else:
-                ex.update(result="build failed", points=0, max=1)
-                total += 1
-                print(f"exercise {r.number} ({r.label()}): FAIL 0/1 (build failed)")
-            report["exercises"].append(ex)
-        report["max"] = total
-        print(f"score: 0/{total} (build failed)")
-        return report, 0
-    report["build"] = "ok"
-    print(f"build: ok ({', '.join(want)})")
+    return rc, out, want
 
-    # run the tests
+
+def grade_failed_build(report, regions, graded_by, cuda_build, out, want):
+    """The report when the student's code does not build: each gradable exercise 0/1."""
+    report["build"] = "failed"
+    report["build_errors"] = first_errors(out)
+    print(f"build: FAILED ({', '.join(want)}); the compiler's first errors:")
+    print(indent(report["build_errors"]))
+    total = 0
+    for r in regions:
+        ex = dict(r.as_dict(), label=r.label(), graded_by=graded_by[r.number])
+        if not graded_by[r.number] or (r.is_cuda and not cuda_build and not r.tests):
+            ex.update(result="not graded", points=0, max=0)
+            why = "CUDA: grade it with --preset default on a GPU machine" \
+                if r.is_cuda and not cuda_build else "no test grades it here"
+            print(f"exercise {r.number} ({r.label()}): NOT GRADED ({why})")
+        else:
+            ex.update(result="build failed", points=0, max=1)
+            total += 1
+            print(f"exercise {r.number} ({r.label()}): FAIL 0/1 (build failed)")
+        report["exercises"].append(ex)
+    report["max"] = total
+    print(f"score: 0/{total} (build failed)")
+    return report
+
+
+def run_tests(args, build, jobs, selected, unknown):
+    """Runs the selected tests: {name: {"result", "output", "time"}}, or None when ctest did not run."""
     results = {}
     if selected:
         with tempfile.TemporaryDirectory(prefix="lab-check-") as tmp:
@@ -957,7 +921,7 @@ def cmd_check(args):
             if not junit.is_file():
                 print("lab check: ctest did not run:", file=sys.stderr)
                 print(indent(tail(out, 20)), file=sys.stderr)
-                return finish("not graded"), EXIT_BROKE
+                return None
             results = junit_results(junit)
     for t in unknown:
         results.setdefault(t, {"result": "not run", "output": "no such test in this build", "time": 0})
@@ -968,9 +932,11 @@ def cmd_check(args):
         if res["result"] in ("failed", "not run"):
             lines = tail(res["output"], args.lines)
             print(indent(lines if any(l.strip() for l in lines) else ["(no output)"], "           | "))
-    report["tests"] = {n: {"result": r["result"], "time": r["time"]} for n, r in results.items()}
+    return results
 
-    # score
+
+def score_exercises(report, regions, graded_by, results, cuda_build):
+    """Each exercise passes when every test that grades it ran and passed."""
     score = total = 0
     for r in regions:
         names = graded_by[r.number]
@@ -997,7 +963,79 @@ def cmd_check(args):
         report["exercises"].append(ex)
     report["score"], report["max"] = score, total
     print(f"score: {score}/{total}")
-    return report, 0
+    return report
+
+
+def cmd_check(args):
+    ch, chdir, regions, problems = chapter_regions(args.chapter)
+    if problems:
+        raise LabError("the chapter's lab regions (in the reference tree) have problems:\n  "
+                       + "\n  ".join(problems))
+    if not regions:
+        raise LabError(f"{ch} has no lab region: nothing to grade")
+    dest = check_dest(args, ch, chdir)
+    target = chdir.name
+
+    build = Path(args.build_dir).resolve() if args.build_dir else dest / f"build-{args.preset}"
+    jobs = str(args.jobs or os.cpu_count() or 2)
+    report = {"chapter": ch, "dir": str(dest), "build_dir": str(build), "preset": args.preset,
+              "configure": None, "build": None, "build_errors": [], "tests": {},
+              "exercises": [], "score": 0, "max": 0, "modified_outside_chapter": []}
+
+    print(f"lab check {ch}: {dest}")
+    runtime_files = sorted({r.path for r in regions if not r.path.is_relative_to(chdir.resolve())})
+    changed = [] if dest == ROOT.resolve() else check_outside_chapter(dest, chdir, lab_files=runtime_files)
+    report["modified_outside_chapter"] = changed
+    if changed:
+        print(f"note: {len(changed)} file(s) outside chapters/{target} differ from the reference:")
+        print(indent(changed[:10], "  "))
+    forget_foreign_build(build, dest)
+
+    # configure
+    cmd = ["cmake", "--preset", args.preset, "-B", str(build)]
+    rc, out = run_logged(cmd, cwd=dest)
+    if rc != 0:
+        report["configure"] = "failed"
+        print(f"configure: FAILED ({' '.join(cmd)})")
+        print(indent(first_errors(out)))
+        return not_graded(report, regions, "not graded"), EXIT_BROKE
+    report["configure"] = "ok"
+    print(f"configure: ok ({args.preset} preset, {build})")
+
+    # the runtime first: if it fails, the check broke, not the student's work
+    # (unless the student's regions are in it: then it is graded as a failed build below)
+    touch(dest / f.relative_to(ROOT.resolve()) for f in runtime_files)  # pasted files may look older
+    rc, out = run_logged(["cmake", "--build", str(build), "--target", "ct", "-j", jobs])
+    runtime_out = None
+    if rc != 0 and runtime_files:
+        runtime_out, rc = out, 0
+    if rc != 0:
+        report["build"] = "runtime failed"
+        print("build: FAILED building the runtime (ct), which the student does not edit:")
+        print(indent(first_errors(out)))
+        return not_graded(report, regions, "not graded"), EXIT_BROKE
+
+    try:
+        tests = ctest_tests(build)
+    except (RuntimeError, ValueError) as e:
+        report["build"] = "ok"
+        print(f"lab check: cannot list the tests: {e}", file=sys.stderr)
+        return not_graded(report, regions, "not graded"), EXIT_BROKE
+
+    cuda_build = args.preset != "cpu"
+    graded_by, unknown, selected = graders(tests, ch, regions, cuda_build)
+    touch(f for f in (dest / "chapters" / target).rglob("*") if f.is_file())
+    rc, out, want = build_chapter(build, target, jobs, tests, selected, runtime_files, runtime_out)
+    if rc != 0:
+        return grade_failed_build(report, regions, graded_by, cuda_build, out, want), 0
+    report["build"] = "ok"
+    print(f"build: ok ({', '.join(want)})")
+
+    results = run_tests(args, build, jobs, selected, unknown)
+    if results is None:
+        return not_graded(report, regions, "not graded"), EXIT_BROKE
+    report["tests"] = {n: {"result": r["result"], "time": r["time"]} for n, r in results.items()}
+    return score_exercises(report, regions, graded_by, results, cuda_build), 0
 
 
 def run_check(args):

@@ -45,6 +45,8 @@ import signal
 import sys
 import time
 
+ENTRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "launch")  # tools/launch: each rank runs it again
+
 PASS_PREFIXES = ("CT_", "OMP_", "OPENBLAS_", "NCCL_", "CUDA_")
 PASS_NAMES = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "HOME")
 
@@ -135,7 +137,7 @@ def mpirun_command(a, mpirun, hosts, port):
     for k in sorted(env):
         cmd += ["-x", k]
     program = a.program[1:] if a.program[0] == "--" else a.program
-    cmd += [sys.executable, os.path.abspath(__file__), "--child", *program]
+    cmd += [sys.executable, ENTRY, "--child", *program]
     return cmd, env
 
 

@@ -50,7 +50,7 @@ import os
 import random
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 DEFAULT_OUT = os.path.join(ROOT, "tests", "fixtures", "print", "cases.txt")
 
 try:
@@ -153,23 +153,9 @@ def make_record(name, base, view):
     return "\n".join(out) + "\n", cpu, cuda
 
 
-def build_cases():
-    rng = random.Random(20240601)
-
-    def gauss(n, scale=1.0, quant=None):
-        vals = [rng.gauss(0.0, 1.0) * scale for _ in range(n)]
-        if quant:  # multiples of 2**-quant: shorter hex, same printing rules
-            vals = [round(v * 2**quant) / 2**quant for v in vals]
-        return vals
-
-    def T(vals, shape=None, dtype=torch.float32):
-        x = torch.tensor(vals, dtype=dtype)
-        return x.reshape(shape) if shape is not None else x
-
+def float_cases(add, T, gauss):
+    """Fixed point, 0-d, integral floats, scientific, nan/inf, wrapping."""
     nan, inf = float("nan"), float("inf")
-    c = []  # (name, base tensor, view)
-    add = lambda name, t, view="none": c.append((name, t, view))
-
     # ---- fixed point, precision 4 ----
     add("f32_randn_1d", T(gauss(5)))
     add("f32_randn_2d", T(gauss(12), (3, 4)))
@@ -225,6 +211,11 @@ def build_cases():
     add("f32_integral_2d_wrap", T([float(i * 37 % 1000) for i in range(60)], (3, 20)))
     add("f32_one_line_near_80", T([float(v) for v in [1111, 2222, 3333, 4444, 5555, 6666, 7777, 8888, 9999, 1234, 4321]]))
     add("f64_one_line_near_80", T([1.25, 2.5, 3.75, 4.5, 5.25, 6.5, 7.75, 8.5], dtype=torch.float64))
+
+
+def more_cases(add, T, gauss, rng):
+    """Summarized tensors, the other dtypes, empty tensors and views."""
+    inf = float("inf")
     # ---- summarized (numel > 1000) ----
     add("f32_summary_2000", T(gauss(2000, quant=10)))
     add("f32_summary_40x40", T(gauss(1600, quant=10), (40, 40)))
@@ -265,6 +256,26 @@ def build_cases():
     add("i32_transposed", T(list(range(-5, 7)), (4, 3), torch.int32), "t")
     add("f32_summary_transposed", T(gauss(1200, quant=6), (30, 40)), "t")
     add("i64_summary_transposed", torch.arange(-600, 600, dtype=torch.int64).reshape(40, 30), "t")
+
+
+def build_cases():
+    rng = random.Random(20240601)
+
+    def gauss(n, scale=1.0, quant=None):
+        vals = [rng.gauss(0.0, 1.0) * scale for _ in range(n)]
+        if quant:  # multiples of 2**-quant: shorter hex, same printing rules
+            vals = [round(v * 2**quant) / 2**quant for v in vals]
+        return vals
+
+    def T(vals, shape=None, dtype=torch.float32):
+        x = torch.tensor(vals, dtype=dtype)
+        return x.reshape(shape) if shape is not None else x
+
+    c = []  # (name, base tensor, view)
+    add = lambda name, t, view="none": c.append((name, t, view))
+
+    float_cases(add, T, gauss)
+    more_cases(add, T, gauss, rng)
     return c
 
 

@@ -33,7 +33,9 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .text import slug  # shared with other tools
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 
 
 def sh(cmd):
@@ -42,9 +44,6 @@ def sh(cmd):
     except (OSError, subprocess.SubprocessError):
         return ""
 
-
-def slug(text):
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def machine(device):

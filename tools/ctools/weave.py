@@ -37,7 +37,7 @@ import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 LANGS = ("zh", "en")
 SPEC_DIR = os.path.join(ROOT, "book", "figures")  # figure specs chNN_NAME.gp
 
@@ -78,6 +78,21 @@ def lang_of_div(attrs):
     m = re.fullmatch(r"(zh|en)", a) or re.fullmatch(r"\{\s*\.(zh|en)\s*\}", a) or \
         re.fullmatch(r"\{\s*lang=\"?(zh|en)\"?\s*\}", a)
     return m.group(1) if m else None
+
+
+def check_languages(path, start, counts):
+    """A prose block (at line start) has as many '::: zh' divs as '::: en' divs, at least one."""
+    if counts["zh"] == 0 or counts["en"] == 0:
+        have = "zh" if counts["zh"] else "en" if counts["en"] else None
+        lack = "en" if have == "zh" else "zh"
+        if have:
+            raise WeaveError(path, start, f"prose block has a '::: {have}' div but no '::: {lack}' div: "
+                             "every prose block needs both languages")
+        raise WeaveError(path, start, "prose block has neither a '::: zh' nor a '::: en' div: "
+                         "every prose block needs both languages")
+    if counts["zh"] != counts["en"]:
+        raise WeaveError(path, start, f"prose block has {counts['zh']} '::: zh' divs and "
+                         f"{counts['en']} '::: en' divs: each needs its translation")
 
 
 def parse_prose(path, start, lines):
@@ -151,17 +166,7 @@ def parse_prose(path, start, lines):
                          f"the end of the prose block (line {end})")
     if shared:
         segments.append((None, shared))
-    if counts["zh"] == 0 or counts["en"] == 0:
-        have = "zh" if counts["zh"] else "en" if counts["en"] else None
-        lack = "en" if have == "zh" else "zh"
-        if have:
-            raise WeaveError(path, start, f"prose block has a '::: {have}' div but no '::: {lack}' div: "
-                             "every prose block needs both languages")
-        raise WeaveError(path, start, "prose block has neither a '::: zh' nor a '::: en' div: "
-                         "every prose block needs both languages")
-    if counts["zh"] != counts["en"]:
-        raise WeaveError(path, start, f"prose block has {counts['zh']} '::: zh' divs and "
-                         f"{counts['en']} '::: en' divs: each needs its translation")
+    check_languages(path, start, counts)
     return segments
 
 
@@ -176,6 +181,74 @@ def parse_figure_args(path, lineno, rest):
             raise WeaveError(path, lineno, "figure caption must read 'NAME: zh caption | en caption'")
         captions = {"zh": parts[0].strip(), "en": parts[1].strip()}
     return name, captions
+
+
+def parse_directive(path, i, word, rest, hidden_since, flush_code, items):
+    """One directive line '/*md WORD REST*/' at line i: checks it, ends the code before it
+    (flush_code) and appends its item to items. Returns the hidden region's start after it
+    (0: not in one)."""
+    if word == "hide":
+        if hidden_since:
+            raise WeaveError(path, i, f"/*md hide*/ inside a hidden region (opened at line {hidden_since})")
+        if rest:
+            raise WeaveError(path, i, "/*md hide*/ takes no argument")
+        flush_code()
+        hidden_since = i
+    elif word == "show":
+        if not hidden_since:
+            raise WeaveError(path, i, "/*md show*/ without a /*md hide*/ before it")
+        if rest:
+            raise WeaveError(path, i, "/*md show*/ takes no argument")
+        flush_code()
+        hidden_since = 0
+    elif word in ("output", "figure", "twin"):
+        if hidden_since:
+            raise WeaveError(path, i, f"/*md {word}*/ inside a hidden region (opened at line "
+                             f"{hidden_since})")
+        captions = {}
+        if word == "figure":
+            name, captions = parse_figure_args(path, i, rest)
+        else:
+            name = rest
+        if word == "output":
+            # the section's name as ct_cli_section printed it: "cpu ladder" is fine
+            if not name or "==" in name:
+                raise WeaveError(path, i, "/*md output NAME*/ needs the NAME of a section "
+                                 "'== NAME ==' of the output")
+        elif not RE_NAME.match(name):
+            raise WeaveError(path, i, f"/*md {word} NAME*/ needs a NAME (letters, digits, _ . -), "
+                             f"got '{name}'")
+        flush_code()
+        item = {"kind": word, "line": i, "name": name}
+        if word == "figure":
+            item["captions"] = captions
+        items.append(item)
+    elif word == "source":
+        # Another file's code, woven in place: a chapter's .cu file (its
+        # own prose blocks, hide/show and lab regions) or a named region
+        # of any C/CUDA source (`// region: NAME` ... `// endregion`).
+        if hidden_since:
+            raise WeaveError(path, i, f"/*md source*/ inside a hidden region (opened at line "
+                             f"{hidden_since})")
+        words = rest.split()
+        if len(words) not in (1, 2):
+            raise WeaveError(path, i, "/*md source FILE [REGION]*/ needs a FILE (relative to the "
+                             "chapter's folder or to the repository) and optionally a REGION")
+        flush_code()
+        items.append({"kind": "source", "line": i, "file": words[0],
+                      "region": words[1] if len(words) == 2 else None})
+    elif word == "bookrun":
+        # Flags tools/book adds when it runs the chapter for the book
+        # (a long default run is recorded once under book/recorded/).
+        if not rest.strip():
+            raise WeaveError(path, i, "/*md bookrun FLAGS*/ needs the flags the book runs with")
+        flush_code()
+    else:
+        raise WeaveError(path, i, f"unknown directive /*md {word}*/ (known: hide, show, output "
+                         "NAME, figure NAME, twin NAME, source FILE [REGION], bookrun FLAGS; a "
+                         "prose block starts with "
+                         "a line that is only '/*md')")
+    return hidden_since
 
 
 def parse_source(path):
@@ -225,68 +298,7 @@ def parse_source(path):
             continue
         m = RE_DIRECTIVE.match(t)
         if m:
-            word, rest = m.group(1), m.group(2).strip()
-            if word == "hide":
-                if hidden_since:
-                    raise WeaveError(path, i, f"/*md hide*/ inside a hidden region (opened at line {hidden_since})")
-                if rest:
-                    raise WeaveError(path, i, "/*md hide*/ takes no argument")
-                flush_code()
-                hidden_since = i
-            elif word == "show":
-                if not hidden_since:
-                    raise WeaveError(path, i, "/*md show*/ without a /*md hide*/ before it")
-                if rest:
-                    raise WeaveError(path, i, "/*md show*/ takes no argument")
-                flush_code()
-                hidden_since = 0
-            elif word in ("output", "figure", "twin"):
-                if hidden_since:
-                    raise WeaveError(path, i, f"/*md {word}*/ inside a hidden region (opened at line "
-                                     f"{hidden_since})")
-                captions = {}
-                if word == "figure":
-                    name, captions = parse_figure_args(path, i, rest)
-                else:
-                    name = rest
-                if word == "output":
-                    # the section's name as ct_cli_section printed it: "cpu ladder" is fine
-                    if not name or "==" in name:
-                        raise WeaveError(path, i, "/*md output NAME*/ needs the NAME of a section "
-                                         "'== NAME ==' of the output")
-                elif not RE_NAME.match(name):
-                    raise WeaveError(path, i, f"/*md {word} NAME*/ needs a NAME (letters, digits, _ . -), "
-                                     f"got '{name}'")
-                flush_code()
-                item = {"kind": word, "line": i, "name": name}
-                if word == "figure":
-                    item["captions"] = captions
-                items.append(item)
-            elif word == "source":
-                # Another file's code, woven in place: a chapter's .cu file (its
-                # own prose blocks, hide/show and lab regions) or a named region
-                # of any C/CUDA source (`// region: NAME` ... `// endregion`).
-                if hidden_since:
-                    raise WeaveError(path, i, f"/*md source*/ inside a hidden region (opened at line "
-                                     f"{hidden_since})")
-                words = rest.split()
-                if len(words) not in (1, 2):
-                    raise WeaveError(path, i, "/*md source FILE [REGION]*/ needs a FILE (relative to the "
-                                     "chapter's folder or to the repository) and optionally a REGION")
-                flush_code()
-                items.append({"kind": "source", "line": i, "file": words[0],
-                              "region": words[1] if len(words) == 2 else None})
-            elif word == "bookrun":
-                # Flags tools/book adds when it runs the chapter for the book
-                # (a long default run is recorded once under book/recorded/).
-                if not rest.strip():
-                    raise WeaveError(path, i, "/*md bookrun FLAGS*/ needs the flags the book runs with")
-                flush_code()
-            else:
-                raise WeaveError(path, i, f"unknown directive /*md {word}*/ (known: hide, show, output "
-                                 "NAME, figure NAME, twin NAME, source FILE [REGION], bookrun FLAGS; a "
-                                 "prose block starts with "
-                                 "a line that is only '/*md')")
+            hidden_since = parse_directive(path, i, m.group(1), m.group(2).strip(), hidden_since, flush_code, items)
             continue
         if "/*md" in t:
             raise WeaveError(path, i, "malformed '/*md' marker: a prose block starts with a line that is "
