@@ -15,7 +15,6 @@
    languages.
 Standard library only; exit 0 when all is well, 1 with the problems listed.
 """
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -24,9 +23,8 @@ import tempfile
 
 
 def load_termbase(root):
-    spec = importlib.util.spec_from_file_location("termbase", os.path.join(root, "tools", "termbase.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    sys.path.insert(0, os.path.join(root, "tools"))
+    from ctools import termbase as mod
     return mod
 
 
@@ -82,6 +80,8 @@ def main(argv):
         os.makedirs(os.path.join(tmp, os.path.dirname(chapter)))
         shutil.copy(os.path.join(root, "book", "termbase.json"), os.path.join(tmp, "book"))
         shutil.copy(os.path.join(root, "tools", "termbase.py"), os.path.join(tmp, "tools"))
+        shutil.copytree(os.path.join(root, "tools", "ctools"), os.path.join(tmp, "tools", "ctools"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
         src = os.path.join(root, chapter)
         with open(src, encoding="utf-8") as f:
             base = f.read()

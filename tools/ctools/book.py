@@ -44,6 +44,7 @@ import time
 
 from . import book_appendix as appendix  # the performance appendix from the bench recordings
 from . import book_reader as reader  # the landing page, chapter header boxes, glossary, search index
+from . import termbase  # book/termbase.json's glossary sections and search aliases
 from . import weave
 from .text import strip_md  # shared with other tools
 

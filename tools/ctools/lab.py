@@ -78,7 +78,7 @@ the regions of the tree this tool lives in (the instructor's reference), the
 code from DIR.
 
 Without a GPU (and with the cpu preset), the exercises whose regions lie in a
-.cu file are graded on the SIMT emulator instead (tools/lab_sim.py, `--sim`):
+.cu file are graded on the SIMT emulator instead (tools/ctools/lab_sim.py, `--sim`):
 the copy is built with the `sim` preset (DIR/build-sim) and the emulator's
 tests of the chapter's kernels run on the student's code, under ASan and the
 shared-memory race check. Such an exercise scores correctness only; its speed
@@ -91,7 +91,6 @@ failed, the runtime did not build, ctest did not run).
 import argparse
 import datetime
 import filecmp
-import importlib.util
 import json
 import os
 import re
@@ -1039,15 +1038,9 @@ def cmd_check(args):
 
 
 def run_check(args):
-    # tools/lab_sim.py: the CUDA exercises on the SIMT emulator where there is no GPU
-    path = Path(__file__).resolve().with_name("lab_sim.py")
-    if path.is_file():
-        spec = importlib.util.spec_from_file_location("lab_sim", path)
-        lab_sim = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(lab_sim)
-        report, status = lab_sim.check(sys.modules[__name__], args)
-    else:
-        report, status = cmd_check(args)
+    # tools/ctools/lab_sim.py: the CUDA exercises on the SIMT emulator where there is no GPU
+    from . import lab_sim
+    report, status = lab_sim.check(sys.modules[__name__], args)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return status
@@ -1183,7 +1176,7 @@ def main(argv):
     sp.add_argument("--json", metavar="FILE", help="also write the results as JSON (default: none)")
     sp.add_argument("--sim", choices=["auto", "yes", "no", "only"], default="auto",
                     help="grade the CUDA exercises on the SIMT emulator: auto (default) where there is no GPU, "
-                    "yes, no, or only them (tools/lab_sim.py)")
+                    "yes, no, or only them (tools/ctools/lab_sim.py)")
     sp = sub.add_parser("lint", help="check regions; with --cc, that the stubs compile")
     sp.add_argument("chapters", nargs="*", metavar="chNN")
     sp.add_argument("--cc", help="C compiler for the compile check (e.g. cc); compiler flags "

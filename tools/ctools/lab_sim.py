@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""tools/lab_sim.py: `tools/lab check` grades the CUDA exercises on the SIMT emulator.
+"""tools/ctools/lab_sim.py: `tools/lab check` grades the CUDA exercises on the SIMT emulator.
 
 Loaded by tools/lab (its run_check hook), not run on its own. Where there is no
 GPU, the exercises whose regions lie in a .cu file cannot be graded by the
@@ -275,4 +275,4 @@ def check(lab, args):
 
 
 if __name__ == "__main__":
-    sys.exit("tools/lab_sim.py is part of tools/lab: run tools/lab check chNN DIR")
+    sys.exit("tools/ctools/lab_sim.py is part of tools/lab: run tools/lab check chNN DIR")
