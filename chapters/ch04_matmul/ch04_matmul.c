@@ -1023,7 +1023,7 @@ In the table "of cuBLAS" is the fraction of rung 5, "of peak" the fraction of th
 
 没有 GPU 也能运行这架梯子。`sim-runtime` 构建（`tools/sim`）把 `ch04_kernels.cu` 当作普通 C++ 编译，链接一个小小的 SIMT 模拟器，`--device cuda` 就落在一个模拟设备上：`./ch04 --device cuda` 的第一行是 `device: cuda:0 (emulated)`，整架 GPU 梯子在 n = 128 和 256 上运行（`--quick` 只跑 128），和同一个 float64 参考结果比对。cuBLAS 的几级在 cuBLAS 的接口后面由 OpenBLAS 计算（TF32 在那里就是完整的 f32）。
 
-它能展示的是 CUDA 的执行模型，和 kernel 写的一模一样：网格由线程块组成，块里每个线程有自己的 `threadIdx`，每个块有自己的一份 `__shared__` 小块，`__syncthreads()` 是真正的栅栏：每个线程是一个纤程，运行到栅栏停下，所有线程都到了才有人能通过。把第 3 级的第二个 `__syncthreads()` 去掉，模拟器的竞争检查会报告这个冒险、涉及的两个线程和共享内存里的那个字节；越过 A 末尾的下标由 AddressSanitizer 报告，并指出 kernel、线程块和线程。在调试器里，`mm_smem_tiled` 里的断点对每个线程停一次（见 README 的“模拟设备”一节）。
+它能展示的是 CUDA 的执行模型，和核函数写的一模一样：网格由线程块组成，块里每个线程有自己的 `threadIdx`，每个块有自己的一份 `__shared__` 小块，`__syncthreads()` 是真正的栅栏：每个线程是一个纤程，运行到栅栏停下，所有线程都到了才有人能通过。把第 3 级的第二个 `__syncthreads()` 去掉，模拟器的竞争检查会报告这个冒险、涉及的两个线程和共享内存里的那个字节；越过 A 末尾的下标由 AddressSanitizer 报告，并指出核函数、线程块和线程。在调试器里，`mm_smem_tiled` 里的断点对每个线程停一次（见 README 的“模拟设备”一节）。
 
 它不能展示的，恰恰是本章要量的东西：没有内存系统（没有合并访存，所以第 1 级和第 2 级做的事完全一样；没有共享内存的 bank，没有缓存，也不会用完寄存器），也没有速度。它的时间是一台 CPU 为每个 CUDA 线程跑一个纤程的时间：本章把它标为 “emulated ms”，不由它算 GFLOP/s、比例或加速比，它也从不进入本书。第 2 级比第 1 级快多少、第 4 级离 cuBLAS 多远，只有 GPU 能回答。
 :::

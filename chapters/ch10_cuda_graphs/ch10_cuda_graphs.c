@@ -330,7 +330,7 @@ Recording happens at one place between the dispatcher and the backends. Every op
 */
 /*md
 ::: zh
-{{fig capture}} 对比了两种做法。上面是即时执行：每一步，主机都要重做 Python 代码、分派、形状检查、向分配器要内存，再逐个启动核函数，每次启动几微秒。下面是 CUDA 图：捕获时（在旁路流上）这些主机工作照做一遍，但核函数不执行，只把核函数、参数和指针记进图；之后每次 `g.replay()` 一次启动，按记下的顺序执行全部核函数，主机那一侧全部跳过。因为指针是记死的，重放读写的永远是同一批地址：新数据要 `copy_` 进 `static_input`，而不是换一个新张量，这正是后面种子那个错误的根源。
+{{fig capture}} 对比了两种做法。上面是即时执行：每一步，主机都要重做 Python 代码、分派、形状检查、向分配器要内存，再逐个启动核函数，每次启动几微秒。下面是 CUDA Graph：捕获时（在旁路流上）这些主机工作照做一遍，但核函数不执行，只把核函数、参数和指针记进图；之后每次 `g.replay()` 一次启动，按记下的顺序执行全部核函数，主机那一侧全部跳过。因为指针是记死的，重放读写的永远是同一批地址：新数据要 `copy_` 进 `static_input`，而不是换一个新张量，这正是后面种子那个错误的根源。
 :::
 ::: en
 {{fig capture}} sets the two ways side by side. Above, eager execution: every step the host redoes the Python code, the dispatch, the shape checks, the allocator's work, and launches the kernels one by one, microseconds each. Below, a CUDA graph: capture (on a side stream) does that host work once, but the kernels do not run; the kernels, their arguments and pointers are recorded into the graph. Each `g.replay()` is then one launch that runs every recorded kernel in order, and the host side is skipped entirely. Because the pointers are fixed, replay always reads and writes the same addresses: new data must be `copy_`'d into `static_input`, not passed as a new tensor, which is the root of the seed's bug below.

@@ -490,7 +490,7 @@ static int show_trace(const settings *s, ct_profiler *p, ct_metrics *m) {
 /*md output trace*/
 /*md
 ::: zh
-{{fig timeline}} 是从导出的 trace 画出的时间线：横轴是距这一步开始的时间，嵌套越深越靠下，每个区间一个方块；在 GPU 上运行时，kernel 在最上面的“GPU”一行，CPU 上没有这一行。前向、损失、反向和优化器的方块上写着名字，这一步里自身 CPU 时间最多的三个算子，各在它最长的那个方块上标出带圈的 1、2、3，名字写在图下方：先看这几个方块，就知道时间花在哪里。
+{{fig timeline}} 是从导出的 trace 画出的时间线：横轴是距这一步开始的时间，嵌套越深越靠下，每个区间一个方块；在 GPU 上运行时，核函数在最上面的“GPU”一行，CPU 上没有这一行。前向、损失、反向和优化器的方块上写着名字，这一步里自身 CPU 时间最多的三个算子，各在它最长的那个方块上标出带圈的 1、2、3，名字写在图下方：先看这几个方块，就知道时间花在哪里。
 :::
 ::: en
 {{fig timeline}} is the timeline drawn from the exported trace: time from the step's start across, deeper nesting further down, one box per range; on a GPU run the kernels have the top row, "GPU", which a CPU run does not have. The boxes of the forward pass, the loss, backward and the optimizer carry their names, and the three ops with the most self CPU time in the step are marked with a circled 1, 2 and 3 on the longest box of each and named under the plot: look at those boxes first to see where the time goes.
