@@ -14,6 +14,8 @@
 // in divergent code, a mask that names a lane that returned) is a deadlock on
 // a GPU: it is reported with the kernel, block and threads, and the launch
 // fails with cudaErrorLaunchFailure.
+#include <memory> // before ct_sim.h, whose __noinline__ libstdc++ spells as an attribute
+
 #include "ct_sim.h"
 #include "ct_sim_internal.h"
 
@@ -378,6 +380,15 @@ bool capturing(cudaStream_t stream) {
 void capture(cudaStream_t stream, std::function<void()> op) {
   std::lock_guard<std::mutex> l(g_capture_mu);
   g_captures[stream].push_back(std::move(op));
+}
+void capture_launch(cudaStream_t stream, const char *name, dim3 grid, dim3 block, size_t smem,
+                    Trampoline run, void *ctx, void (*destroy)(void *ctx)) {
+  // the arguments' copy lives as long as the last copy of the record (the graph's)
+  std::shared_ptr<void> args(ctx, destroy);
+  capture(stream, [=]() {
+    // a replay runs on the stream the graph is launched on (one issue order)
+    launch(name, grid, block, smem, nullptr, run, args.get());
+  });
 }
 bool capture_begin(cudaStream_t stream) {
   std::lock_guard<std::mutex> l(g_capture_mu);
