@@ -14,13 +14,17 @@
 // in divergent code, a mask that names a lane that returned) is a deadlock on
 // a GPU: it is reported with the kernel, block and threads, and the launch
 // fails with cudaErrorLaunchFailure.
+#include <memory> // before ct_sim.h, whose __noinline__ libstdc++ spells as an attribute
+
 #include "ct_sim.h"
 #include "ct_sim_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
 
 #include <map>
 #include <mutex>
@@ -33,6 +37,29 @@
 #define CT_SIM_ASAN 1
 #endif
 
+// The fiber switch. On x86-64 a few instructions that save the callee-saved
+// registers on the old stack and pop them from the new one: glibc's
+// swapcontext also saves the signal mask with a system call at every
+// switch, which made the switches most of an emulated launch's time. Other
+// machines keep ucontext.
+#if defined(__x86_64__)
+extern "C" void ct_sim_switch(void **save_sp, void *to_sp);
+__asm__(".pushsection .text\n"
+        ".globl ct_sim_switch\n"
+        ".type ct_sim_switch,@function\n"
+        "ct_sim_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq %rsi, %rsp\n"
+        "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size ct_sim_switch,.-ct_sim_switch\n"
+        ".popsection\n");
+#define CT_SIM_FAST_SWITCH 1
+#endif
+
 namespace ct_sim {
 
 uint3 g_thread_idx, g_block_idx;
@@ -43,7 +70,12 @@ namespace {
 enum State { RUN, AT_BAR, AT_WARP, DONE };
 
 struct Fiber {
+#ifdef CT_SIM_FAST_SWITCH
+  void *sp = nullptr; // saved stack pointer while switched out
+#else
   ucontext_t ctx;
+#endif
+  bool dirty = false; // abandoned mid-kernel (a deadlock): its stack keeps ASan's poison
   char *stack = nullptr;
   size_t stack_size = 0;
   uint3 tid{0, 0, 0};
@@ -57,7 +89,11 @@ struct Fiber {
   void *fake_stack = nullptr;
 };
 
+#ifdef CT_SIM_FAST_SWITCH
+void *g_sched_sp = nullptr;
+#else
 ucontext_t g_sched;
+#endif
 std::vector<Fiber> g_fibers;
 Fiber *g_cur = nullptr;
 int g_nthreads = 0;
@@ -94,7 +130,11 @@ void switch_to(Fiber *f) {
   void *fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f->stack, f->stack_size);
 #endif
+#ifdef CT_SIM_FAST_SWITCH
+  ct_sim_switch(&g_sched_sp, f->sp);
+#else
   swapcontext(&g_sched, &f->ctx);
+#endif
 #ifdef CT_SIM_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -110,7 +150,11 @@ void yield_to_scheduler(bool dying) {
 #else
   (void)dying;
 #endif
+#ifdef CT_SIM_FAST_SWITCH
+  ct_sim_switch(&f->sp, g_sched_sp);
+#else
   swapcontext(&f->ctx, &g_sched);
+#endif
 #ifdef CT_SIM_ASAN
   __sanitizer_finish_switch_fiber(f->fake_stack, &g_sched_stack_bottom, &g_sched_stack_size);
 #endif
@@ -216,13 +260,32 @@ void run_block() {
                   (unsigned)i / (g_block_dim.x * g_block_dim.y)};
     f.state = RUN;
 #ifdef CT_SIM_ASAN
-    __asan_unpoison_memory_region(f.stack, f.stack_size); // a stack used by an earlier block
+    // A thread that returned left its stack unpoisoned (every frame unpoisons
+    // its redzones as it returns); one abandoned at a deadlock did not.
+    if (f.dirty) __asan_unpoison_memory_region(f.stack, f.stack_size);
 #endif
+    f.dirty = false;
+#ifdef CT_SIM_FAST_SWITCH
+    // the first switch to the fiber pops 6 registers and the FP control words
+    // (taken from the scheduler's) and returns into fiber_main, with the
+    // stack aligned as at a function's entry
+    uintptr_t top = ((uintptr_t)f.stack + f.stack_size) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = nullptr;                   // fiber_main's return address (it never returns)
+    *--sp = (void *)&fiber_main;       // where ct_sim_switch returns to
+    for (int r = 0; r < 6; ++r) *--sp = nullptr;
+    uint32_t fpctl[2] = {0, 0};
+    __asm__ volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(fpctl[0]), "=m"(fpctl[1]));
+    *--sp = nullptr;
+    memcpy(sp, fpctl, sizeof fpctl);
+    f.sp = sp;
+#else
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = f.stack;
     f.ctx.uc_stack.ss_size = f.stack_size;
     f.ctx.uc_link = nullptr;
     makecontext(&f.ctx, fiber_main, 0);
+#endif
   }
   for (;;) {
     bool any_run = false;
@@ -263,6 +326,8 @@ void run_block() {
       }
     report(msg);
     g_failed = true;
+    for (int i = 0; i < g_nthreads; ++i)
+      if (g_fibers[i].state != DONE) g_fibers[i].dirty = true;
     return; // the fibers are abandoned; their stacks are reset by the next block
   }
 }
@@ -315,6 +380,15 @@ bool capturing(cudaStream_t stream) {
 void capture(cudaStream_t stream, std::function<void()> op) {
   std::lock_guard<std::mutex> l(g_capture_mu);
   g_captures[stream].push_back(std::move(op));
+}
+void capture_launch(cudaStream_t stream, const char *name, dim3 grid, dim3 block, size_t smem,
+                    Trampoline run, void *ctx, void (*destroy)(void *ctx)) {
+  // the arguments' copy lives as long as the last copy of the record (the graph's)
+  std::shared_ptr<void> args(ctx, destroy);
+  capture(stream, [=]() {
+    // a replay runs on the stream the graph is launched on (one issue order)
+    launch(name, grid, block, smem, nullptr, run, args.get());
+  });
 }
 bool capture_begin(cudaStream_t stream) {
   std::lock_guard<std::mutex> l(g_capture_mu);

@@ -197,6 +197,28 @@ typedef void (*Trampoline)(void *ctx);
 // Runs the grid; returns through cudaGetLastError what a failed launch would.
 void launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
             Trampoline run, void *ctx);
+// Records a launch on a capturing stream: each replay calls
+// launch(name, grid, block, smem, ..., run, ctx); destroy(ctx) frees the
+// arguments' copy with the graph (ct_sim.cc).
+void capture_launch(cudaStream_t stream, const char *name, dim3 grid, dim3 block, size_t smem,
+                    Trampoline run, void *ctx, void (*destroy)(void *ctx));
+
+// The launch's arguments, copied once; every CUDA thread then calls the
+// kernel with its own copy, as every GPU thread reads its own parameters.
+// Kept small on purpose: it is instantiated once per kernel instantiation
+// and launch site, and the runtime's .cu files hold hundreds (binary.cu: every
+// dtype times every op): a std::function capture here per instantiation made
+// elementwise.cu cost 2.4 times the CPU to compile (tools/sim/README.md).
+template <class Call, class... T> struct LaunchArgs {
+  Call call;
+  std::tuple<T...> args;
+  template <size_t... I> void run(std::index_sequence<I...>) const {
+    std::tuple<T...> mine = args;
+    call(std::get<I>(mine)...);
+  }
+  static void trampoline(void *c) { ((const LaunchArgs *)c)->run(std::index_sequence_for<T...>()); }
+  static void destroy(void *c) { delete (LaunchArgs *)c; }
+};
 
 // CT_LAUNCH(kernel) wraps the kernel's name in a generic lambda, `call`, so
 // that a template kernel whose remaining template arguments are deduced
@@ -209,30 +231,14 @@ template <class Call> struct Bound {
   size_t smem;
   cudaStream_t stream;
   template <class... A> void operator()(A &&...a) const {
+    using Args = LaunchArgs<Call, std::decay_t<A>...>;
     if (capturing(stream)) { // recorded with copies of its arguments, launched at each replay
-      Bound self = *this;
-      std::tuple<std::decay_t<A>...> args(std::forward<A>(a)...);
-      capture(stream, [self, args]() {
-        Bound run = self;
-        run.stream = nullptr; // a replay runs on the stream the graph is launched on (one issue order)
-        std::tuple<std::decay_t<A>...> mine = args;
-        std::apply([&run](auto &...x) { run(x...); }, mine);
-      });
+      capture_launch(stream, name, grid, block, smem, &Args::trampoline,
+                     new Args{call, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)}, &Args::destroy);
       return;
     }
-    // The launch's arguments, copied once; every CUDA thread then calls the
-    // kernel with its own copy, as every GPU thread reads its own parameters.
-    struct Ctx {
-      Call call;
-      std::tuple<std::decay_t<A>...> args;
-    } ctx{call, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
-    launch(name, grid, block, smem, stream,
-           [](void *c) {
-             Ctx *x = (Ctx *)c;
-             std::tuple<std::decay_t<A>...> mine = x->args;
-             std::apply(x->call, mine);
-           },
-           &ctx);
+    Args ctx{call, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
+    launch(name, grid, block, smem, stream, &Args::trampoline, &ctx);
   }
 };
 template <class Call> struct Kernel {
