@@ -335,8 +335,12 @@ static void test_half_model(void **state) {
   ref_assert_dtype(y, CT_F16, "autocast output");
   ct_free(y);
   // model.half(): floating tensors only
-  ct_module *mods[2] = {lin, ct_nn_batchnorm2d(3, 1e-5, 0.1)};
+  ct_module *bn = ct_nn_batchnorm2d(3, 1e-5, 0.1);
+  TU_CHECK(bn);
+  TU_OK(ct_module_to(bn, tu_device)); // both layers on the test's device: a Sequential refuses a mix
+  ct_module *mods[2] = {lin, bn};
   ct_module *seq = ct_nn_sequential(2, mods);
+  TU_CHECK(seq);
   TU_OK(ct_module_to_dtype(seq, CT_F16));
   int ns = 0;
   ct_param **st = ct_module_state(seq, &ns);
