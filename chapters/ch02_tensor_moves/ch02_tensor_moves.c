@@ -66,14 +66,8 @@ int ch02_pci_bus_id(int index, char *buf, int len);
 #define SENTINEL (-1.0f) // never one of the values 0, 1, 2, ... that the copies carry
 
 // A failure the chapter does not expect: print the runtime's message, exit 1.
-#define MUST(p)                                                                \
-  do {                                                                         \
-    if (!(p)) ct_cli_die(cli);                                                 \
-  } while (0)
-#define MUST_OK(rc)                                                            \
-  do {                                                                         \
-    if ((rc) != CT_OK) ct_cli_die(cli);                                        \
-  } while (0)
+#define MUST(p) CT_CLI_MUST(cli, p)
+#define MUST_OK(rc) CT_CLI_MUST_OK(cli, rc)
 
 // One "key: value" line, the value column aligned (as in chapter 1).
 static void row(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -60,14 +60,8 @@ cd build && ninja ch13_jit
 #define MAX_REPS 64
 #define BIAS 1024 // the bias of bias_relu, broadcast over rows of this length
 
-#define MUST(p)                                                                \
-  do {                                                                         \
-    if (!(p)) ct_cli_die(cli);                                                 \
-  } while (0)
-#define MUST_OK(rc)                                                            \
-  do {                                                                         \
-    if ((rc) != CT_OK) ct_cli_die(cli);                                        \
-  } while (0)
+#define MUST(p) CT_CLI_MUST(cli, p)
+#define MUST_OK(rc) CT_CLI_MUST_OK(cli, rc)
 
 typedef struct settings {
   const char *expr;  // --expr: a fourth, "custom" workload

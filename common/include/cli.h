@@ -103,6 +103,17 @@ void ct_cli_need_memory(const ct_cli *cli, const char *what, int n, const int64_
 // Prints "<program>: <last error>" to stderr and exits 1. For chapters'
 // `if (!x) ct_cli_die(&cli);`.
 _Noreturn void ct_cli_die(const ct_cli *cli);
+// The same as a statement, for a chapter that checks many calls in a row:
+// CT_CLI_MUST(cli, p) when p is NULL, CT_CLI_MUST_OK(cli, rc) when rc is not
+// CT_OK. `cli` is a `const ct_cli *`.
+#define CT_CLI_MUST(cli, p)                                                    \
+  do {                                                                         \
+    if (!(p)) ct_cli_die(cli);                                                 \
+  } while (0)
+#define CT_CLI_MUST_OK(cli, rc)                                                \
+  do {                                                                         \
+    if ((rc) != CT_OK) ct_cli_die(cli);                                        \
+  } while (0)
 // For a program of many processes (chapter 8): when RANK is not in the
 // environment, runs this same command again under tools/launch with nproc
 // processes (as `torchrun --nproc-per-node N prog` would) and does not
