@@ -35,6 +35,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "fixtures"))
 from twin_help import explain  # noqa: E402  (each flag's help and default, as the C program's --help)
+from atomic import write_atomic  # noqa: E402  (a file whole or not at all, as ct_write_file)
 
 PROG = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "twin"
 
@@ -158,17 +159,8 @@ def _scalar(o):
 def write_metrics(path, m):
     if not path:
         return
-    tmp = f"{path}.tmp.{os.getpid()}"
+    text = json.dumps(_plain(m), indent=2, allow_nan=False, default=_scalar, ensure_ascii=False) + "\n"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(_plain(m), f, indent=2, allow_nan=False, default=_scalar, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, lambda f: f.write(text.encode("utf-8")))
     except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         die(f'cannot write "{path}": {e.strerror}')

@@ -159,10 +159,7 @@ def write_png(path, rgb):
 
     png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
            + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(png)
-    os.replace(tmp, path)
+    twin.write_atomic(path, lambda f: f.write(png))
 
 
 def main(argv):
