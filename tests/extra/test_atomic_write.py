@@ -48,8 +48,10 @@ with tempfile.TemporaryDirectory() as d:
     check(open(target, "rb").read() == b"newer", "a failed write leaves the target untouched")
     check(sorted(os.listdir(d)) == before, "a failed write leaves no temporary")
     new = os.path.join(d, "fresh.bin")
+    old_mask = os.umask(0o027)
     write_atomic(new, lambda f: f.write(b"x"))
-    check(os.stat(new).st_mode & 0o077 == 0, "a new file is readable by its owner only (0600, as ct_write_file)")
+    os.umask(old_mask)
+    check(os.stat(new).st_mode & 0o777 == 0o640, "a new file gets 0666 less the umask, as the C writer's")
     check(not glob.glob(os.path.join(d, ".fresh.bin.tmp.*")), "no temporary left after success")
 
 sys.exit(1 if failures else 0)
