@@ -67,6 +67,10 @@ def test_grammar():
           "about ... within N%")
     check(holds("metric sizes[-1] > 3 and metric speedup < 1", m) and holds("metric speedup > 5 or 1 < 2", m),
           "indexes, and, or")
+    d = {"device": "cuda:0", "cpu": "cpu"}
+    check(holds("metric device is cuda", d) and not holds("metric device is cpu", d) and holds("metric cpu is cpu", d)
+          and not holds("metric device is cud", d), "is: a string metric, or its part before ':'")
+    check(raises(lambda: weave.parse_cond("3 is cpu"), ["'is' compares"]), "is needs a metric")
     check(not holds("metric none > 0", m) and not holds("metric none < 0", m), "a null operand makes it false")
     check(holds("recorded speedup > 1", m, {"speedup": 1.9}), "recorded reads the full run's metrics")
     for cond, words in (("metric speedup", ["expected"]), ("metric speedup == 1", ["cannot read"]),

@@ -591,6 +591,8 @@ def fill_metrics(text, metrics, where, full=None):
 # COND is a tiny grammar, never Python's eval:
 #   cond    := conj ("or" conj)*          conj := cmp ("and" cmp)*
 #   cmp     := expr ("<" | "<=" | ">" | ">=") expr  |  expr "about" expr ["within" NUMBER "%"]
+#            | operand "is" WORD          (a string metric: equal, or WORD before a ':', so
+#                                           'metric device is cuda' holds for "cuda:0")
 #   expr    := operand [("/" | "*") operand]
 #   operand := ("metric" | "recorded") KEY ["[" INT "]"]  |  NUMBER
 
@@ -660,6 +662,11 @@ def parse_cond(text):
         op = take()
         if op in ("<", "<=", ">", ">="):
             return (op, a, expr())
+        if op == "is":
+            word = take()
+            if a[0] != "key" or not re.match(r"^[\w.-]+$", word):
+                raise ClaimError(f"'is' compares a metric with a word (metric device is cpu), in {text!r}")
+            return ("is", a, word)
         if op == "about":
             b, tol = expr(), ABOUT_TOLERANCE
             if peek() == "within":
@@ -671,7 +678,7 @@ def parse_cond(text):
                 except ValueError:
                     raise ClaimError(f"'within' takes a percentage (within 10%), found {n!r} in {text!r}")
             return ("about", a, b, tol)
-        raise ClaimError(f"expected <, <=, >, >= or about, found {op!r} in {text!r}")
+        raise ClaimError(f"expected <, <=, >, >=, about or is, found {op!r} in {text!r}")
 
     def chain(word, sub):
         parts = [sub()]
@@ -690,7 +697,7 @@ def eval_cond(tree, sources, seen):
     """True/False for the tree over sources {'metric': dict, 'recorded': dict}; a null or
     non-number operand makes its comparison false. seen collects 'kind KEY = value' texts.
     Raises ClaimError for a key the run lacks."""
-    def value(node):
+    def value(node, raw=False):
         if node[0] == "num":
             return node[1]
         if node[0] in ("/", "*"):
@@ -709,12 +716,17 @@ def eval_cond(tree, sources, seen):
                 raise ClaimError(f"'{key}' is not a list with an element {index}")
             v, name = v[index], f"{name}[{index}]"
         seen.append(f"{name} = {format_metric(v, None) if not isinstance(v, list) else 'a list'}")
+        if raw:
+            return v
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
     op = tree[0]
     if op in ("and", "or"):
         results = [eval_cond(t, sources, seen) for t in tree[1:]]
         return all(results) if op == "and" else any(results)
+    if op == "is":
+        v = value(tree[1], raw=True)
+        return isinstance(v, str) and (v == tree[2] or v.startswith(tree[2] + ":"))
     a, b = value(tree[1]), value(tree[2])
     if a is None or b is None:
         return False
