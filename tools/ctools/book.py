@@ -4,7 +4,7 @@
 
     tools/book [--quick] [--no-bootstrap] [--no-build] [--build-dir DIR]
                [--out DIR] [--only ch01,ch02] [--device auto|cpu|cuda]
-               [--reuse-runs] [--no-pdf] [--no-html] [--timeout S] [-j N]
+               [--reuse-runs] [--no-pdf] [--no-html] [--strict] [--timeout S] [-j N]
 
 On a fresh machine it does everything:
   1. tools/bootstrap installs the missing Debian packages (build, test, book);
