@@ -236,7 +236,7 @@ copy 流不等 compute 流，所以第 i 块在计算时，第 i+1 块已经在�
 1. compute 流在计算第 i 块之前等 `copied[i]`，否则它可能读到还没拷完的数据；
 2. 第 i 块的设备内存是在 copy 流上分配的，却在 compute 流上被读：释放之前要 `ct_record_stream(d, compute)`，否则分配器可能在计算还在读它时，就把这块内存交给 copy 流上的下一次拷贝（后面一节细说）。
 
-**在 CPU 上**，“拷到设备”就是一次主机内的 `memcpy`（`ct_clone`），两个流也只是先后两次函数调用：双流和串行一样快，时间线上拷贝和计算一段接一段，没有重叠。代码一行不改。
+**在 CPU 上**，“拷到设备”就是一次主机内的 `memcpy`（`ct_clone`），两个流也只是先后两次函数调用：双流做的工作和串行一样，没有什么能让它更快（这次运行量到的时间见下面时间线之后的一段），时间线上拷贝和计算一段接一段，没有重叠。代码一行不改。
 :::
 ::: en
 ## The pipeline: copies and compute overlapped on two streams
@@ -257,7 +257,7 @@ Two things must not be forgotten, and they are the code the chapter's lab asks y
 1. the compute stream waits for `copied[i]` before computing chunk i, or it may read a chunk whose copy has not finished;
 2. chunk i's device memory was allocated on the copy stream but is read on the compute stream: `ct_record_stream(d, compute)` before it is freed, or the allocator may hand that memory to the copy stream's next copy while the compute still reads it (the section after next says more).
 
-**On the CPU** "copying to the device" is a host `memcpy` (`ct_clone`), and two streams are two function calls one after the other: the two-stream schedule is as fast as the serial one, and on the timeline copies and compute follow each other without overlap. Not one line of code changes.
+**On the CPU** "copying to the device" is a host `memcpy` (`ct_clone`), and two streams are two function calls one after the other: the two-stream schedule does the same work as the serial one, and nothing can make it faster (this run's times follow the timeline below); on the timeline copies and compute follow each other without overlap. Not one line of code changes.
 :::
 */
 /*md
