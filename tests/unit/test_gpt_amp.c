@@ -380,7 +380,7 @@ static void test_module_boundaries(void **state) {
     ct_module_free(fp32_mods[k]);
   }
   // outside autocast a bf16 activation into a float32 LayerNorm: torch 2.x's mixed type on the
-  // CPU (bf16 out), its dtype error on CUDA, with the fix
+  // CPU (bf16 out); on CUDA ct has no mixed type: a dtype error, with the fix
   ct_module *ln = ct_nn_layernorm(8, 1e-5);
   TU_OK(ct_module_to(ln, tu_device));
   ct_tensor *xb = rand_tensor(CT_SHAPE(2, 8), CT_BF16), *yb = ct_module_forward(ln, xb);
