@@ -74,24 +74,38 @@ ct_dtype ct_get_autocast_dtype(ct_device_type device_type) {
 }
 
 // ---- the op table (autocast_policy.h) -------------------------------------------------------
+// {CPU, CUDA}, from PyTorch 2.x's AutocastCPU and AutocastCUDA lists. Rows
+// without an entry of their own there:
+//   matmul    ct's attention multiplies with ct_bmm and softmaxes by the
+//             softmax row, where torch's nanoGPT calls
+//             scaled_dot_product_attention (lower_precision_fp on both lists,
+//             one fused op): on the CPU ct's S, P and P v are then bfloat16,
+//             as torch's attention written out (matmul, softmax, matmul)
+//             under CPU autocast; on CUDA P is float32 and cast for P v, as
+//             the fused kernels keep their softmax in float32;
+//   cross_entropy  ct's loss is one op; CPU lists cross_entropy_loss, CUDA
+//             the log_softmax and nll_loss it calls: float32 either way;
+//   gelu, embedding, add  on no list of either device: the input's dtype
+//             (embedding: its weight's; add: ordinary type promotion, as
+//             add is not on CUDA's promote list).
 const cti_autocast_rule cti_autocast_rules[CTI_AC_N_OPS] = {
-    [CTI_AC_LINEAR] = {"linear", CTI_AC_LOWER},
-    [CTI_AC_CONV2D] = {"conv2d", CTI_AC_LOWER},
-    [CTI_AC_MATMUL] = {"matmul", CTI_AC_LOWER},
-    [CTI_AC_LAYER_NORM] = {"layer_norm", CTI_AC_FP32},
-    [CTI_AC_SOFTMAX] = {"softmax", CTI_AC_FP32},
-    [CTI_AC_CROSS_ENTROPY] = {"cross_entropy", CTI_AC_FP32},
-    [CTI_AC_MSE_LOSS] = {"mse_loss", CTI_AC_FP32},
-    [CTI_AC_GELU] = {"gelu", CTI_AC_FOLLOW},
-    [CTI_AC_EMBEDDING] = {"embedding", CTI_AC_FOLLOW},
-    [CTI_AC_ADD] = {"add", CTI_AC_FOLLOW},
+    [CTI_AC_LINEAR] = {"linear", {CTI_AC_LOWER, CTI_AC_LOWER}},
+    [CTI_AC_CONV2D] = {"conv2d", {CTI_AC_LOWER, CTI_AC_LOWER}},
+    [CTI_AC_MATMUL] = {"matmul", {CTI_AC_LOWER, CTI_AC_LOWER}},
+    [CTI_AC_LAYER_NORM] = {"layer_norm", {CTI_AC_FOLLOW, CTI_AC_FP32}},
+    [CTI_AC_SOFTMAX] = {"softmax", {CTI_AC_FOLLOW, CTI_AC_FP32}},
+    [CTI_AC_CROSS_ENTROPY] = {"cross_entropy", {CTI_AC_FP32, CTI_AC_FP32}},
+    [CTI_AC_MSE_LOSS] = {"mse_loss", {CTI_AC_FP32, CTI_AC_FP32}},
+    [CTI_AC_GELU] = {"gelu", {CTI_AC_FOLLOW, CTI_AC_FOLLOW}},
+    [CTI_AC_EMBEDDING] = {"embedding", {CTI_AC_FOLLOW, CTI_AC_FOLLOW}},
+    [CTI_AC_ADD] = {"add", {CTI_AC_FOLLOW, CTI_AC_FOLLOW}},
 };
 
 static bool is_half(ct_dtype dt) { return dt == CT_F16 || dt == CT_BF16; }
 
 ct_dtype cti_autocast_dtype(cti_autocast_op op, ct_device d, ct_dtype dt) {
   if (op < 0 || op >= CTI_AC_N_OPS || !ct_is_autocast_enabled(d.type)) return dt;
-  switch (cti_autocast_rules[op].policy) {
+  switch (cti_autocast_rules[op].policy[d.type]) {
   case CTI_AC_LOWER: // PyTorch casts "eligible" tensors only: floating and not float64
     return dt == CT_F32 || is_half(dt) ? t_state.dtype[d.type] : dt;
   case CTI_AC_FP32:

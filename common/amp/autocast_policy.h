@@ -4,34 +4,28 @@
 // autocast (internal). One row per op, written once, in autocast.c; the
 // modules ask the table instead of deciding for themselves.
 //
-// The rows follow PyTorch's "Autocast Op Reference" (the CUDA lists; ct
-// applies the same lists on the CPU, so that both devices compute the same
-// numbers):
-//   CTI_AC_LOWER  "ops that can autocast to float16/bfloat16": a float32,
-//                 float16 or bfloat16 input is cast to the autocast dtype
-//                 (linear, conv2d, matmul/mm/bmm/baddbmm, which is
-//                 attention's two products and
-//                 scaled_dot_product_attention's);
-//   CTI_AC_FP32   "ops that can autocast to float32": a float16 or bfloat16
-//                 input is widened to float32 and the result is float32
-//                 (layer_norm, softmax, log_softmax and cross_entropy,
-//                 mse_loss);
-//   CTI_AC_FOLLOW not listed: the op runs in its input's dtype (gelu, relu,
-//                 pooling) or its weight's (embedding); add and the other
-//                 binary ops promote as outside autocast (float32 + bfloat16
-//                 is float32), which the dispatcher already does.
+// The rows follow PyTorch 2.x's autocast lists (AutocastCPU and
+// AutocastCUDA in aten/src/ATen/autocast_mode.cpp), one policy per device
+// type, so a CPU region computes what torch.autocast("cpu") computes and a
+// CUDA region what torch.autocast("cuda") does:
+//   CTI_AC_LOWER  lower_precision_fp: a float32, float16 or bfloat16 input
+//                 is cast to the autocast dtype (linear, conv2d,
+//                 matmul/mm/bmm/baddbmm, which is attention's two products
+//                 and scaled_dot_product_attention's; on both lists);
+//   CTI_AC_FP32   fp32: a float16 or bfloat16 input is widened to float32
+//                 and the result is float32 (both lists: cross_entropy,
+//                 mse_loss; the CUDA list only: layer_norm, softmax,
+//                 log_softmax, sum);
+//   CTI_AC_FOLLOW on neither list of that device: the op runs in its
+//                 input's dtype (gelu, relu, pooling; on the CPU also
+//                 softmax and layer_norm, whose bfloat16 input and float32
+//                 weight give a bfloat16 result) or its weight's
+//                 (embedding); add and the other binary ops promote as
+//                 outside autocast (float32 + bfloat16 is float32), which
+//                 the dispatcher already does.
 // float64 and integer tensors are never cast, and nothing is cast on a
-// device type whose autocast is off.
-//
-// PyTorch's CPU autocast has other lists (AutocastCPU in
-// aten/src/ATen/autocast_mode.cpp): in 2.x its float32 list has the losses
-// (cross_entropy_loss, nll_loss, mse_loss, ...) but not softmax,
-// log_softmax, sum or layer_norm, which follow a bfloat16 input; its
-// lower-precision list matches CUDA's for linear, conv, the products and
-// scaled_dot_product_attention. (1.13 also had no float32 layer_norm, and a
-// bfloat16 activation into a float32 LayerNorm failed there with "expected
-// scalar type BFloat16 but found Float".) ct keeps the CUDA lists on both
-// devices, a departure README's architecture section records.
+// device type whose autocast is off. tests/fixtures/autocast/ holds what
+// torch 2.x answers per op and device type (unit.autocast_lists).
 //
 // Invariant: a module reads the table once per forward, remembers the
 // dtypes it chose, and its backward follows them, inside or outside the
@@ -62,8 +56,8 @@ typedef enum cti_autocast_op {
 typedef enum cti_autocast_policy { CTI_AC_LOWER, CTI_AC_FP32, CTI_AC_FOLLOW } cti_autocast_policy;
 
 typedef struct cti_autocast_rule {
-  const char *torch_name; // the op's name in PyTorch's lists
-  cti_autocast_policy policy;
+  const char *torch_name;            // the op's name in PyTorch's lists
+  cti_autocast_policy policy[2];     // indexed by ct_device_type: CT_CPU, CT_CUDA
 } cti_autocast_rule;
 
 // The table, indexed by cti_autocast_op.

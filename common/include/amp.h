@@ -5,18 +5,20 @@
 // Autocast (torch.amp.autocast(device_type, dtype)) is a per-thread state,
 // one per device type, entered and left like a `with` block. While it is on
 // for a device type, the modules working on tensors of that type follow
-// PyTorch's autocast lists (the CUDA lists, on both device types, where
-// PyTorch 2.x's CPU lists leave softmax and layer_norm in the input's dtype:
-// autocast_policy.h; one row per op in the table of common/amp/autocast.c):
+// PyTorch 2.x's autocast lists for that device type (autocast_policy.h; one
+// row per op in the table of common/amp/autocast.c, one column per device
+// type):
 //   - lower precision: Linear, Conv2d and attention's matrix products
 //     (q k^T and P v) cast their float32 input, weight and bias to the
 //     autocast dtype (float16 or bfloat16) and multiply there, with float32
 //     accumulation (cuBLAS GemmEx with f32 compute; oneDNN or a widening
 //     sgemm on the CPU); their output has that dtype;
 //   - float32: the losses (cross-entropy with its log-softmax, the language
-//     model's ct_cross_entropy, MSE), LayerNorm and softmax (Softmax and
-//     attention's) compute in float32 from lower-precision input and answer
-//     float32 (the losses' gradient too); BatchNorm2d computes its
+//     model's ct_cross_entropy, MSE) and, on CUDA only, LayerNorm and
+//     softmax (Softmax and attention's) compute in float32 from
+//     lower-precision input and answer float32 (the losses' gradient too);
+//     on the CPU those two answer in their input's dtype (computed in
+//     float32, rounded once); BatchNorm2d computes its
 //     statistics in float32 whatever its input (as PyTorch's mixed-precision
 //     batch norm does) and returns the input's dtype;
 //   - everything else (ReLU, GELU, pooling, Flatten, Dropout) runs in its

@@ -27,9 +27,10 @@
 // Dtypes (autocast_policy.h): c_attn's output sets the products' dtype cdt
 // (bfloat16 under autocast(bfloat16), else the input's); S = q k^T and
 // Yh = P v run in cdt (matmul's row: P is cast to cdt for its product);
-// the softmax runs by its own row: float32 under autocast, cdt otherwise.
+// the softmax runs by its own row: float32 under CUDA autocast, cdt
+// otherwise (CPU autocast included: P is then bfloat16, as in PyTorch).
 // The softmax kernels are float32/float64, so a float16/bfloat16 S is
-// widened to float32 for them and, outside autocast, P rounded back to cdt
+// widened to float32 for them and, outside CUDA autocast, P rounded back to cdt
 // (what torch's half-precision softmax computes inside). Backward follows the
 // same dtypes: dP and dv in cdt, the softmax's backward in its kernel
 // dtype, dS rounded to cdt for dq and dk (the backward of S's widening), and

@@ -13,10 +13,14 @@
 // Unlike BatchNorm there are no running statistics: eval computes the same
 // y. Tensors: "weight" (C) = 1, "bias" (C) = 0, as torch.
 //
-// layer_norm is on autocast's float32 list (autocast_policy.h): under
-// autocast a float16/bfloat16 input is widened to float32, y is float32, and
+// layer_norm is on CUDA autocast's float32 list (autocast_policy.h): under
+// it a float16/bfloat16 input is widened to float32, y is float32, and
 // backward casts an incoming gradient to float32 and hands dx back in the
-// input's dtype. Outside autocast input and weight must share a dtype.
+// input's dtype. On the CPU (no layer_norm on its list) a float16/bfloat16
+// input with a float32 weight is PyTorch 2.x's mixed-type layer norm, in or
+// out of autocast: computed in float32, y rounded once to the input's dtype,
+// dx likewise, the parameters' gradients float32. Otherwise input and
+// weight must share a dtype.
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,11 +37,18 @@ typedef struct layernorm_state {
   double eps;
   ct_tensor *x, *mean, *rstd; // of the last training forward (x as computed in), or NULL
   ct_dtype in_dtype;          // that forward's input dtype, for dx
+  ct_dtype out_dtype;         // and y's (x's half dtype in the CPU's mixed type)
 } layernorm_state;
 
 static void drop_saved(layernorm_state *st) {
   ct_free(st->x), ct_free(st->mean), ct_free(st->rstd);
   st->x = st->mean = st->rstd = NULL;
+}
+
+// The CPU's mixed type: half-precision input, float32 weight.
+static bool is_mixed(const ct_module *m, ct_dtype dt) {
+  return m->device.type == CT_CPU && (dt == CT_F16 || dt == CT_BF16) &&
+         ct_dtype_of(cti_module_find((ct_module *)m, "weight")->value) == CT_F32;
 }
 
 // x's shape and dtype against the module's (torch's message for the shape).
@@ -49,6 +60,7 @@ static int check_input(ct_module *m, const ct_tensor *x) {
                    "[*, %" PRId64 "], but got input of size%s", st->c, st->c,
                    ct_shape_str(ct_shape_of(x), sb, sizeof sb));
   const ct_dtype dt = ct_dtype_of(x), wt = ct_dtype_of(cti_module_find(m, "weight")->value);
+  if (is_mixed(m, dt)) return CT_OK;
   if (dt != wt)
     return ct_fail(CT_ERR_DTYPE, "LayerNorm: expected the input's dtype %s to match the weight's %s (under "
                    "autocast a float16/bfloat16 input is widened to float32)", ct_dtype_name(dt), ct_dtype_name(wt));
@@ -66,9 +78,9 @@ static ct_tensor *layernorm_forward(ct_module *m, const ct_tensor *x_given) {
     ct_free(x_in);
     return NULL;
   }
-  const ct_dtype dt = ct_dtype_of(x_in);
+  const ct_dtype out_dt = ct_dtype_of(x_in), dt = is_mixed(m, out_dt) ? CT_F32 : out_dt;
   const int64_t n = ct_numel(x_in) / (st->c > 0 ? st->c : 1);
-  ct_tensor *x = ct_contiguous(x_in);
+  ct_tensor *x = dt == out_dt ? ct_contiguous(x_in) : ct_to_dtype(x_in, dt);
   ct_free(x_in);
   ct_tensor *y = x ? ct_empty_like(x, dt, m->device) : NULL;
   ct_tensor *mean = y ? ct_empty(CT_SHAPE(n), dt, m->device) : NULL;
@@ -78,12 +90,18 @@ static ct_tensor *layernorm_forward(ct_module *m, const ct_tensor *x_given) {
     rc = be->transformer->layernorm(dt, n, st->c, ct_data_ptr(x), ct_data_ptr(cti_module_find(m, "weight")->value),
                                     ct_data_ptr(cti_module_find(m, "bias")->value), st->eps, ct_data_ptr(y),
                                     ct_data_ptr(mean), ct_data_ptr(rstd), ct_current_stream(m->device));
+  if (!rc && dt != out_dt) { // mixed type: y rounded once to the input's dtype
+    ct_tensor *yo = ct_to_dtype(y, out_dt);
+    ct_free(y);
+    y = yo;
+    rc = y ? CT_OK : (int)ct_last_status();
+  }
   if (rc || !m->training) {
     ct_free(x), ct_free(mean), ct_free(rstd);
     if (rc) ct_free(y), y = NULL;
     return y;
   }
-  st->x = x, st->mean = mean, st->rstd = rstd, st->in_dtype = ct_dtype_of(x_given);
+  st->x = x, st->mean = mean, st->rstd = rstd, st->in_dtype = ct_dtype_of(x_given), st->out_dtype = out_dt;
   return y;
 }
 
@@ -94,9 +112,9 @@ static ct_tensor *layernorm_backward(ct_module *m, const ct_tensor *gy_in) {
     return NULL;
   }
   const ct_dtype dt = ct_dtype_of(st->x);
-  ct_tensor *gd = cti_nn_grad_as("LayerNorm", gy_in, ct_shape_of(st->x), dt); // y's dtype
+  ct_tensor *gd = cti_nn_grad_as("LayerNorm", gy_in, ct_shape_of(st->x), st->out_dtype); // y's dtype
   const cti_backend *be = gd ? cti_backend_for("LayerNorm backward", m->device) : NULL;
-  ct_tensor *gy = be ? ct_contiguous(gd) : NULL;
+  ct_tensor *gy = !be ? NULL : st->out_dtype == dt ? ct_contiguous(gd) : ct_to_dtype(gd, dt);
   ct_free(gd);
   if (!gy) return NULL;
   ct_param *pw = cti_module_find(m, "weight"), *pb = cti_module_find(m, "bias");

@@ -9,9 +9,10 @@
 // Backward, for g = dL/dy: dx_j = y_j (g_j - sum_k y_k g_k); the module keeps
 // y for it. Attention (nn_attention.c) uses the same kernels with a scale and
 // the causal mask. The kernels are float32 and float64; float16/bfloat16
-// input is computed in float32 and y rounded back to it, except under
+// input is computed in float32 and y rounded back to it, except under CUDA
 // autocast, where softmax is on the float32 list (autocast_policy.h) and y
-// stays float32 (backward then hands dx back in the input's dtype).
+// stays float32 (backward then hands dx back in the input's dtype); CPU
+// autocast has no softmax on its lists, so y is rounded there too.
 #include <stdio.h>
 #include <stdlib.h>
 
