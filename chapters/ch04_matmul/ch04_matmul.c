@@ -847,16 +847,16 @@ static void run_cpu_ladder(run *rn, const cpu_info *ci, ladder *L) {
 ::: zh
 ### 读这张表
 
-在一台安静的机器上完整运行时，三重循环只能达到峰值估计的很小一部分；分块循环在小尺寸上快得多，但尺寸变大后又慢下来，因为它每次乘加都要读写 C；OpenBLAS 远远领先，比第 1 级快两个数量级。本章正文里的数字取自{{recorded @run}}：在 n = {{recorded cpu_sizes[2]}} 上，三重循环 {{recorded cpu_naive_gflops[2] %.1f}} GFLOP/s，分块循环 {{recorded cpu_blocked_gflops[2] %.1f}} GFLOP/s，OpenBLAS {{recorded cpu_cblas_gflops[2] %.1f}} GFLOP/s。上面的输出框是本书构建时的运行；它是冒烟运行时，框上写明了，其中的计时不能用来比较快慢。同一段 C 代码，仅仅因为访存方式不同，就差出两个数量级，这是本章最重要的一课，在 GPU 上会再看到一次。
+{{claim recorded cpu_naive_of_peak[2] < 0.1 and recorded cpu_blocked_gflops[0] / recorded cpu_naive_gflops[0] > 3 and recorded cpu_blocked_gflops[-1] < recorded cpu_blocked_gflops[1] and recorded cpu_cblas_gflops[2] / recorded cpu_naive_gflops[2] > 50}}在一台安静的机器上完整运行时，三重循环只能达到峰值估计的很小一部分；分块循环在小尺寸上快得多，但尺寸变大后又慢下来，因为它每次乘加都要读写 C；OpenBLAS 远远领先，比第 1 级快两个数量级。{{end}}本章正文里的数字取自{{recorded @run}}：在 n = {{recorded cpu_sizes[2]}} 上，三重循环 {{recorded cpu_naive_gflops[2] %.1f}} GFLOP/s，分块循环 {{recorded cpu_blocked_gflops[2] %.1f}} GFLOP/s，OpenBLAS {{recorded cpu_cblas_gflops[2] %.1f}} GFLOP/s。上面的输出框是本书构建时的运行；它是冒烟运行时，框上写明了，其中的计时不能用来比较快慢。同一段 C 代码，仅仅因为访存方式不同，就差出两个数量级，这是本章最重要的一课，在 GPU 上会再看到一次。
 
-`ct_mm` 和直接调用 `cblas_sgemm` 轮流计时，两者之比在安静的机器上接近 100%，说明运行时的检查和缓存分配器几乎不花时间；在忙碌的共享机器上，这个比例会上下跳动几个百分点，小尺寸时更明显（一次调用只有几十微秒）。
+`ct_mm` 和直接调用 `cblas_sgemm` 轮流计时，{{claim recorded cpu_mm_of_cblas[-1] about 1 within 5%}}两者之比在安静的机器上接近 100%，说明运行时的检查和缓存分配器几乎不花时间{{end}}；在忙碌的共享机器上，这个比例会上下跳动几个百分点，小尺寸时更明显（一次调用只有几十微秒）。
 :::
 ::: en
 ### Reading the table
 
-In a full run on a quiet machine the triple loop reaches only a small fraction of the estimated peak; the blocked loop is much faster at small sizes but slows down again as the size grows, because it reads and writes C for every multiply-add; OpenBLAS is far ahead, two orders of magnitude above rung 1. The numbers in this chapter's text come from {{recorded @run}}: at n = {{recorded cpu_sizes[2]}}, the triple loop {{recorded cpu_naive_gflops[2] %.1f}} GFLOP/s, the blocked loop {{recorded cpu_blocked_gflops[2] %.1f}} GFLOP/s, OpenBLAS {{recorded cpu_cblas_gflops[2] %.1f}} GFLOP/s. The box above is the run made when this book was built; when it is a smoke run its label says so, and its timings do not compare speeds. The same arithmetic in C, differing only in how it touches memory, spans two orders of magnitude: the chapter's most important lesson, and the GPU will teach it again.
+{{claim recorded cpu_naive_of_peak[2] < 0.1 and recorded cpu_blocked_gflops[0] / recorded cpu_naive_gflops[0] > 3 and recorded cpu_blocked_gflops[-1] < recorded cpu_blocked_gflops[1] and recorded cpu_cblas_gflops[2] / recorded cpu_naive_gflops[2] > 50}}In a full run on a quiet machine the triple loop reaches only a small fraction of the estimated peak; the blocked loop is much faster at small sizes but slows down again as the size grows, because it reads and writes C for every multiply-add; OpenBLAS is far ahead, two orders of magnitude above rung 1.{{end}} The numbers in this chapter's text come from {{recorded @run}}: at n = {{recorded cpu_sizes[2]}}, the triple loop {{recorded cpu_naive_gflops[2] %.1f}} GFLOP/s, the blocked loop {{recorded cpu_blocked_gflops[2] %.1f}} GFLOP/s, OpenBLAS {{recorded cpu_cblas_gflops[2] %.1f}} GFLOP/s. The box above is the run made when this book was built; when it is a smoke run its label says so, and its timings do not compare speeds. The same arithmetic in C, differing only in how it touches memory, spans two orders of magnitude: the chapter's most important lesson, and the GPU will teach it again.
 
-`ct_mm` and `cblas_sgemm` called directly are timed in alternation. On a quiet machine their ratio is close to 100%: the runtime's checks and its caching allocator cost next to nothing. On a busy shared machine the ratio jumps around by several percent, more so at small sizes, where one call lasts tens of microseconds.
+`ct_mm` and `cblas_sgemm` called directly are timed in alternation. {{claim recorded cpu_mm_of_cblas[-1] about 1 within 5%}}On a quiet machine their ratio is close to 100%: the runtime's checks and its caching allocator cost next to nothing.{{end}} On a busy shared machine the ratio jumps around by several percent, more so at small sizes, where one call lasts tens of microseconds.
 :::
 */
 
@@ -1180,14 +1180,14 @@ static void run_gpu_ladder(run *rn, const gpu_info *gi, ladder *L) {
 ::: zh
 ## 加速比：量出来的 “10–100 倍”
 
-最后把两架梯子放在一起：在两边都跑过的最大尺寸上（本书这次运行是 n = {{metric speedup_n}}），GPU 最快的 f32 版本比 CPU 最快的 f32 版本快多少倍；再加上 Tensor Core 的版本。两边都是同一次运行、同一台机器上量的。
+最后把两架梯子放在一起：在两边都跑过的最大尺寸上（本书这次运行是 n = {{metric speedup_n}}），GPU 上最好的 f32 版本与 CPU 上最好的 f32 版本的速度之比；再加上 Tensor Core 的版本。两边都是同一次运行、同一台机器上量的。
 
 这个倍数取决于两边各是什么。种子教程说的 10–100 倍，大致是一台多核工作站的 CPU 对一块游戏卡或上一代数据中心 GPU、用 f32 算时的情况。CPU 只有两个虚拟核时，倍数会大得多；CPU 有几十个核、GPU 较弱时，会小一些；GPU 改用 Tensor Core 后，再乘上几倍到十几倍。算力峰值之比（上面 `gpu` 一节最后一行）给出了这个倍数的上限量级，实测值说明两边的软件各自离峰值有多远。
 :::
 ::: en
 ## The speed-up: "10–100×", measured
 
-Finally the two ladders side by side: at the largest size both ladders ran (n = {{metric speedup_n}} in this book's run) how many times faster the GPU's best f32 version is than the CPU's best f32 version, and the same with the tensor-core versions included. Both sides are measured in the same run on the same machine.
+Finally the two ladders side by side: at the largest size both ladders ran (n = {{metric speedup_n}} in this book's run) the ratio of the GPU's best f32 speed to the CPU's best f32 speed, and the same with the tensor-core versions included. Both sides are measured in the same run on the same machine.
 
 The ratio depends on what stands on each side. The seeds' 10–100× is roughly a many-core workstation CPU against a gaming card or an older datacenter GPU, in f32. With a CPU of two virtual cores the ratio is far larger; with dozens of cores and a weaker GPU it is smaller; with tensor cores multiply it again by several times to more than ten. The ratio of the peaks (the last line of the `gpu` section) sets the order of magnitude to expect; the measured ratio shows how close each side's software gets to its peak.
 :::

@@ -343,7 +343,7 @@ static void show_split_rule(int n_dev, ct_metrics *m) {
 
 注意模型里没有 BatchNorm 和 Dropout。BatchNorm 在每个副本上只看到自己那一块的统计量（30 行的 batch 在 3 个副本上各用 10 行算均值和方差），running_mean 也只由副本 0 更新，所以 DataParallel 下它和单设备训练**本来就不同**，PyTorch 也一样；要跨设备同步统计量得用 `SyncBatchNorm`。Dropout 的随机掩码在哪个设备上抽、按什么顺序抽，也会不同。
 
-计时要诚实地读：重复同一个设备时，DataParallel 只多了切分、复制参数、开线程、收集的开销，不会更快。
+计时要诚实地读：重复同一个设备时，DataParallel 只多了切分、复制参数、开线程、收集的开销，在 GPU 上不会更快。这次运行：单设备每步 {{metric single_ms_per_step %.2f}} 毫秒，DataParallel 每步 {{metric dp_ms_per_step %.2f}} 毫秒。{{if metric distinct_devices > 1 and metric dp_ms_per_step < metric single_ms_per_step * 0.9}}这次的副本在不同的设备上，DataParallel 更快：每个设备只算一块。{{elif metric distinct_devices > 1}}这次的副本在不同的设备上，DataParallel 仍然没有明显更快：模型太小，切分、复制和收集的开销抵消了并行省下的时间。{{elif metric dp_ms_per_step >= metric single_ms_per_step * 0.9}}DataParallel 没有更快，正如上面所说。{{elif metric device is cpu}}这次 DataParallel 反而快了一成以上。GPU 重复几次不会因此变快；CPU 却有几个核，副本线程可以各占一个，单设备运行没有用满的核这时就用上了；计时期间机器上的其他负载也会让两次计时不可比。{{else}}这次 DataParallel 反而快了一成以上；同一块 GPU 重复几次，快不是并行带来的：差别来自计时期间的其他因素（机器上的其他负载、第一次运行的一次性开销），请在安静的机器上重新运行。{{end}}
 :::
 ::: en
 ## Training: DataParallel and one device reach the same parameters
@@ -352,7 +352,7 @@ The real question: after wrapping, is it still the same model being trained? The
 
 The model has no BatchNorm and no Dropout, on purpose. BatchNorm on each replica sees only its chunk's statistics (a batch of 30 on 3 replicas computes means and variances over 10 rows each), and only replica 0 updates running_mean, so under DataParallel it **is** different from one-device training, in PyTorch too; keeping statistics in step across devices takes `SyncBatchNorm`. Dropout's random masks would also be drawn on other devices, in another order.
 
-Read the timings honestly: with one device repeated, DataParallel adds the cost of splitting, copying the parameters, starting threads and gathering, and cannot be faster.
+Read the timings honestly: with one device repeated, DataParallel adds the cost of splitting, copying the parameters, starting threads and gathering, and on a GPU it cannot be faster. This run: {{metric single_ms_per_step %.2f}} ms per step on one device, {{metric dp_ms_per_step %.2f}} ms under DataParallel. {{if metric distinct_devices > 1 and metric dp_ms_per_step < metric single_ms_per_step * 0.9}}This time the replicas are on distinct devices, and DataParallel is faster: each device computes one chunk.{{elif metric distinct_devices > 1}}This time the replicas are on distinct devices, and DataParallel is still not clearly faster: the model is small, and splitting, copying and gathering eat what running in parallel saves.{{elif metric dp_ms_per_step >= metric single_ms_per_step * 0.9}}DataParallel is not faster, as said above.{{elif metric device is cpu}}This time DataParallel came out more than 10% faster. A GPU repeated does not get faster; a CPU, though, has several cores, and the replica threads can each take one, using cores the one-device run left idle; other load on the machine while the two were timed can also make them incomparable.{{else}}This time DataParallel came out more than 10% faster; with one GPU repeated that cannot come from parallelism: something else differed while the two were timed (other load on the machine, one-time costs of the first run); run it again on a quiet machine.{{end}}
 :::
 */
 /*md

@@ -504,7 +504,9 @@ static int show_trace(const settings *s, ct_profiler *p, ct_metrics *m) {
 
 分析器不是免费的：每个区间要读两次时钟、写一条记录，每次分配要多写一条内存事件，GPU 上每个算子还要多记两个 event。下面交替地跑若干个不开分析器的训练步和同样多个开着分析器（CPU 和 CUDA、形状、内存都开）的训练步，每轮取每步的平均时间，取各轮里最快的一次，相除就是开销。再除以每步记下的事件数，得到每个事件的大致代价。PyTorch 的孪生程序用 `torch.profiler` 做同样的测量，`tools/bench` 把两边的比值放在一起。
 
-本次运行：不开分析器每步 {{metric unprofiled_ms %.2f}} ms，开着 {{metric profiled_ms %.2f}} ms，是不开时的 {{metric overhead_ratio %.3f}} 倍；每步 {{metric events_per_step %.0f}} 个事件。
+本次运行：不开分析器每步 {{metric unprofiled_ms %.2f}} ms，开着 {{metric profiled_ms %.2f}} ms，两者之比 {{metric overhead_ratio %.3f}}；每步 {{metric events_per_step %.0f}} 个事件。{{if metric overhead_ratio about 1 within 10%}}两者相差不到一成：记录事件的代价比一步的时间小得多。{{elif metric overhead_ratio > 1}}开着分析器的步更慢，多出的时间就是记录这些事件的代价。{{else}}这次开着分析器的步反而更快：开销比这台机器上计时的噪声（别的程序在抢 CPU）还小，这次运行只能说明它不大。{{end}}
+
+{{fig timeline}} 画的那一步用了 {{metric timeline_end_ms[0] %.2f}} ms。{{if metric timeline_end_ms[0] about metric profiled_ms within 25%}}这和上面开着分析器时的每步时间相近。{{else}}这和上面开着分析器时的每步时间相差超过四分之一，两者量的不是同一件事：图里只有一步，是导出跟踪时记下的那一步，机器上别的程序、分配器第一次要内存，都会让单独的一步变慢；上面的数是多轮里最快一轮的平均，正是为了避开这种噪声。{{end}}
 
 分析器关着时，调度器、模块、优化器和分配器里的每个钩子只是读一个标志、跳一次：每个算子多一次读和一次分支，而一个算子要花微秒。
 :::
@@ -513,7 +515,9 @@ static int show_trace(const settings *s, ct_profiler *p, ct_metrics *m) {
 
 The profiler is not free: each range reads the clock twice and writes a record, each allocation writes a memory event, and on a GPU each op records two more events. Below, rounds of training steps without the profiler alternate with as many steps under it (CPU and CUDA, shapes and memory all on); each round gives the mean time per step, the fastest round of each kind is kept, and their ratio is the overhead. Divided by the events recorded per step, it gives a rough cost per event. The PyTorch twin measures the same with `torch.profiler`, and `tools/bench` sets the two ratios side by side.
 
-This run: {{metric unprofiled_ms %.2f}} ms per step without the profiler, {{metric profiled_ms %.2f}} ms with it, {{metric overhead_ratio %.3f}} times as long; {{metric events_per_step %.0f}} events per step.
+This run: {{metric unprofiled_ms %.2f}} ms per step without the profiler, {{metric profiled_ms %.2f}} ms with it, a ratio of {{metric overhead_ratio %.3f}}; {{metric events_per_step %.0f}} events per step. {{if metric overhead_ratio about 1 within 10%}}The two are within 10% of each other: recording the events costs far less than a step.{{elif metric overhead_ratio > 1}}The steps under the profiler are slower; the extra time is the cost of recording those events.{{else}}This time the steps under the profiler were faster: the overhead is smaller than the timing noise on this machine (other programs competing for the CPU), and this run shows only that it is small.{{end}}
+
+The step drawn in {{fig timeline}} took {{metric timeline_end_ms[0] %.2f}} ms. {{if metric timeline_end_ms[0] about metric profiled_ms within 25%}}That is close to the time per step under the profiler above.{{else}}That differs from the time per step under the profiler above by more than a quarter, and the two measure different things: the figure is one step, the one recorded when the trace was exported, and other programs on the machine or the allocator's first requests for memory can make a single step slower; the number above is the mean of the fastest of several rounds, taken that way to avoid such noise.{{end}}
 
 With the profiler off, each hook in the dispatcher, the modules, the optimizer and the allocator reads a flag and branches: one load and one branch per op, against the microseconds an op takes.
 :::

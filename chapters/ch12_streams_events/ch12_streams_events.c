@@ -236,7 +236,7 @@ copy 流不等 compute 流，所以第 i 块在计算时，第 i+1 块已经在�
 1. compute 流在计算第 i 块之前等 `copied[i]`，否则它可能读到还没拷完的数据；
 2. 第 i 块的设备内存是在 copy 流上分配的，却在 compute 流上被读：释放之前要 `ct_record_stream(d, compute)`，否则分配器可能在计算还在读它时，就把这块内存交给 copy 流上的下一次拷贝（后面一节细说）。
 
-**在 CPU 上**，“拷到设备”就是一次主机内的 `memcpy`（`ct_clone`），两个流也只是先后两次函数调用：双流和串行一样快，时间线上拷贝和计算一段接一段，没有重叠。代码一行不改。
+**在 CPU 上**，“拷到设备”就是一次主机内的 `memcpy`（`ct_clone`），两个流也只是先后两次函数调用：双流做的工作和串行一样，没有什么能让它更快（这次运行量到的时间见下面时间线之后的一段），时间线上拷贝和计算一段接一段，没有重叠。代码一行不改。
 :::
 ::: en
 ## The pipeline: copies and compute overlapped on two streams
@@ -257,7 +257,7 @@ Two things must not be forgotten, and they are the code the chapter's lab asks y
 1. the compute stream waits for `copied[i]` before computing chunk i, or it may read a chunk whose copy has not finished;
 2. chunk i's device memory was allocated on the copy stream but is read on the compute stream: `ct_record_stream(d, compute)` before it is freed, or the allocator may hand that memory to the copy stream's next copy while the compute still reads it (the section after next says more).
 
-**On the CPU** "copying to the device" is a host `memcpy` (`ct_clone`), and two streams are two function calls one after the other: the two-stream schedule is as fast as the serial one, and on the timeline copies and compute follow each other without overlap. Not one line of code changes.
+**On the CPU** "copying to the device" is a host `memcpy` (`ct_clone`), and two streams are two function calls one after the other: the two-stream schedule does the same work as the serial one, and nothing can make it faster (this run's times follow the timeline below); on the timeline copies and compute follow each other without overlap. Not one line of code changes.
 :::
 */
 /*md
@@ -562,10 +562,10 @@ static void show_overlap(ct_device dev, const settings *s, ct_metrics *m) {
 
 /*md
 ::: zh
-在 GPU 上，时间线应当是这样的：串行时，拷贝和计算在一条线上交替；双流时，第 i+1 块的拷贝条和第 i 块的计算条在时间上叠在一起。双流比串行快多少，取决于拷贝和计算哪个长：两者相当时最多快将近一倍，差得越多省得越少（省下的是较短的那一项）。本次运行的加速比是 {{metric overlap_speedup %.2f}} 倍，拷贝和计算同时进行的时间共 {{metric overlapped_ms %.2f}} 毫秒。在 CPU 上两者应当差不多，时间线上也没有重叠。
+在 GPU 上，时间线应当是这样的：串行时，拷贝和计算在一条线上交替；双流时，第 i+1 块的拷贝条和第 i 块的计算条在时间上叠在一起。双流比串行快多少，取决于拷贝和计算哪个长：两者相当时最多快将近一倍，差得越多省得越少（省下的是较短的那一项）。本次运行：串行 {{metric serial_ms %.2f}} 毫秒，双流 {{metric two_stream_ms %.2f}} 毫秒，比值 {{metric overlap_speedup %.2f}}，拷贝和计算同时进行的时间共 {{metric overlapped_ms %.2f}} 毫秒。{{if metric device is cpu and metric overlap_speedup about 1 within 15%}}两者相差不到 15%，和预期一样：在 CPU 上“拷贝”就是一次 `memcpy`，两个流只是先后两次函数调用，没有能同时工作的硬件，时间线上也没有重叠。{{elif metric device is cpu}}两者相差超过 15%，但这不是流的作用：在 CPU 上两种安排做同样的工作，一段接一段地执行，差别来自同时运行在这台机器上的其他程序（忙碌的机器上，这样的计时只是噪声）。重叠要在 GPU 上才看得到：拷贝引擎和 SM 各自独立，下一块的拷贝才能和这一块的计算同时进行。{{elif metric overlap_speedup > 1.1}}双流确实更快：拷贝引擎搬下一块数据的同时，SM 在算这一块。{{else}}这次双流没有明显更快：要么拷贝和计算的时间相差太大（省下的只是较短的那一项），要么主机内存不是锁页内存，拷贝无法异步进行。{{end}}
 :::
 ::: en
-On a GPU the timeline should look like this: serially, copies and compute alternate on one line; with two streams, the bar of chunk i+1's copy lies under the bar of chunk i's compute. How much faster two streams are depends on which is longer: when copy and compute take about as long, up to nearly twice as fast, and the more they differ the less is saved (the saving is the shorter of the two). This run's speed-up is {{metric overlap_speedup %.2f}}×, with copy and compute running at once for {{metric overlapped_ms %.2f}} ms in all. On the CPU the two should take about the same time, and the timeline shows no overlap.
+On a GPU the timeline should look like this: serially, copies and compute alternate on one line; with two streams, the bar of chunk i+1's copy lies under the bar of chunk i's compute. How much faster two streams are depends on which is longer: when copy and compute take about as long, up to nearly twice as fast, and the more they differ the less is saved (the saving is the shorter of the two). This run: {{metric serial_ms %.2f}} ms serially, {{metric two_stream_ms %.2f}} ms on two streams, a ratio of {{metric overlap_speedup %.2f}}, with copy and compute running at once for {{metric overlapped_ms %.2f}} ms in all. {{if metric device is cpu and metric overlap_speedup about 1 within 15%}}The two are within 15% of each other, as expected: on a CPU a "copy" is a `memcpy` and two streams are two function calls one after the other; no hardware works at the same time, and the timeline shows no overlap.{{elif metric device is cpu}}The two differ by more than 15%, and the streams are not the cause: on a CPU both schedules do the same work one piece after another, and the difference comes from other programs running on this machine at the same time (on a busy machine such timings are noise). Overlap shows only on a GPU, where the copy engine and the SMs are separate, so the next chunk's copy can run while this chunk is computed.{{elif metric overlap_speedup > 1.1}}Two streams are indeed faster: the copy engine moves the next chunk while the SMs compute this one.{{else}}This time two streams are not clearly faster: either copy and compute differ too much in length (the saving is only the shorter of the two), or the host memory is not pinned and the copies cannot run asynchronously.{{end}}
 :::
 */
 
@@ -920,10 +920,10 @@ static void show_sync_points(ct_device dev, const settings *s, ct_metrics *m) {
 
 /*md
 ::: zh
-在 GPU 上，每步一次 `item()` 的循环比只在最后 `item()` 一次的循环慢得多（这次运行：{{metric sync_loop_ms %.2f}} 毫秒对 {{metric nosync_loop_ms %.2f}} 毫秒）：小运算本身只要几微秒，等待却要把流排空再重新填满。训练循环里的办法是把损失留在设备上累加，每隔若干步（或每轮结束时）才 `item()` 一次。在 CPU 上两者几乎一样，因为并没有什么可等的。
+在 GPU 上，每步一次 `item()` 的循环比只在最后 `item()` 一次的循环慢得多：小运算本身只要几微秒，等待却要把流排空再重新填满。训练循环里的办法是把损失留在设备上累加，每隔若干步（或每轮结束时）才 `item()` 一次。这次运行：每步 `item()` 的循环 {{metric sync_loop_ms %.2f}} 毫秒，只在最后 `item()` 一次的 {{metric nosync_loop_ms %.2f}} 毫秒。{{if metric device is cpu and metric sync_loop_ms about metric nosync_loop_ms within 15%}}两者相差不到 15%，这正是 CPU 上的预期：并没有什么可等的。{{elif metric device is cpu}}在 CPU 上两者本应几乎一样，因为并没有什么可等的；这次相差超过 15%，来自机器上的其他负载，不是同步的代价。{{elif metric sync_loop_ms > metric nosync_loop_ms * 1.5}}每步同步的循环明显更慢，正是上面说的等待。{{else}}这次两者相差不大：每步的运算已经够长，等待的代价被摊薄了（试试更小的张量或更多的步数）。{{end}}
 :::
 ::: en
-On a GPU the loop with an `item()` every step is much slower than the one with a single `item()` at the end (this run: {{metric sync_loop_ms %.2f}} ms against {{metric nosync_loop_ms %.2f}} ms): the small ops themselves take microseconds, but each wait drains the stream and then refills it. In a training loop the cure is to accumulate the loss on the device and call `item()` only every so many steps (or once per epoch). On the CPU the two are nearly the same, since there is nothing to wait for.
+On a GPU the loop with an `item()` every step is much slower than the one with a single `item()` at the end: the small ops themselves take microseconds, but each wait drains the stream and then refills it. In a training loop the cure is to accumulate the loss on the device and call `item()` only every so many steps (or once per epoch). This run: {{metric sync_loop_ms %.2f}} ms for the loop with an `item()` every step, {{metric nosync_loop_ms %.2f}} ms for the one with a single `item()`. {{if metric device is cpu and metric sync_loop_ms about metric nosync_loop_ms within 15%}}They are within 15% of each other, as expected on a CPU: there is nothing to wait for.{{elif metric device is cpu}}On a CPU the two should be nearly the same, since there is nothing to wait for; this time they differ by more than 15%, which comes from other load on the machine, not from the syncs.{{elif metric sync_loop_ms > metric nosync_loop_ms * 1.5}}The loop that syncs every step is clearly slower: that is the waiting described above.{{else}}This time the two are close: each step's work is long enough to hide the wait (try smaller tensors or more steps).{{end}}
 :::
 */
 

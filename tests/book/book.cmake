@@ -27,6 +27,11 @@ add_test(NAME book.sources COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_source
 # failed drawing or a missing dot stops weave with a clear message (tests/book/check_figures.py)
 add_test(NAME book.figures COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_figures.py ${PROJECT_SOURCE_DIR})
 add_test(NAME book.weave COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/test_weave.py ${PROJECT_SOURCE_DIR})
+# book.claims: {{claim}}/{{if}} in prose checked against a metrics JSON (a contradicted claim fails
+# --strict at FILE:LINE), no speed word beside a measured number outside them in any chapter
+# (book/claims-allow.json: the exceptions, each with its reason), tools/record's load, repeat and
+# spread rules on stand-in runs (tests/book/check_claims.py; a few seconds, no chapter run)
+add_test(NAME book.claims COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_claims.py ${PROJECT_SOURCE_DIR})
 add_test(NAME book.build
          COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_book.py build ${PROJECT_SOURCE_DIR} ${CT_BOOK_OUT}
                  ${CMAKE_BINARY_DIR})
@@ -36,8 +41,8 @@ foreach(check html pdf chromium)
   set_tests_properties(book.${check} PROPERTIES FIXTURES_REQUIRED ct_book TIMEOUT 600)
 endforeach()
 set_tests_properties(book.build PROPERTIES FIXTURES_SETUP ct_book TIMEOUT 1500)
-set_tests_properties(book.sources book.weave book.figures PROPERTIES TIMEOUT 120)
-set_tests_properties(book.sources book.weave book.figures book.build book.html book.pdf book.chromium
+set_tests_properties(book.sources book.weave book.claims book.figures PROPERTIES TIMEOUT 120)
+set_tests_properties(book.sources book.weave book.claims book.figures book.build book.html book.pdf book.chromium
                      PROPERTIES LABELS book SKIP_RETURN_CODE 77)
 
 # The reader's tools (tests/book/check_reader.py):

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Checks of a built book (the output of tools/book --out OUT).
 
-    check_book.py build  REPO OUT [BUILD_DIR]  runs tools/book --quick --no-bootstrap --no-build
+    check_book.py build  REPO OUT [BUILD_DIR]  runs tools/book --quick --strict --no-bootstrap --no-build
                                                --build-dir BUILD_DIR --out OUT, then checks that both
                                                editions were built with every chapter
     check_book.py html     REPO OUT            every chapter in both editions; no broken internal link;
@@ -59,7 +59,7 @@ def cmd_build(root, out, build_dir):
     if missing:
         skip(f"missing {', '.join(missing)} (tools/bootstrap --group book installs them)")
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [os.path.join(root, "tools", "book"), "--quick", "--no-bootstrap", "--no-build",
+    cmd = [os.path.join(root, "tools", "book"), "--quick", "--strict", "--no-bootstrap", "--no-build",
            "--build-dir", build_dir, "--out", out]
     print("$ " + " ".join(cmd), flush=True)
     r = subprocess.run(cmd)

@@ -513,7 +513,7 @@ def test_record_flagged(tmp):
     os.chmod(exe, 0o755)
     out = os.path.join(tmp, "record-out")
     record = [sys.executable, os.path.join(ROOT, "tools", "record"), "--build", build, "--out-dir", out,
-              "--commit", "abc", "ch09"]
+              "--commit", "abc", "--max-load", "1e9", "ch09"]
     env = dict(os.environ, SUSPECT="4")
     r = subprocess.run(record, capture_output=True, text=True, env=env)
     check(r.returncode == 3 and "flagged 4 of 12 timings" in r.stderr and not os.listdir(out),

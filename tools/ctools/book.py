@@ -4,7 +4,7 @@
 
     tools/book [--quick] [--no-bootstrap] [--no-build] [--build-dir DIR]
                [--out DIR] [--only ch01,ch02] [--device auto|cpu|cuda]
-               [--reuse-runs] [--no-pdf] [--no-html] [--timeout S] [-j N]
+               [--reuse-runs] [--no-pdf] [--no-html] [--strict] [--timeout S] [-j N]
 
 On a fresh machine it does everything:
   1. tools/bootstrap installs the missing Debian packages (build, test, book);
@@ -581,17 +581,22 @@ def parse_args(argv):
                         "chapters' source and twin links point there (default: relative paths from the "
                         "HTML pages to this checkout; the PDF then names the files without a link)")
     p.add_argument("--timeout", type=int, default=900, help="seconds a chapter (and its twin) may run (default: 900)")
+    p.add_argument("--strict", action="store_true", default=os.environ.get("CT_BOOK_STRICT") == "1",
+                   help="fail when a chapter's run contradicts a {{claim}} in its prose (default: a warning "
+                        "and a note beside the sentence; on with CT_BOOK_STRICT=1; the tests pass it)")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2, help="build jobs (default: the CPU count)")
     return p.parse_args(argv)
 
 
-def weave_chapters(chapters, run_root, md_dir):
-    """Each chapter woven from its source and its captured run into md_dir: [its meta]."""
+def weave_chapters(chapters, run_root, md_dir, strict=False):
+    """Each chapter woven from its source and its captured run into md_dir: [its meta]. A claim the
+    run contradicts is logged (strict: it fails the book)."""
     shutil.rmtree(md_dir, ignore_errors=True)
     metas = []
     for c in chapters:
         try:
-            meta, _ = weave.weave(c["source"], os.path.join(run_root, c["id"]), md_dir)
+            meta, _ = weave.weave(c["source"], os.path.join(run_root, c["id"]), md_dir, strict=strict,
+                                  warn=lambda msg: log(f"weave: warning: {msg}"))
         except weave.WeaveError as e:
             die(str(e))
         metas.append(meta)
@@ -704,7 +709,7 @@ def main(argv=None):
 
     t0 = time.time()
     md_dir = os.path.join(out, "md")
-    metas = weave_chapters(chapters, run_root, md_dir)
+    metas = weave_chapters(chapters, run_root, md_dir, a.strict)
     step("weave+figures", t0)
 
     info = book_info(chapters, run_root, a.quick)

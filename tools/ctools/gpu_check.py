@@ -847,7 +847,10 @@ def stage_test(ctx, s, deadline):
 
 def record_cmd(ctx, run):
     name, chapter, tag, flags = run
-    cmd = [os.path.join(ROOT, "tools", "record"), "--build", ctx.build, "--device", "cuda", "--out-dir", ctx.recdir]
+    # One run per chapter, started whatever the load: the stage's budget (RECORD_RUN_CAP_S a run) holds
+    # no repeats, and the tests just ran on this machine; each header records the load and '1 run'.
+    cmd = [os.path.join(ROOT, "tools", "record"), "--build", ctx.build, "--device", "cuda", "--out-dir", ctx.recdir,
+           "--repeats", "1", "--allow-busy"]
     if tag:
         cmd += ["--tag", tag]
     cmd.append(chapter)

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """tools/record: run one chapter and keep its output as a transcript for the book.
 
-    tools/record [--build DIR] [--device cpu|cuda] [--out-dir DIR] [--tag NAME] chNN [-- FLAGS...]
+    tools/record [--build DIR] [--device cpu|cuda] [--out-dir DIR] [--tag NAME] [--repeats N]
+                 [--max-load X] [--allow-busy] [--max-spread F] [--keep-noisy] chNN [-- FLAGS...]
 
 Runs ./chNN from the build directory with --device and FLAGS, and writes
 book/recorded/chNN-<machine-slug>-<UTC date>.txt in the transcript format of
@@ -22,13 +23,28 @@ timings as implausible (metrics LADDER_timings_suspect > 0: chapter 4's
 ladders, on a busy machine) is not kept: tools/record writes nothing, says
 how many timings were flagged and exits 3; record again on a quiet machine
 (or pass --keep-flagged, and the book says so beside numbers taken from it).
+
+Timing claims need a quiet machine and more than one run (book/FORMAT.md,
+"Recorded GPU transcripts"):
+- load: the 1-minute load average is read before and after the run and
+  written in the header (`# load: ...`). A run that would start above
+  --max-load per core (default 0.5) is refused (exit 4, nothing run);
+  --allow-busy runs it anyway and the header says so.
+- repeats: the chapter runs --repeats times (default 3). The kept metrics
+  are each key's median over the runs (lists element by element), with
+  `record_repeats`, `record_spread` ({key: (max - min) / median} for every
+  timed key: times, rates, speed-ups, ratios) and `record_spread_max`; the
+  transcript is the run nearest the medians (the header says which). A run
+  whose spread on a timed key exceeds --max-spread (default 0.10) is not kept
+  (exit 5, naming the key and its values); --keep-noisy keeps it and the
+  header says so. --repeats 1 (a long training run whose point is not its
+  timings) records one run and says so.
 """
 import argparse
 import datetime
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,6 +96,87 @@ def flagged_timings(metrics_path):
     return count("_timings_suspect"), count("_timings_timed")
 
 
+# A timed key: a time, a rate, a speed-up or a ratio of times (its spread over repeats is checked).
+RE_TIMED_KEY = re.compile(r"(?:^|_)(?:ms|us|ns|s|sec|seconds|gbs|gflops|tflops|speedup|ratio|per_s|"
+                          r"tokens_per_s|throughput)(?:$|_)")
+
+
+def loadavg():
+    """The 1-minute load average (None where the system does not say)."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def busy(load, cores, max_load):
+    """True when load per core exceeds max_load (an unknown load is not busy)."""
+    return load is not None and load / max(cores, 1) > max_load
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def combine(runs):
+    """(metrics, spread) from the metrics of repeated runs: each numeric key's median (lists
+    element by element, when every run has a list of the same length); other values from the
+    first run. spread: {key or key[i]: (max - min) / |median|} for timed keys (RE_TIMED_KEY)."""
+    out, spread = dict(runs[0]), {}
+
+    def one(name, values):
+        med = median(values)
+        if RE_TIMED_KEY.search(name.split("[")[0]) and med:
+            spread[name] = (max(values) - min(values)) / abs(med)
+        return med
+
+    for key, v in runs[0].items():
+        vals = [r.get(key) for r in runs]
+        if all(is_num(x) for x in vals):
+            m = one(key, vals)
+            out[key] = int(m) if all(isinstance(x, int) for x in vals) and float(m).is_integer() else m
+        elif all(isinstance(x, list) and len(x) == len(v) for x in vals):
+            col = []
+            for i in range(len(v)):
+                xs = [x[i] for x in vals]
+                col.append(one(f"{key}[{i}]", xs) if all(is_num(x) for x in xs) else v[i])
+            out[key] = col
+    return out, spread
+
+
+def nearest(runs, medians, spread):
+    """The index of the run nearest the medians over the timed keys (sum of |log ratio|)."""
+    import math
+
+    def dist(r):
+        d = 0.0
+        for name in spread:
+            key, _, idx = name.partition("[")
+            v, m = r.get(key), medians.get(key)
+            if idx:
+                v, m = v[int(idx[:-1])], m[int(idx[:-1])]
+            if is_num(v) and is_num(m) and v > 0 and m > 0:
+                d += abs(math.log(v / m))
+        return d
+    return min(range(len(runs)), key=lambda i: dist(runs[i]))
+
+
+def worst_spread(spread):
+    """(key, spread) of the widest timed key, or (None, 0.0)."""
+    return max(spread.items(), key=lambda kv: kv[1]) if spread else (None, 0.0)
+
+
+def values_of(runs, name):
+    key, _, idx = name.partition("[")
+    return [(r[key][int(idx[:-1])] if idx else r[key]) for r in runs]
+
+
 def main(argv):
     p = argparse.ArgumentParser(description="Record a chapter's output for the book.")
     p.add_argument("chapter", help="chNN")
@@ -91,11 +188,24 @@ def main(argv):
     p.add_argument("--tag", default="", help="keeps a second run apart: chNN-<machine>-TAG-<date>.txt (default: none)")
     p.add_argument("--keep-flagged", action="store_true",
                    help="keep a run whose own timing check flagged implausible timings")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="runs of the chapter; the metrics kept are per-key medians (default 3)")
+    p.add_argument("--max-load", type=float, default=0.5,
+                   help="refuse to start above this 1-minute load average per core (default 0.5)")
+    p.add_argument("--allow-busy", action="store_true",
+                   help="record on a busy machine anyway (the transcript's header says so)")
+    p.add_argument("--max-spread", type=float, default=0.10,
+                   help="keep no run whose timed keys vary by more than this fraction of their median "
+                        "over the repeats (default 0.10)")
+    p.add_argument("--keep-noisy", action="store_true",
+                   help="keep a run whose spread exceeds --max-spread (the header says so)")
     p.add_argument("--commit", default=os.environ.get("CT_COMMIT") or sh(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"]),
                    help="the commit the transcript names (default: $CT_COMMIT, else git's HEAD)")
     a = p.parse_args(argv)
     if not re.match(r"^ch\d\d$", a.chapter):
         p.error(f"expected a chapter id like ch06, got {a.chapter!r}")
+    if a.repeats < 1:
+        p.error(f"--repeats takes a count of at least 1, got {a.repeats}")
     exe = os.path.abspath(os.path.join(a.build, a.chapter))
     if not os.access(exe, os.X_OK):
         sys.exit(f"record: no binary {exe}: build it first (cmake --build {a.build} --target {a.chapter}_...)")
@@ -106,35 +216,78 @@ def main(argv):
         p.error(f"--tag takes lower-case letters, digits and '-', got {a.tag!r}")
     tag = f"-{a.tag}" if a.tag else ""
     base = os.path.join(a.out_dir, f"{a.chapter}-{mslug}{tag}-{date}")
+    cores = os.cpu_count() or 1
+    load0 = loadavg()
+    if busy(load0, cores, a.max_load) and not a.allow_busy:
+        print(f"record: the machine is busy: 1-minute load average {load0:.2f} on {cores} cores "
+              f"({load0 / cores:.2f} per core, limit {a.max_load:.2f}): nothing run. Record on a quiet "
+              "machine, or pass --allow-busy (the transcript's header then says so).", file=sys.stderr)
+        return 4
+    shown = " ".join([f"./{a.chapter}", "--device", a.device] + a.flags)
+    runs, outs = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        metrics = os.path.join(tmp, "metrics.json")
-        cmd = [exe, "--device", a.device] + a.flags + ["--metrics", metrics]
-        shown = " ".join([f"./{a.chapter}", "--device", a.device] + a.flags)
-        print(f"record: {shown}", file=sys.stderr)
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp)
-        out = proc.stdout.decode("utf-8", "replace")
-        header = [("chapter", a.chapter), ("device", label), ("driver", driver)]
-        if cuda:
-            header.append(("cuda", cuda))
-        header += [("date", date), ("command", shown), ("commit", a.commit or "unknown"), ("exit", str(proc.returncode))]
-        text = "".join(f"# {k}: {v}\n" for k, v in header) + "\n" + out
-        suspect, timed = flagged_timings(metrics)
-        if suspect and not a.keep_flagged:
-            print(f"record: {a.chapter}'s own timing check flagged {suspect} of {timed} timings as implausible "
-                  "(the machine was busy, or its clock too coarse): nothing kept. Record again on a quiet "
-                  "machine, or pass --keep-flagged to keep it anyway.", file=sys.stderr)
-            return 3
-        tmp_txt = base + ".txt.tmp"
-        with open(tmp_txt, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp_txt, base + ".txt")
-        if os.path.exists(metrics):
-            with open(metrics, encoding="utf-8") as f:
-                json.load(f)  # only a valid JSON file is kept
-            shutil.copyfile(metrics, base + ".json.tmp")
-            os.replace(base + ".json.tmp", base + ".json")
-    print(f"record: wrote {base}.txt (exit {proc.returncode})")
-    return proc.returncode
+        for k in range(a.repeats):
+            metrics = os.path.join(tmp, f"metrics{k}.json")
+            cmd = [exe, "--device", a.device] + a.flags + ["--metrics", metrics]
+            print(f"record: {shown}" + (f" (run {k + 1} of {a.repeats})" if a.repeats > 1 else ""),
+                  file=sys.stderr)
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp)
+            outs.append((proc.returncode, proc.stdout.decode("utf-8", "replace")))
+            suspect, timed = flagged_timings(metrics)
+            if suspect and not a.keep_flagged:
+                print(f"record: {a.chapter}'s own timing check flagged {suspect} of {timed} timings as implausible "
+                      "(the machine was busy, or its clock too coarse): nothing kept. Record again on a quiet "
+                      "machine, or pass --keep-flagged to keep it anyway.", file=sys.stderr)
+                return 3
+            if os.path.exists(metrics):
+                with open(metrics, encoding="utf-8") as f:
+                    runs.append(json.load(f))  # only a valid JSON file is kept
+            if proc.returncode != 0 or not os.path.exists(metrics):
+                break  # a failed run is recorded as it is, without repeats
+    load1 = loadavg()
+    header = [("chapter", a.chapter), ("device", label), ("driver", driver)]
+    if cuda:
+        header.append(("cuda", cuda))
+    fmt = lambda x: "unknown" if x is None else f"{x:.2f}"
+    load_words = f"{fmt(load0)} before, {fmt(load1)} after (1-minute load average, {cores} cores)"
+    if busy(load0, cores, a.max_load):
+        load_words += f"; busy (above {a.max_load:.2f} per core): kept with --allow-busy"
+    pick, kept = len(outs) - 1, runs[-1] if runs else None
+    repeat_words = None
+    if len(runs) == len(outs) and len(runs) > 1:
+        kept, spread = combine(runs)
+        pick = nearest(runs, kept, spread)
+        key, worst = worst_spread(spread)
+        if worst > a.max_spread and not a.keep_noisy:
+            vals = ", ".join(f"{v:.4g}" for v in values_of(runs, key))
+            print(f"record: {a.chapter}'s timings vary too much over {len(runs)} runs: {key} spread "
+                  f"{worst:.0%} (values {vals}; limit {a.max_spread:.0%}): nothing kept. Record on a quieter "
+                  "machine, or pass --keep-noisy to keep it anyway.", file=sys.stderr)
+            return 5
+        kept.update(record_repeats=len(runs), record_spread=spread, record_spread_max=worst)
+        repeat_words = (f"{len(runs)} (metrics: each key's median; output: run {pick + 1}, the one nearest "
+                        f"the medians); widest spread {worst:.1%}" + (f" ({key})" if key else "") +
+                        (f", above {a.max_spread:.0%}: kept with --keep-noisy" if worst > a.max_spread else ""))
+    elif kept is not None:
+        kept.update(record_repeats=1)
+        repeat_words = "1 (one run: no median, no spread)"
+    rc, out = outs[pick]
+    header += [("date", date), ("command", shown), ("commit", a.commit or "unknown"), ("exit", str(rc)),
+               ("load", load_words)]
+    if repeat_words:
+        header.append(("repeats", repeat_words))
+    text = "".join(f"# {k}: {v}\n" for k, v in header) + "\n" + out
+    tmp_txt = base + ".txt.tmp"
+    with open(tmp_txt, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp_txt, base + ".txt")
+    if kept is not None:
+        with open(base + ".json.tmp", "w", encoding="utf-8") as f:
+            json.dump(kept, f, indent=1)
+            f.write("\n")
+        os.replace(base + ".json.tmp", base + ".json")
+    print(f"record: wrote {base}.txt (exit {rc})")
+    return rc
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 """tools/weave: a chapter's literate C source -> Pandoc Markdown, one per language.
 
-    tools/weave [--run-dir DIR] [--out DIR] [--lang zh|en] [--recorded DIR] CHAPTER.c
+    tools/weave [--run-dir DIR] [--out DIR] [--lang zh|en] [--recorded DIR] [--strict] CHAPTER.c
     tools/weave --check CHAPTER.c ...
+    tools/weave --lint-claims CHAPTER.c ...
 
 The rules are in book/FORMAT.md. In short: prose blocks (`/*md` ... `*/`)
 give each edition its language's `::: zh` / `::: en` div (text outside the
@@ -17,7 +18,10 @@ places the region `# twin: NAME` ... `# twin: end` of the PyTorch twin;
 `/*md source FILE*/` weaves a chapter's .cu file (its prose, hide/show, lab
 regions) and `/*md source FILE REGION*/` shows the region `// region: NAME`
 ... `// endregion` of any source; `{{metric KEY}}` in prose is filled from
-the run's --metrics. Every chapter ends with its twin's whole source and
+the run's --metrics. `{{claim COND}}sentence{{end}}` checks a sentence that
+interprets a measurement against the run (a contradicted claim is a warning,
+an error with --strict), and `{{if COND}}...{{elif COND}}...{{else}}...{{end}}`
+picks the sentence the run supports. Every chapter ends with its twin's whole source and
 output.
 
 With --run-dir (the chapter's captures, as tools/book writes them) it writes
@@ -578,6 +582,313 @@ def fill_metrics(text, metrics, where, full=None):
     return out
 
 
+# ---------------------------------------------------------------------------
+# Checked claims: sentences that interpret a measurement (book/FORMAT.md, "Claims")
+#
+#   {{claim COND}}sentence{{end}}                 the sentence, checked against the run
+#   {{if COND}}A{{elif COND}}B{{else}}C{{end}}    the first branch whose COND holds
+#
+# COND is a tiny grammar, never Python's eval:
+#   cond    := conj ("or" conj)*          conj := cmp ("and" cmp)*
+#   cmp     := expr ("<" | "<=" | ">" | ">=") expr  |  expr "about" expr ["within" NUMBER "%"]
+#            | operand "is" WORD          (a string metric: equal, or WORD before a ':', so
+#                                           'metric device is cuda' holds for "cuda:0")
+#   expr    := operand [("/" | "*") operand]
+#   operand := ("metric" | "recorded") KEY ["[" INT "]"]  |  NUMBER
+
+RE_CLAIM_TAG = re.compile(r"\{\{(claim|if|elif)\s+([^{}]*?)\s*\}\}|\{\{(else|end)\s*\}\}")
+RE_CLAIM_TOKEN = re.compile(r"\s*(?:(<=|>=|<|>|/|\*|\[|\]|%)|(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)|([A-Za-z_]\w*))")
+ABOUT_TOLERANCE = 0.15  # 'a about b' without 'within': |a - b| <= 15% of the larger
+
+
+class ClaimError(Exception):
+    """A malformed condition (the caller adds FILE:LINE)."""
+
+
+def parse_cond(text):
+    """The condition as a tree of tuples; raises ClaimError naming what is wrong."""
+    toks, pos = [], 0
+    while pos < len(text):
+        m = RE_CLAIM_TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            if not text[pos:].strip():
+                break
+            raise ClaimError(f"cannot read {text[pos:].strip()!r} in the condition {text!r}")
+        toks.append(m.group(1) or m.group(2) or m.group(3))
+        pos = m.end()
+    i = 0
+
+    def peek():
+        return toks[i] if i < len(toks) else None
+
+    def take(want=None):
+        nonlocal i
+        t = peek()
+        if t is None or (want and t != want):
+            raise ClaimError(f"expected {want or 'more'} at the end of {text!r}" if t is None else
+                             f"expected {want!r}, found {t!r} in {text!r}")
+        i += 1
+        return t
+
+    def operand():
+        t = take()
+        if t in ("metric", "recorded"):
+            key = take()
+            if not re.match(r"^[A-Za-z_]\w*$", key):
+                raise ClaimError(f"'{t}' needs a metric key, found {key!r} in {text!r}")
+            index = None
+            if peek() == "[":
+                take("[")
+                index = take()
+                if not re.match(r"^-?\d+$", index):
+                    raise ClaimError(f"an index is an integer, found {index!r} in {text!r}")
+                take("]")
+                index = int(index)
+            return ("key", t, key, index)
+        try:
+            return ("num", float(t))
+        except ValueError:
+            raise ClaimError(f"expected 'metric KEY', 'recorded KEY' or a number, found {t!r} in {text!r}")
+
+    def expr():
+        a = operand()
+        if peek() in ("/", "*"):
+            op = take()
+            return (op, a, operand())
+        return a
+
+    def cmp():
+        a = expr()
+        op = take()
+        if op in ("<", "<=", ">", ">="):
+            return (op, a, expr())
+        if op == "is":
+            word = take()
+            if a[0] != "key" or not re.match(r"^[\w.-]+$", word):
+                raise ClaimError(f"'is' compares a metric with a word (metric device is cpu), in {text!r}")
+            return ("is", a, word)
+        if op == "about":
+            b, tol = expr(), ABOUT_TOLERANCE
+            if peek() == "within":
+                take("within")
+                n = take()
+                take("%")
+                try:
+                    tol = float(n) / 100
+                except ValueError:
+                    raise ClaimError(f"'within' takes a percentage (within 10%), found {n!r} in {text!r}")
+            return ("about", a, b, tol)
+        raise ClaimError(f"expected <, <=, >, >=, about or is, found {op!r} in {text!r}")
+
+    def chain(word, sub):
+        parts = [sub()]
+        while peek() == word:
+            take(word)
+            parts.append(sub())
+        return parts[0] if len(parts) == 1 else (word,) + tuple(parts)
+
+    tree = chain("or", lambda: chain("and", cmp))
+    if peek() is not None:
+        raise ClaimError(f"unexpected {peek()!r} in {text!r}")
+    return tree
+
+
+def eval_cond(tree, sources, seen):
+    """True/False for the tree over sources {'metric': dict, 'recorded': dict}; a null or
+    non-number operand makes its comparison false. seen collects 'kind KEY = value' texts.
+    Raises ClaimError for a key the run lacks."""
+    def value(node, raw=False):
+        if node[0] == "num":
+            return node[1]
+        if node[0] in ("/", "*"):
+            a, b = value(node[1]), value(node[2])
+            if a is None or b is None or (node[0] == "/" and b == 0):
+                return None
+            return a / b if node[0] == "/" else a * b
+        _, kind, key, index = node
+        src = sources.get(kind) or {}
+        if key not in src:
+            raise ClaimError(f"the {'run' if kind == 'metric' else 'full run'}'s metrics have no key '{key}'")
+        v = src[key]
+        name = f"{kind} {key}"
+        if index is not None:
+            if not isinstance(v, list) or not -len(v) <= index < len(v):
+                raise ClaimError(f"'{key}' is not a list with an element {index}")
+            v, name = v[index], f"{name}[{index}]"
+        seen.append(f"{name} = {format_metric(v, None) if not isinstance(v, list) else 'a list'}")
+        if raw:
+            return v
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    op = tree[0]
+    if op in ("and", "or"):
+        results = [eval_cond(t, sources, seen) for t in tree[1:]]
+        return all(results) if op == "and" else any(results)
+    if op == "is":
+        v = value(tree[1], raw=True)
+        return isinstance(v, str) and (v == tree[2] or v.startswith(tree[2] + ":"))
+    a, b = value(tree[1]), value(tree[2])
+    if a is None or b is None:
+        return False
+    if op == "about":
+        return abs(a - b) <= tree[3] * max(abs(a), abs(b))
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
+
+def parse_claims(text):
+    """Splits text into [str | {'kind': 'claim'|'if', 'branches': [(cond text, tree, body)], 'open': tag}];
+    a branch's cond is None for {{else}}. Raises ClaimError on a malformed or unbalanced form."""
+    out, pos, block = [], 0, None
+    for m in RE_CLAIM_TAG.finditer(text):
+        word = m.group(1) or m.group(3)
+        before = text[pos:m.start()]
+        pos = m.end()
+        if block is None:
+            out.append(before)
+            if word not in ("claim", "if"):
+                raise ClaimError(f"{m.group(0)} without an open {{{{if ...}}}} or {{{{claim ...}}}}")
+            block = {"kind": word, "open": m.group(0), "branches": [], "cond": m.group(2)}
+            continue
+        block["branches"].append((block["cond"], parse_cond(block["cond"]) if block["cond"] is not None else None,
+                                  before))
+        if word in ("claim", "if"):
+            raise ClaimError(f"{m.group(0)} inside {block['open']}: claims and branches do not nest")
+        if word == "end":
+            out.append(block)
+            block = None
+        elif block["kind"] == "claim":
+            raise ClaimError(f"{m.group(0)} in {block['open']}: a claim has one sentence and no branches "
+                             "(use {{if ...}} for a sentence per outcome)")
+        elif block["cond"] is None:
+            raise ClaimError(f"{m.group(0)} after {{{{else}}}} in {block['open']}: else is the last branch")
+        else:
+            block["cond"] = m.group(2) if word == "elif" else None
+    if block is not None:
+        raise ClaimError(f"{block['open']} is not closed by {{{{end}}}} in the same language's text")
+    out.append(text[pos:])
+    bad = re.search(r"\{\{\s*(?:claim|if|elif|else|end)\b[^}]*\}\}", "".join(p for p in out if isinstance(p, str)))
+    if bad:
+        raise ClaimError(f"malformed {bad.group(0)}: write {{{{claim COND}}}}, {{{{if COND}}}}, {{{{elif COND}}}}, "
+                         "{{else}} or {{end}}")
+    return out
+
+
+class ClaimFinding:
+    """A claim the run contradicts: where, the sentence, the condition and the values."""
+
+    def __init__(self, path, line, sentence, cond, values):
+        self.path, self.line, self.sentence, self.cond, self.values = path, line, sentence, cond, values
+
+    def __str__(self):
+        where = f"{rel(self.path)}:{self.line}" if self.line else rel(self.path)
+        return (f"{where}: this run contradicts the claim {self.sentence.strip()[:160]!r}: "
+                f"'{self.cond}' is false ({'; '.join(self.values) or 'no values'})")
+
+
+def tag_line(path, start, tag, lang=None):
+    """The line of the first occurrence of tag in path at or after line start (and, given lang,
+    after that language's first div there), else start."""
+    div = re.compile(r"^:{3,}\s*(?:\{\s*\.?|\{\s*lang=)?" + lang + r"\b") if lang else None
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, t in enumerate(f, 1):
+                if n >= start and div and div.match(t):
+                    div = None
+                elif n >= start and not div and tag in t:
+                    return n
+    except OSError:
+        pass
+    return start
+
+
+def fill_claims(text, sources, where, lang, findings):
+    """Resolves the claims and branches of text. sources: {'metric': ..., 'recorded': ...} or
+    None (a preview: every branch shown, marked). A contradicted claim keeps its sentence,
+    gets a visible note, and is appended to findings (the caller decides whether that fails)."""
+    try:
+        parts = parse_claims(text)
+    except ClaimError as e:
+        raise WeaveError(where[0], where[1], str(e))
+    out = []
+    for p in parts:
+        if isinstance(p, str):
+            out.append(p)
+            continue
+        line = tag_line(where[0], where[1], p["open"], lang)
+        if sources is None:
+            out.append(" ".join(f"⟨{'else' if c is None else c}⟩ {body.strip()}" for c, _, body in p["branches"]))
+            continue
+        try:
+            if p["kind"] == "claim":
+                cond, tree, body = p["branches"][0]
+                seen = []
+                out.append(body)
+                if not eval_cond(tree, sources, seen):
+                    findings.append(ClaimFinding(where[0], line, body, cond, seen))
+                    out.append(WORDS[lang]["claim_contradicted"].format(values="; ".join(seen)))
+                continue
+            for cond, tree, body in p["branches"]:
+                if tree is None or eval_cond(tree, sources, []):
+                    out.append(body)
+                    break
+        except ClaimError as e:
+            raise WeaveError(where[0], line, f"{p['open']}: {e}")
+    return "".join(out)
+
+
+def check_claims_syntax(text, where):
+    """Parses every claim and branch of text (no run needed); raises WeaveError."""
+    try:
+        parse_claims(text)
+    except ClaimError as e:
+        raise WeaveError(where[0], where[1], str(e))
+
+
+# Speed words: a sentence that interprets a timing (faster, slower, about the same, a ratio)
+# beside a measured number must sit in a {{claim}} or a branch (book.claims; book/claims-allow.json
+# lists the exceptions, each with its reason).
+RE_SPEED_WORDS = {
+    "en": re.compile(r"\b(?:fast|slow|quick|faster|slower|quicker|speed-?ups?|times as (?:fast|long)|as fast|as slow|"
+                     r"(?:about|nearly|roughly|almost) the same|much (?:more|less) time)\b", re.I),
+    "zh": re.compile(r"更快|更慢|快了|慢了|快得多|慢得多|加速比|差不多|几乎一样|一样快|倍(?!数)|[快慢]"),
+}
+RE_SENTENCE_END = {"en": re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*[-*] |\s*\d+\. )"),
+                   "zh": re.compile(r"(?<=[。！？；])|\n\s*\n|\n(?=\s*[-*] |\s*\d+\. )")}
+
+
+def speed_findings(source):
+    """[(path, line, lang, sentence)]: sentences of a chapter's prose (and of the files it weaves
+    with /*md source*/) that hold a {{metric}}/{{recorded}} number and a speed word outside
+    any {{claim}} or {{if}} form."""
+    ch = Chapter(source)
+    found = []
+
+    def scan(item):
+        path = item.get("path", ch.source)
+        for lang, seg in item["segments"]:
+            if lang is None:
+                continue
+            try:
+                parts = parse_claims("\n".join(seg))
+            except ClaimError:
+                continue  # weave reports it
+            free = "".join(p if isinstance(p, str) else " ⟨checked⟩ " for p in parts)
+            free = re.sub(r"`[^`]*`", "", free)
+            for sentence in RE_SENTENCE_END[lang].split(free):
+                if RE_METRIC_LOOSE.search(sentence) and RE_SPEED_WORDS[lang].search(
+                        RE_METRIC_LOOSE.sub("", sentence)):
+                    probe = RE_METRIC_LOOSE.search(sentence).group(0)
+                    found.append((path, tag_line(path, item["line"], probe, lang), lang, " ".join(sentence.split())))
+    for item in ch.items:
+        if item["kind"] == "prose":
+            scan(item)
+        elif item["kind"] == "source" and not item.get("region"):
+            for it in item["items"]:
+                if it["kind"] == "prose":
+                    scan(dict(it, path=item["path"]))
+    return found
+
+
 def suspect_timings(metrics):
     """(suspect, timed) summed over a run's LADDER_timings_suspect / _timed metrics: the
     timings its own plausibility check still flagged (chapter 4 writes them)."""
@@ -975,6 +1286,7 @@ WORDS = {
         "full_live": "本书构建时的运行（{device}）",
         "full_live_quick": "本书构建时的冒烟运行（`--quick`，{device}；计时不作数，本章还没有录制的完整运行）",
         "full_suspect": "，其中 {suspect} 个（共 {timed} 个）计时被它自己的计时检查判为不可信（机器当时在忙）",
+        "claim_contradicted": " [（这次运行与上面这句话不符：{values}）]{{.claim-contradicted}}",
     },
     "en": {
         "figure": "Figure",
@@ -1015,6 +1327,7 @@ WORDS = {
                             "chapter has no recorded full run yet, and a smoke run's timings mean nothing)"),
         "full_suspect": (", whose own timing check flagged {suspect} of {timed} timings as implausible "
                          "(the machine was busy)"),
+        "claim_contradicted": " [(this run contradicts the sentence above: {values})]{{.claim-contradicted}}",
     },
 }
 
@@ -1084,6 +1397,7 @@ class Weaver:
         self.figures_href = figures_href
         self.rendered = {}  # figure name -> [(kind, basename)]
         self._metrics = None
+        self.findings = []  # ClaimFinding: claims this run contradicts
 
     # Figures are drawn once for both languages' files (the labels differ).
     def render_figures(self):
@@ -1193,6 +1507,12 @@ class Weaver:
                 for lang in LANGS:
                     dot_text(dot_path, lang)
         names = {it["name"] for it in self.ch.figures()}
+        for item in self.ch.items:  # claims and branches parse
+            subs = item.get("items") or [] if item["kind"] == "source" else [item]
+            for it in subs:
+                if it["kind"] == "prose":
+                    for _, seg in it["segments"]:
+                        check_claims_syntax("\n".join(seg), (item.get("path", self.ch.source), it["line"]))
         for item in self.ch.items:  # {{fig NAME}} names a figure the chapter places
             if item["kind"] == "prose":
                 for _, seg in item["segments"]:
@@ -1333,8 +1653,9 @@ class Weaver:
         metrics = self.metrics() if self.run else None
         full = self.full_run(lang) if self.run else None
         where = (item.get("path", self.ch.source), item["line"])
-        lines = fill_metrics(self.fill_figure_refs("\n\n".join(parts), lang, where), metrics, where,
-                             full).split("\n")
+        sources = {"metric": metrics, "recorded": full[0]} if self.run else None
+        text = fill_claims("\n\n".join(parts), sources, where, lang, self.findings)
+        lines = fill_metrics(self.fill_figure_refs(text, lang, where), metrics, where, full).split("\n")
         if not titled:
             i = first_heading(lines)
             if i is not None:
@@ -1457,8 +1778,9 @@ class Weaver:
                             for it in self.ch.items if it["kind"] == "source"]}
 
 
-def weave(source, run_dir=None, out_dir=None, langs=LANGS, recorded_dir=None):
-    """Weaves one chapter; returns (meta, {lang: markdown}). Raises WeaveError."""
+def weave(source, run_dir=None, out_dir=None, langs=LANGS, recorded_dir=None, strict=False, warn=None):
+    """Weaves one chapter; returns (meta, {lang: markdown}). Raises WeaveError. A claim the run
+    contradicts is reported through warn (default: stderr) and, when strict, raises WeaveError."""
     ch = Chapter(source)
     run = Run(run_dir, ch) if run_dir else None
     recorded = read_recorded(recorded_dir if recorded_dir is not None else
@@ -1468,6 +1790,7 @@ def weave(source, run_dir=None, out_dir=None, langs=LANGS, recorded_dir=None):
     wv.check()
     wv.render_figures()
     docs = {lang: wv.markdown(lang) for lang in langs}
+    report_claims(wv.findings, strict, warn)
     meta = wv.meta()
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
@@ -1479,6 +1802,18 @@ def weave(source, run_dir=None, out_dir=None, langs=LANGS, recorded_dir=None):
             f.write("\n")
         update_recordings(os.path.join(out_dir, "recordings.json"), ch.id, meta["recordings"])
     return meta, docs
+
+
+def report_claims(findings, strict, warn=None):
+    """Each contradicted claim as a warning; with strict, a WeaveError naming them all."""
+    warn = warn or (lambda msg: print(f"weave: warning: {msg}", file=sys.stderr))
+    for f in findings:
+        warn(str(f))
+    if strict and findings:
+        first = findings[0]
+        more = "".join(f"\n  {f}" for f in findings[1:])
+        raise WeaveError(first.path, first.line, f"{len(findings)} claim(s) contradicted by this run "
+                         f"(strict: the book fails): {str(first).split(': ', 1)[1]}{more}")
 
 
 def update_recordings(path, chapter_id, entry):
@@ -1509,16 +1844,27 @@ def main(argv=None):
                                  "(default: the Markdown to stdout)")
     p.add_argument("--lang", choices=LANGS, help="one language only (default: both)")
     p.add_argument("--recorded", help="recorded GPU transcripts (default: book/recorded)")
+    p.add_argument("--strict", action="store_true", default=os.environ.get("CT_BOOK_STRICT") == "1",
+                   help="fail (exit 1) when the run contradicts a {{claim}} (default: warn; on with "
+                        "CT_BOOK_STRICT=1, as CI sets it)")
+    p.add_argument("--lint-claims", action="store_true",
+                   help="list the sentences with a measured number and a speed word outside any "
+                        "{{claim}}/{{if}} (FILE:LINE: lang: sentence); exit 1 when there are any")
     a = p.parse_args(argv)
     try:
         if a.check:
             for s in a.sources:
                 check(s)
             return 0
+        if a.lint_claims:
+            found = [f for s in a.sources for f in speed_findings(s)]
+            for path, line, lang, sentence in found:
+                print(f"{rel(path)}:{line}: {lang}: {sentence}")
+            return 1 if found else 0
         if len(a.sources) != 1:
             p.error("weave one chapter at a time (or use --check)")
         langs = (a.lang,) if a.lang else LANGS
-        meta, docs = weave(a.sources[0], a.run_dir, a.out, langs, a.recorded)
+        meta, docs = weave(a.sources[0], a.run_dir, a.out, langs, a.recorded, a.strict)
         if not a.out:
             for lang in langs:
                 sys.stdout.write(docs[lang])
