@@ -418,11 +418,12 @@ static void put_row_pointers(cti_strbuf *b, const cti_jit_ast *A, const cti_jit_
 // a loop over its contiguous share. The loops are compiled twice, for AVX2
 // and for baseline x86-64 (target_clones; the loader picks the one the
 // processor runs), so a kernel built once runs on any x86-64 and uses 8
-// floats a step where it can. Elementwise arithmetic gives the same bits in
-// either (no fused multiply-add: -ffp-contract=off).
+// floats a step where it can (CT_JIT_CFLAGS=-DCT_JIT_BASELINE leaves the
+// clone out: chapter 13's exercise). Elementwise arithmetic gives the same
+// bits in either (no fused multiply-add: -ffp-contract=off).
 static void put_c_kernel(cti_strbuf *b, const cti_jit_ast *A, const cti_jit_spec *S) {
   const int nops = A->n_inputs + 1;
-  cti_sb_puts(b, "\n#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n"
+  cti_sb_puts(b, "\n#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(CT_JIT_BASELINE)\n"
                  "#define JIT_CLONES __attribute__((target_clones(\"avx2\", \"default\")))\n"
                  "#else\n#define JIT_CLONES\n#endif\n"
                  "\n// Elements [lo, hi) when every operand is dense: one loop the compiler vectorizes.\n"
