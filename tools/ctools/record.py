@@ -51,6 +51,9 @@ import tempfile
 
 from .text import slug  # shared with other tools
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
+from atomic import write_atomic  # noqa: E402  (a file whole or not at all, as ct_write_file)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 
 
@@ -177,7 +180,7 @@ def values_of(runs, name):
     return [(r[key][int(idx[:-1])] if idx else r[key]) for r in runs]
 
 
-def main(argv):
+def parse_args(argv):
     p = argparse.ArgumentParser(description="Record a chapter's output for the book.")
     p.add_argument("chapter", help="chNN")
     p.add_argument("flags", nargs="*", help="the chapter's flags (after --)")
@@ -206,24 +209,14 @@ def main(argv):
         p.error(f"expected a chapter id like ch06, got {a.chapter!r}")
     if a.repeats < 1:
         p.error(f"--repeats takes a count of at least 1, got {a.repeats}")
-    exe = os.path.abspath(os.path.join(a.build, a.chapter))
-    if not os.access(exe, os.X_OK):
-        sys.exit(f"record: no binary {exe}: build it first (cmake --build {a.build} --target {a.chapter}_...)")
-    label, driver, cuda, mslug = machine(a.device)
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    os.makedirs(a.out_dir, exist_ok=True)
     if a.tag and not re.match(r"^[a-z0-9]+(-[a-z0-9]+)*$", a.tag):
         p.error(f"--tag takes lower-case letters, digits and '-', got {a.tag!r}")
-    tag = f"-{a.tag}" if a.tag else ""
-    base = os.path.join(a.out_dir, f"{a.chapter}-{mslug}{tag}-{date}")
-    cores = os.cpu_count() or 1
-    load0 = loadavg()
-    if busy(load0, cores, a.max_load) and not a.allow_busy:
-        print(f"record: the machine is busy: 1-minute load average {load0:.2f} on {cores} cores "
-              f"({load0 / cores:.2f} per core, limit {a.max_load:.2f}): nothing run. Record on a quiet "
-              "machine, or pass --allow-busy (the transcript's header then says so).", file=sys.stderr)
-        return 4
-    shown = " ".join([f"./{a.chapter}", "--device", a.device] + a.flags)
+    return a
+
+
+def run_repeats(a, exe, shown):
+    """(runs, outs, status): the metrics of each good run, (rc, output) of each run, and a
+    non-None exit status when a run's own timing check refused the recording."""
     runs, outs = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(a.repeats):
@@ -238,22 +231,19 @@ def main(argv):
                 print(f"record: {a.chapter}'s own timing check flagged {suspect} of {timed} timings as implausible "
                       "(the machine was busy, or its clock too coarse): nothing kept. Record again on a quiet "
                       "machine, or pass --keep-flagged to keep it anyway.", file=sys.stderr)
-                return 3
+                return runs, outs, 3
             if os.path.exists(metrics):
                 with open(metrics, encoding="utf-8") as f:
                     runs.append(json.load(f))  # only a valid JSON file is kept
             if proc.returncode != 0 or not os.path.exists(metrics):
                 break  # a failed run is recorded as it is, without repeats
-    load1 = loadavg()
-    header = [("chapter", a.chapter), ("device", label), ("driver", driver)]
-    if cuda:
-        header.append(("cuda", cuda))
-    fmt = lambda x: "unknown" if x is None else f"{x:.2f}"
-    load_words = f"{fmt(load0)} before, {fmt(load1)} after (1-minute load average, {cores} cores)"
-    if busy(load0, cores, a.max_load):
-        load_words += f"; busy (above {a.max_load:.2f} per core): kept with --allow-busy"
+    return runs, outs, None
+
+
+def summarize(a, runs, outs):
+    """(pick, kept, repeat_words, status): the transcript's run, the metrics kept, the header's
+    repeats line, and a non-None exit status when the spread refuses the recording."""
     pick, kept = len(outs) - 1, runs[-1] if runs else None
-    repeat_words = None
     if len(runs) == len(outs) and len(runs) > 1:
         kept, spread = combine(runs)
         pick = nearest(runs, kept, spread)
@@ -263,29 +253,59 @@ def main(argv):
             print(f"record: {a.chapter}'s timings vary too much over {len(runs)} runs: {key} spread "
                   f"{worst:.0%} (values {vals}; limit {a.max_spread:.0%}): nothing kept. Record on a quieter "
                   "machine, or pass --keep-noisy to keep it anyway.", file=sys.stderr)
-            return 5
+            return pick, kept, None, 5
         kept.update(record_repeats=len(runs), record_spread=spread, record_spread_max=worst)
-        repeat_words = (f"{len(runs)} (metrics: each key's median; output: run {pick + 1}, the one nearest "
-                        f"the medians); widest spread {worst:.1%}" + (f" ({key})" if key else "") +
-                        (f", above {a.max_spread:.0%}: kept with --keep-noisy" if worst > a.max_spread else ""))
-    elif kept is not None:
-        kept.update(record_repeats=1)
-        repeat_words = "1 (one run: no median, no spread)"
-    rc, out = outs[pick]
-    header += [("date", date), ("command", shown), ("commit", a.commit or "unknown"), ("exit", str(rc)),
-               ("load", load_words)]
-    if repeat_words:
-        header.append(("repeats", repeat_words))
-    text = "".join(f"# {k}: {v}\n" for k, v in header) + "\n" + out
-    tmp_txt = base + ".txt.tmp"
-    with open(tmp_txt, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp_txt, base + ".txt")
+        words = (f"{len(runs)} (metrics: each key's median; output: run {pick + 1}, the one nearest "
+                 f"the medians); widest spread {worst:.1%}" + (f" ({key})" if key else "") +
+                 (f", above {a.max_spread:.0%}: kept with --keep-noisy" if worst > a.max_spread else ""))
+        return pick, kept, words, None
     if kept is not None:
-        with open(base + ".json.tmp", "w", encoding="utf-8") as f:
-            json.dump(kept, f, indent=1)
-            f.write("\n")
-        os.replace(base + ".json.tmp", base + ".json")
+        kept.update(record_repeats=1)
+        return pick, kept, "1 (one run: no median, no spread)", None
+    return pick, kept, None, None
+
+
+def write_outputs(base, text, kept):
+    """The transcript and its metrics, each whole or not at all (tools/fixtures/atomic.py:
+    a random O_EXCL temporary, so a link planted beside them is never followed)."""
+    write_atomic(base + ".txt", lambda f: f.write(text.encode("utf-8")))
+    if kept is not None:
+        write_atomic(base + ".json", lambda f: f.write((json.dumps(kept, indent=1) + "\n").encode("utf-8")))
+
+
+def main(argv):
+    a = parse_args(argv)
+    exe = os.path.abspath(os.path.join(a.build, a.chapter))
+    if not os.access(exe, os.X_OK):
+        sys.exit(f"record: no binary {exe}: build it first (cmake --build {a.build} --target {a.chapter}_...)")
+    label, driver, cuda, mslug = machine(a.device)
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    os.makedirs(a.out_dir, exist_ok=True)
+    base = os.path.join(a.out_dir, f"{a.chapter}-{mslug}{'-' + a.tag if a.tag else ''}-{date}")
+    cores = os.cpu_count() or 1
+    load0 = loadavg()
+    if busy(load0, cores, a.max_load) and not a.allow_busy:
+        print(f"record: the machine is busy: 1-minute load average {load0:.2f} on {cores} cores "
+              f"({load0 / cores:.2f} per core, limit {a.max_load:.2f}): nothing run. Record on a quiet "
+              "machine, or pass --allow-busy (the transcript's header then says so).", file=sys.stderr)
+        return 4
+    shown = " ".join([f"./{a.chapter}", "--device", a.device] + a.flags)
+    runs, outs, status = run_repeats(a, exe, shown)
+    if status is not None:
+        return status
+    load1 = loadavg()
+    fmt = lambda x: "unknown" if x is None else f"{x:.2f}"
+    load_words = f"{fmt(load0)} before, {fmt(load1)} after (1-minute load average, {cores} cores)"
+    if busy(load0, cores, a.max_load):
+        load_words += f"; busy (above {a.max_load:.2f} per core): kept with --allow-busy"
+    pick, kept, repeat_words, status = summarize(a, runs, outs)
+    if status is not None:
+        return status
+    rc, out = outs[pick]
+    header = [("chapter", a.chapter), ("device", label), ("driver", driver)] + ([("cuda", cuda)] if cuda else [])
+    header += [("date", date), ("command", shown), ("commit", a.commit or "unknown"), ("exit", str(rc)),
+               ("load", load_words)] + ([("repeats", repeat_words)] if repeat_words else [])
+    write_outputs(base, "".join(f"# {k}: {v}\n" for k, v in header) + "\n" + out, kept)
     print(f"record: wrote {base}.txt (exit {rc})")
     return rc
 

@@ -605,8 +605,8 @@ class ClaimError(Exception):
     """A malformed condition (the caller adds FILE:LINE)."""
 
 
-def parse_cond(text):
-    """The condition as a tree of tuples; raises ClaimError naming what is wrong."""
+def cond_tokens(text):
+    """The condition's tokens: operators, numbers and words."""
     toks, pos = [], 0
     while pos < len(text):
         m = RE_CLAIM_TOKEN.match(text, pos)
@@ -616,7 +616,12 @@ def parse_cond(text):
             raise ClaimError(f"cannot read {text[pos:].strip()!r} in the condition {text!r}")
         toks.append(m.group(1) or m.group(2) or m.group(3))
         pos = m.end()
-    i = 0
+    return toks
+
+
+def parse_cond(text):
+    """The condition as a tree of tuples; raises ClaimError naming what is wrong."""
+    toks, i = cond_tokens(text), 0
 
     def peek():
         return toks[i] if i < len(toks) else None
