@@ -76,14 +76,23 @@ CTI_VM_FN float cti_vm_float(uint32_t x) {
   return f;
 #endif
 }
+
+// y = n ln 2 + r: returns n = round(y / ln 2) as a float (ties to even),
+// with r = y - n ln 2, ln 2 split in two (Cody and Waite: n ln2_hi is exact
+// for |n| < 512), so |r| <= 0.35 carries y's own accuracy.
+CTI_VM_FN float cti_vm_reduce(float y, float *r) {
+  const float shift = 12582912.0f; // 1.5 * 2^23: adding it rounds to an integer
+  const float nf = CTI_FSUB(CTI_FADD(CTI_FMUL(y, 1.44269504088896341f), shift), shift);
+  *r = CTI_FSUB(CTI_FSUB(y, CTI_FMUL(nf, 0.693145751953125f)), CTI_FMUL(nf, 1.4286068202862268e-6f));
+  return nf;
+}
 // jit-region end
 
 // jit-region exp
 // 2^n for -126 <= n <= 127, built from its bits.
 CTI_VM_FN float cti_vm_pow2(int32_t n) { return cti_vm_float((uint32_t)(n + 127) << 23); }
 
-// exp(y) = 2^n e^r, n = round(y / ln 2), r = y - n ln 2 (ln 2 split in two,
-// Cody and Waite: n ln2_hi is exact for |n| < 512), e^r by its Taylor
+// exp(y) = 2^n e^r (n and r from cti_vm_reduce), e^r by its Taylor
 // polynomial to r^7/7! (|r| <= 0.35: truncation below 1e-8 relative), 2^n
 // applied in two normal factors so that results near the overflow and in
 // the subnormal range round once.
@@ -91,10 +100,8 @@ CTI_VM_FN float cti_expf(float y) {
   // enters with any float; 89 and -104 already give inf and 0
   float c = y > -104.0f ? y : -104.0f; // NaN becomes -104 here, and NaN again at the end
   c = c < 89.0f ? c : 89.0f;
-  const float shift = 12582912.0f; // 1.5 * 2^23: adding it rounds to an integer (ties to even)
-  const float nf = CTI_FSUB(CTI_FADD(CTI_FMUL(c, 1.44269504088896341f), shift), shift);
-  const int32_t n = (int32_t)nf; // in [-150, 129]
-  const float r = CTI_FSUB(CTI_FSUB(c, CTI_FMUL(nf, 0.693145751953125f)), CTI_FMUL(nf, 1.4286068202862268e-6f));
+  float r;
+  const int32_t n = (int32_t)cti_vm_reduce(c, &r); // in [-150, 129]
   float p = 1.0f / 5040.0f;
   p = CTI_FADD(CTI_FMUL(p, r), 1.0f / 720.0f);
   p = CTI_FADD(CTI_FMUL(p, r), 1.0f / 120.0f);
@@ -111,7 +118,7 @@ CTI_VM_FN float cti_expf(float y) {
 
 // jit-region tanh
 // tanh(|x|) = (1 - e) / (1 + e) with e = exp(-2|x|) = 2^n (1 + q), n and r
-// as in cti_expf and q = e^r - 1 summed without its constant term (Taylor
+// from cti_vm_reduce and q = e^r - 1 summed without its constant term (Taylor
 // to r^8/8!), so that the numerator, (1 - 2^n) - 2^n q (1 - 2^n is exact
 // for n >= -24), keeps its relative accuracy as x goes to 0, where n = 0
 // and it is -q itself; the denominator 1 + (2^n + 2^n q) lies in (1, 2].
@@ -119,11 +126,8 @@ CTI_VM_FN float cti_expf(float y) {
 CTI_VM_FN float cti_tanhf(float x) {
   float a = cti_vm_float(cti_vm_bits(x) & 0x7fffffffu);
   a = a < 9.5f ? a : 9.5f; // NaN becomes 9.5 here, and NaN again at the end
-  const float y = CTI_FMUL(-2.0f, a); // in [-19, 0]
-  const float shift = 12582912.0f;
-  const float nf = CTI_FSUB(CTI_FADD(CTI_FMUL(y, 1.44269504088896341f), shift), shift);
-  const int32_t n = (int32_t)nf; // in [-28, 0]
-  const float r = CTI_FSUB(CTI_FSUB(y, CTI_FMUL(nf, 0.693145751953125f)), CTI_FMUL(nf, 1.4286068202862268e-6f));
+  float r;
+  const int32_t n = (int32_t)cti_vm_reduce(CTI_FMUL(-2.0f, a), &r); // -2|x| in [-19, 0]; n in [-28, 0]
   float p = 1.0f / 40320.0f; // (e^r - 1 - r) / r^2 = 1/2 + r/6 + ... + r^6/8!
   p = CTI_FADD(CTI_FMUL(p, r), 1.0f / 5040.0f);
   p = CTI_FADD(CTI_FMUL(p, r), 1.0f / 720.0f);
