@@ -277,6 +277,7 @@ static int show_hottest(ct_profiler *p, ct_device dev, ct_metrics *m) {
   char names[16][64];
   double us[16] = {0};
   int calls[16] = {0}, k = 0;
+  /* LAB BEGIN: for each op event named hot: its module range (module_of, else "(no module)") gets a row in names[] (at most 16), one more call and its time (device_us on a GPU, else self_cpu_us) */
   for (int i = 0; i < n; ++i) {
     if (ev[i].kind != CT_EVENT_OP || strcmp(ev[i].name, hot)) continue;
     int mod = module_of(ev, i);
@@ -286,6 +287,7 @@ static int show_hottest(ct_profiler *p, ct_device dev, ct_metrics *m) {
     if (j == k && k < 16) snprintf(names[k++], 64, "%s", who);
     if (j < k) us[j] += device ? ev[i].device_us : ev[i].self_cpu_us, calls[j]++;
   }
+  /* LAB END */
   printf("called from:\n");
   for (int j = 0; j < k; ++j)
     printf("  %-22s %3d calls  %8.3f ms\n", names[j], calls[j], us[j] / 1e3);
