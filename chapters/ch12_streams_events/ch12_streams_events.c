@@ -425,15 +425,12 @@ static int run_pipeline(const workload *w, int n, schedule sc, marks *k, timelin
     if (rc == CT_OK) rc = ct_event_record(k->comp_end[i], compute);
     ct_free(d); // the block returns to `copy`'s pool
   }
-  int rc2 = CT_OK;
-  /* LAB BEGIN: join: compute waits for the copy stream, then records k->end; make def current again and have it wait for compute (rc2), then synchronize both streams | test: chapter.ch12, chapter.ch12_race */
   if (rc == CT_OK) rc = ct_stream_wait_stream(compute, copy);
   if (rc == CT_OK) rc = ct_event_record(k->end, compute);
-  rc2 = ct_set_stream(def);
+  int rc2 = ct_set_stream(def);
   if (rc2 == CT_OK) rc2 = ct_stream_wait_stream(def, compute); // the sums are read on def
   if (rc2 == CT_OK) rc2 = ct_stream_synchronize(copy);
   if (rc2 == CT_OK) rc2 = ct_stream_synchronize(compute);
-  /* LAB END */
   if (rc == CT_OK) rc = rc2;
   if (rc == CT_OK) read_times(k, n, tl);
   for (int i = 0; i < n; ++i) {

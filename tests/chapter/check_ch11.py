@@ -170,6 +170,9 @@ def check_hottest(stdout, metrics, trace):
     lines = section_lines(stdout, "hottest op")
     expect(any(ln.startswith(f"hottest op: {best},") for ln in lines), f"no 'hottest op: {best},' line", None)
     expect("called from:" in lines, "no 'called from:' list")
+    ex = metrics.get("hottest_op_example")
+    expect(ex == "ct::gemm", f"on the table forward 900 us, ct::gemm 500 us, ct::add 100 us the hottest op is "
+           f"{ex!r}; the largest self time among the ct:: rows is ct::gemm's")
     check_callers(lines, best, trace, pid)
 
 

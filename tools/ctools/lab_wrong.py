@@ -18,15 +18,18 @@ the rest replaces the code between the region's two marker lines:
 `tools/lab wrong chNN DIR` makes (or reuses) a student copy in DIR, builds its
 runtime once, and for each wrong solution writes the chapter's reference files
 with that one region replaced, rebuilds the chapter and runs the tests that
-grade the region, one at a time, until one fails. Last, the tests that caught
+grade the region (but chapter.chNN_default, the plain run that checks how the
+program ends, not its answers), one at a time, until one fails. Last, the tests that caught
 a wrong solution run on the reference: each must pass there. A wrong solution that no test
 fails is a defect of the region's tests (exit 1), and so is one that does not
 compile (it tests nothing), a region with fewer than two wrong solutions, a
 chapter with fewer than two regions, and a file naming no region. The copy's chapter files are put back at the end.
 """
+import filecmp
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -35,6 +38,7 @@ WRONG_DIR = "lab_wrong"
 WRONG_RE = re.compile(r"^(?P<function>\w+(-\d+)?)\.(?P<n>\d+)\.(c|cu)$")
 DESC_RE = re.compile(r"^\s*//\s*wrong\s*:\s*(?P<desc>\S.*?)\s*$")
 MIN_WRONG = 2
+RESTORE = ".lab-wrong-restore.json"  # in DIR while wrong solutions are pasted in
 MIN_REGIONS = 2  # every chapter: at least two exercises
 
 
@@ -100,10 +104,9 @@ def with_wrong(path, region, code):
 
 
 def ordered(names, ch):
-    """The tests to try: the chapter's main test first, its twins and its default-settings run
-    last (they are slower)."""
+    """The tests to try: the chapter's main test first, its twins last (they are slower)."""
     def key(n):
-        return (n != f"chapter.{ch}", n.endswith("_default"), "twin" in n, n)
+        return (n != f"chapter.{ch}", "twin" in n, n)
     return sorted(names, key=key)
 
 
@@ -128,12 +131,36 @@ def first_failure(lab, build, names, timeout):
     return None, passed, skipped
 
 
+def sync(lab, dest):
+    """Brings the copy's tests, runtime and chapters up to the reference tree's (a copy made
+    before a test was strengthened would grade with the old one); the files that hold lab
+    regions are left alone (each wrong solution writes its own)."""
+    root = lab.ROOT.resolve()
+    n = 0
+    for rel in lab.project_files(root):
+        src, dst = root / rel, dest / rel
+        if re.match(r"chapters/[^/]+/lab_wrong/", rel) or not src.is_file() or src.is_symlink():
+            continue
+        if dst.is_file() and filecmp.cmp(src, dst, shallow=False):
+            continue
+        if src.suffix in (".c", ".cu", ".h", ".cuh") and "LAB BEGIN" in src.read_text(errors="replace"):
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+        lab.touch([dst])
+        n += 1
+    if n:
+        print(f"lab wrong: {n} file(s) of {dest} brought up to the reference tree's")
+
+
 def prepare(lab, args, ch):
     """The student copy in args.dir (made when missing), configured, its runtime built: (dest, build, tests)."""
     dest = Path(args.dir).resolve()
     if not (dest / ".lab.json").is_file():
         margs = type("A", (), {"chapter": ch, "dir": str(dest), "force": False})
         lab.cmd_make(margs)
+    restore(lab, dest)
+    sync(lab, dest)
     build = dest / "build-cpu"
     lab.forget_foreign_build(build, dest)
     rc, out = lab.run_logged(["cmake", "--preset", "cpu", "-B", str(build)], cwd=dest)
@@ -173,7 +200,9 @@ def try_wrong(lab, args, ch, chdir, dest, build, tests, graded_by, w):
     lab.touch([target])
     if r.is_cuda:
         return try_on_emulator(lab, args, dest, r)
-    names = [n for n in graded_by[r.number] if n in tests]
+    # chapter.chNN_default (the plain run, no flags, up to 75 s) checks how the program ends,
+    # not its answers, and is slow: a wrong solution must be caught by the others
+    names = [n for n in graded_by[r.number] if n in tests and not n.endswith("_default")]
     # every executable the tests run is brought up to date (a runtime region's wrong solution
     # may have been linked into one before)
     rc, out, _ = lab.build_chapter(build, chdir.name, args.jobs, tests, names, [r.path], None)
@@ -222,6 +251,7 @@ def check_chapter(lab, args, ch, dest, build, tests):
     if args.only:
         wrongs = [w for w in wrongs if w.key in args.only or w.name() in args.only]
     originals = {w.region.rel: (dest / w.region.rel).read_text(encoding="utf-8") for w in wrongs}
+    (dest / RESTORE).write_text(json.dumps(originals), encoding="utf-8")  # in case this run is killed
     report = []
     try:
         for w in wrongs:
@@ -242,10 +272,19 @@ def check_chapter(lab, args, ch, dest, build, tests):
                 defects.append(f"{w.name()}: {res['result']}")
         defects += confirm(lab, args, ch, chdir, dest, build, tests, wrongs, report)
     finally:
-        for rel, text in originals.items():
-            (dest / rel).write_text(text, encoding="utf-8")
-            lab.touch([dest / rel])
+        restore(lab, dest)
     return report, defects
+
+
+def restore(lab, dest):
+    """Puts back the copy's files that a wrong solution replaced (also those a killed run left)."""
+    saved = dest / RESTORE
+    if not saved.is_file():
+        return
+    for rel, text in json.loads(saved.read_text(encoding="utf-8")).items():
+        (dest / rel).write_text(text, encoding="utf-8")
+        lab.touch([dest / rel])
+    saved.unlink()
 
 
 def rotation(chs, k, day=None):
