@@ -136,6 +136,20 @@ def nanogpt_lr(it, lr, min_lr, warmup, max_iters):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
+def top_k_draw(logits, temperature, k, u):
+    """The token where the cumulative probability of softmax(logits / temperature) over the k
+    largest logits first exceeds u (torch.multinomial's inverse-CDF draw)."""
+    z = [x / temperature for x in logits]
+    cut = sorted(z, reverse=True)[k - 1]
+    p = [math.exp(x - max(z)) if x >= cut else 0.0 for x in z]
+    acc, total = 0.0, sum(p)
+    for i, q in enumerate(p):
+        acc += q
+        if q > 0 and acc > u * total:
+            return i
+    return max(range(len(z)), key=lambda i: z[i])
+
+
 def check_lr(tag, r, m):
     """The printed 'lr at steps 0, W, M/2, M' against nanoGPT's schedule."""
     line = re.search(r"^lr at steps 0, (\d+), (\d+), (\d+): (\S+) (\S+) (\S+) (\S+)$", r.stdout, re.M)
@@ -168,6 +182,9 @@ def check_run(ch14, work, tag, args, text):
            f"{tag}: lm_head.weight and transformer.wte.weight differ in the checkpoint (not tied)")
     expect(meta.get("ch14.vocab") == "".join(vocab), f"{tag}: the checkpoint's vocabulary is not the corpus's")
     check_lr(tag, r, m)
+    want = [top_k_draw([2, 1, 0, -1], 0.5, 3, u) for u in (0.1, 0.9, 0.99, 0.999)]
+    expect(m.get("pick_token_example") == want, f"{tag}: pick_token on logits (2, 1, 0, -1), temperature 0.5, "
+           f"top-k 3 at u = 0.1, 0.9, 0.99, 0.999 gives {m.get('pick_token_example')}, the rule {want}")
     # GPT-2's init (N(0, 0.02), tied head) gives near-uniform logits: the first loss is ln(V).
     lnv = math.log(V)
     first = m["step_losses"][0]

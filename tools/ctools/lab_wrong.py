@@ -15,15 +15,21 @@ the rest replaces the code between the region's two marker lines:
     // wrong: forgets DDR's two transfers per clock
     return memory_clock_khz * 1e3 * (bus_width_bits / 8.0) / 1e9;
 
-`tools/lab wrong chNN DIR` makes (or reuses) a student copy in DIR, builds its
-runtime once, and for each wrong solution writes the chapter's reference files
-with that one region replaced, rebuilds the chapter and runs the tests that
-grade the region (but chapter.chNN_default, the plain run that checks how the
-program ends, not its answers), one at a time, until one fails. Last, the tests that caught
-a wrong solution run on the reference: each must pass there. A wrong solution that no test
-fails is a defect of the region's tests (exit 1), and so is one that does not
-compile (it tests nothing), a region with fewer than two wrong solutions, a
-chapter with fewer than two regions, and a file naming no region. The copy's chapter files are put back at the end.
+`tools/lab wrong chNN --dir DIR` makes a student copy in DIR (or reuses one,
+bringing its tests and runtime up to this tree's), builds its runtime once, and
+for each wrong solution writes the chapter's reference file with that one
+region replaced, rebuilds the chapter and runs the tests that grade the region
+one at a time until one fails ("caught"). chapter.chNN_default is left out: it
+checks how the plain run ends, not its answers, and takes a minute. A .cu
+region is graded on the emulator, as `tools/lab check --sim` grades it. Last,
+the tests that caught something run on the reference, which must pass them.
+
+Defects (exit 1): a wrong solution no test fails (the tests are too weak), one
+that does not compile (it tests nothing), a region with fewer than two wrong
+solutions, a chapter with fewer than two regions, a file naming no region, a
+catching test that fails on the reference. The copy's files are put back at
+the end (DIR/.lab-wrong-restore.json holds them meanwhile, so that the next
+run puts them back after a killed one).
 """
 import filecmp
 import json
