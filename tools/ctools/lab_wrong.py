@@ -224,6 +224,13 @@ def try_wrong(lab, args, ch, chdir, dest, build, tests, graded_by, w):
     return {"result": "NOT CAUGHT", "passed": passed}
 
 
+def paste_reference(lab, dest, files):
+    """Writes the reference tree's text of files ({path: rel}) into the copy."""
+    for path, rel in files.items():
+        (dest / rel).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+        lab.touch([dest / rel])
+
+
 def confirm(lab, args, ch, chdir, dest, build, tests, wrongs, report):
     """The tests that caught a wrong solution must pass on the reference, or their catches
     prove nothing: [defects]."""
@@ -231,9 +238,7 @@ def confirm(lab, args, ch, chdir, dest, build, tests, wrongs, report):
     if not catchers:
         return []
     files = {w.region.path: w.region.rel for w in wrongs if not w.region.is_cuda}
-    for path, rel in files.items():
-        (dest / rel).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
-        lab.touch([dest / rel])
+    paste_reference(lab, dest, files)
     rc, out, _ = lab.build_chapter(build, chdir.name, args.jobs, tests, catchers, list(files), None)
     if rc != 0:
         return [f"the reference does not build:\n" + lab.indent(lab.first_errors(out, 6))]
@@ -256,13 +261,18 @@ def check_chapter(lab, args, ch, dest, build, tests):
         print(f"  PROBLEM  {p}")
     if args.only:
         wrongs = [w for w in wrongs if w.key in args.only or w.name() in args.only]
-    originals = {w.region.rel: (dest / w.region.rel).read_text(encoding="utf-8") for w in wrongs}
+    # every file holding one of the chapter's regions gets the reference code (the copy may hold
+    # stubs, or an older version): each wrong solution then differs from the reference in one region
+    files = {r.path: r.rel for r in regions}
+    originals = {rel: (dest / rel).read_text(encoding="utf-8") for rel in files.values()}
     (dest / RESTORE).write_text(json.dumps(originals), encoding="utf-8")  # in case this run is killed
+    paste_reference(lab, dest, files)
     report = []
     try:
         for w in wrongs:
             t0 = time.monotonic()
             res = try_wrong(lab, args, ch, chdir, dest, build, tests, graded_by, w)
+            paste_reference(lab, dest, {w.region.path: w.region.rel})  # the next one starts from the reference
             res.update(wrong=w.name(), file=str(w.path.relative_to(lab.ROOT)),
                        description=w.description, seconds=round(time.monotonic() - t0, 1))
             report.append(res)
