@@ -291,6 +291,16 @@ static double peak_bandwidth_gbs(int memory_clock_khz, int bus_width_bits) {
   /* LAB END */
 }
 
+// The FP32 ceiling of the section below: SMs x FP32 lanes per SM x 2 (an FMA is two
+// operations) x the SM clock, in GFLOP/s. Also a lab region.
+static double peak_fp32_gflops(int sms, int lanes_per_sm, int sm_clock_khz) {
+  /* LAB BEGIN: every lane of every SM completes one FMA (2 flops) per clock; return GFLOP/s (1e9 flop/s) */
+  double lanes = (double)sms * lanes_per_sm;
+  double clock_hz = sm_clock_khz * 1e3;
+  return lanes * 2.0 * clock_hz / 1e9;
+  /* LAB END */
+}
+
 /*md
 ::: zh
 ### FP32 算力的理论峰值
@@ -371,6 +381,8 @@ static void show_devices(const ct_cli *cli, ct_metrics *m) {
   double v100 = peak_bandwidth_gbs(877000, 4096);
   row("formula check (V100)", "2 x 877 MHz x 4096 bits / 8 = %.1f GB/s (NVIDIA's guide: 898 GB/s)", v100);
   ct_metrics_num(m, "bandwidth_formula_v100_gbs", v100);
+  // Its FP32 peak: 80 SMs x 64 lanes x 2 x 1.530 GHz, NVIDIA's 15.7 TFLOPS.
+  ct_metrics_num(m, "fp32_formula_v100_gflops", peak_fp32_gflops(80, 64, 1530000));
 }
 /*md output devices*/
 

@@ -931,6 +931,7 @@ Below, both forwards run on the same batch and `max_memory_allocated` measures t
 static int forward_nokeep(const mlp *net, ct_tensor *x, ct_tensor **out) {
   *out = NULL;
   ct_tensor *h = ct_retain(x);
+  /* LAB BEGIN: for each layer: z = h @ w[l], free h as soon as z exists, ReLU z in place, h = z (return the status on a failure) */
   for (int l = 0; l < net->layers; ++l) {
     ct_tensor *z = ct_mm(h, net->w[l]);
     ct_free(h); // h is no longer needed once z exists
@@ -942,6 +943,7 @@ static int forward_nokeep(const mlp *net, ct_tensor *x, ct_tensor **out) {
     }
     h = z;
   }
+  /* LAB END */
   *out = h;
   return CT_OK;
 }

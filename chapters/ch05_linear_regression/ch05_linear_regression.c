@@ -818,12 +818,14 @@ static void train(ct_module *model, const ct_tensor *x, const ct_tensor *y, ct_d
         yb = must(ct_narrow(y, 0, i, b));
       }
       /* the step */
-      ok(ct_optimizer_zero_grad(opt, true));                  // optimizer.zero_grad(set_to_none=True)
-      ct_tensor *pred = must(ct_module_forward(model, xb));   // pred = model(xb)
-      ct_tensor *g = NULL;
-      ct_tensor *loss = must(ct_mse_loss(pred, yb, &g));      // loss = loss_fn(pred, yb)
-      ok(ct_module_backward_params(model, g));                // loss.backward()
-      ok(ct_optimizer_step(opt));                             // optimizer.step()
+      ct_tensor *pred = NULL, *g = NULL, *loss = NULL;
+      /* LAB BEGIN: the five lines: zero the grads (set_to_none), pred = model(xb), the MSE loss and its gradient g, backward g into the parameters, step */
+      ok(ct_optimizer_zero_grad(opt, true));        // optimizer.zero_grad(set_to_none=True)
+      pred = must(ct_module_forward(model, xb));    // pred = model(xb)
+      loss = must(ct_mse_loss(pred, yb, &g));       // loss = loss_fn(pred, yb)
+      ok(ct_module_backward_params(model, g));      // loss.backward()
+      ok(ct_optimizer_step(opt));                   // optimizer.step()
+      /* LAB END */
       ok(ct_binary_out(CT_OP_ADD, loss_sum, loss_sum, loss)); // loss_sum += loss, on the device
       if (log->n_step_loss < MAX_STEP_LOG && (e == 0 || log->n_step_loss < TWIN_STEPS)) // reads: waits
         ok(ct_item(loss, &log->step_loss[log->n_step_loss++]));

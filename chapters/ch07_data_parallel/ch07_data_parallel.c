@@ -560,6 +560,11 @@ static int compare_training(const settings *s, const ct_cli *cli, const ct_devic
   ct_metrics_num(m, "single_ms_per_step", 1e3 * a.seconds / (double)s->steps);
   ct_metrics_num(m, "dp_ms_per_step", 1e3 * b.seconds / (double)s->steps);
   ct_metrics_num(m, "steps", (double)s->steps);
+  int64_t last[CT_MAX_REPLICAS];
+  double lastd[CT_MAX_REPLICAS];
+  int nl = ct_data_parallel_last_split(dp, last); // how the wrapper split the last training batch
+  for (int i = 0; i < nl; ++i) lastd[i] = (double)last[i];
+  ct_metrics_series(m, "dp_last_split", lastd, nl);
   rc = s->save ? ct_module_save(wrapped, s->save) : CT_OK; // torch.save(model.module.state_dict())
   (void)cli;
 out:

@@ -305,14 +305,17 @@ How is `scaler.scale(loss).backward()` written in ct? Backward starts from the s
 // read back), or NULL with the runtime's error.
 static ct_tensor *amp_step(ct_module *model, ct_optimizer *opt, ct_grad_scaler *scaler, const ct_tensor *x,
                            const ct_tensor *y, ct_dtype dt, double max_norm) {
+  ct_tensor *out = NULL, *dlogits = NULL, *loss = NULL, *g = NULL;
+  int rc = -1;
+  /* LAB BEGIN: zero the grads; forward and loss under autocast (dt); backward the scaled dlogits; if max_norm > 0, unscale_ then clip; the scaler's step, then its update (rc: the first failure) */
   const ct_device_type type = ct_device_of(x).type;
   if (ct_optimizer_zero_grad(opt, true) != CT_OK) return NULL;       // optimizer.zero_grad()
   ct_autocast_enter(type, dt == CT_F32 ? ct_get_autocast_dtype(type) : dt, dt != CT_F32);
-  ct_tensor *out = ct_module_forward(model, x), *dlogits = NULL;     //   output = model(x)
-  ct_tensor *loss = out ? ct_cross_entropy_loss(out, y, &dlogits) : NULL; // loss = criterion(output, y)
+  out = ct_module_forward(model, x);                                 //   output = model(x)
+  loss = out ? ct_cross_entropy_loss(out, y, &dlogits) : NULL;       //   loss = criterion(output, y)
   ct_autocast_exit();
-  ct_tensor *g = loss ? ct_grad_scaler_scale(scaler, dlogits) : NULL; // scaler.scale(loss).backward()
-  int rc = g ? ct_module_backward_params(model, g) : -1;
+  g = loss ? ct_grad_scaler_scale(scaler, dlogits) : NULL;           // scaler.scale(loss).backward()
+  rc = g ? ct_module_backward_params(model, g) : -1;
   if (rc == CT_OK && max_norm > 0) {
     int np = 0;
     ct_param **ps = ct_optimizer_params(opt, &np);
@@ -321,6 +324,7 @@ static ct_tensor *amp_step(ct_module *model, ct_optimizer *opt, ct_grad_scaler *
   }
   if (rc == CT_OK) rc = ct_grad_scaler_step(scaler, opt);             // scaler.step(optimizer)
   if (rc == CT_OK) rc = ct_grad_scaler_update(scaler);                // scaler.update()
+  /* LAB END */
   ct_free(out), ct_free(dlogits), ct_free(g);
   if (rc != CT_OK) ct_free(loss), loss = NULL;
   return loss;

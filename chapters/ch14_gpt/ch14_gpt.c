@@ -1298,6 +1298,12 @@ static void show_sample(trainer *t, const corpus *c, ct_metrics *m) {
   ct_metrics_str(m, "sample_final", sampled.p);
   ct_metrics_str(m, "sample_greedy", greedy.p);
   free(sampled.p), free(greedy.p);
+  // The sampling rule on fixed logits (temperature 0.5, top-k 3) at four values of u.
+  const float ex[4] = {2, 1, 0, -1};
+  const double us[4] = {0.1, 0.9, 0.99, 0.999};
+  double z[8], picked[4];
+  for (int i = 0; i < 4; ++i) picked[i] = (double)pick_token(ex, 4, 0.5, 3, us[i], z);
+  ct_metrics_series(m, "pick_token_example", picked, 4);
 }
 /*md output sample*/
 

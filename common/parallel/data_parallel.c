@@ -243,6 +243,7 @@ ct_tensor *ct_data_parallel_forward(ct_data_parallel *dp, const ct_tensor *x) {
 static int reduce_grads(ct_data_parallel *dp, int k) {
   int np = 0;
   ct_param **dst = ct_module_parameters(dp->module, &np);
+  /* LAB BEGIN: for each replica r = 1..k-1, each parameter i with a grad: copy it to devices[0] and add it into dst[i]'s grad (cti_param_accumulate_grad); return a failure's status | test: chapter.ch07, unit.parallel */
   for (int r = 1; r < k; ++r) {
     int nr = 0;
     ct_param **src = ct_module_parameters(dp->replicas[r], &nr);
@@ -254,6 +255,7 @@ static int reduce_grads(ct_data_parallel *dp, int k) {
       if (rc) return rc;
     }
   }
+  /* LAB END */
   return CT_OK;
 }
 

@@ -277,7 +277,9 @@ static void describe(char *msg, size_t n, const char *op, bool writes, const rec
 // region: ordered
 // Whether stream `id` (knowing vc) comes after access a.
 static bool ordered(const access *a, int id, const vclock *vc) {
+  /* LAB BEGIN: true when a was on no stream or on stream id itself, or when id knows a's stream (vc) up to at least a's count | test: chapter.ch12, chapter.ch12_race, unit.sanitizer */
   return a->stream == NONE || a->stream == id || vc->c[a->stream] >= a->at;
+  /* LAB END */
 }
 
 // The first race of an access, into msg; false when there is none.

@@ -72,6 +72,10 @@ def check_common(r, m, device):
     v100 = m.get("bandwidth_formula_v100_gbs")
     expect(isinstance(v100, (int, float)) and abs(v100 - 898.0) < 0.5,
            f"bandwidth_formula_v100_gbs={v100!r}, NVIDIA's guide gives 898 GB/s")
+    # The FP32 formula on the V100's numbers (80 SMs, 64 lanes, 1530 MHz): NVIDIA's 15.7 TFLOPS.
+    v100_fp32 = m.get("fp32_formula_v100_gflops")
+    expect(isinstance(v100_fp32, (int, float)) and abs(v100_fp32 - 80 * 64 * 2 * 1.530) < 0.05,
+           f"fp32_formula_v100_gflops={v100_fp32!r}, 80 SMs x 64 lanes x 2 x 1.530 GHz = 15667.2 GFLOP/s")
 
     # The live tensor: printed as PyTorch prints a 3x3 tensor, on the device.
     expect(re.search(r"^tensor\(\[\[.*\],\n {8}\[.*\],\n {8}\[.*\]\]", r.stdout, re.M),

@@ -63,6 +63,10 @@ def check_run(r, work, metrics):
     single, dp = metrics["single_loss"], metrics["dp_loss"]
     expect(len(dp) == metrics["steps"] and dp[-1] < 0.8 * dp[0], f"the DataParallel loss did not fall: {dp}", r)
     expect(all(abs(a - b) <= 1e-4 * abs(a) for a, b in zip(single, dp)), "step losses differ", r)
+    split = [int(x) for x in metrics.get("dp_last_split", [])]
+    expect(split and split == chunk_rule(sum(split), int(metrics["replicas"])),
+           f"the DataParallel run's last batch went through the wrapper as {split}, expected torch.chunk's "
+           f"split over {metrics['replicas']} replicas (a step that bypasses the wrapper leaves it empty)", r)
     expect(metrics["wrapper_key0"] == "module.1.weight" and metrics["module_key0"] == "1.weight",
            "state_dict keys", r)
     out = "\n".join(section_lines(r.stdout, "state dict"))

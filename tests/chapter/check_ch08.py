@@ -75,6 +75,23 @@ def cmd_report(ch08, work):
     expect(mt["checkpoint_max_diff"] == 0 and os.path.isfile(ckpt), "checkpoint", r)
     for k in ("step_ms_overlap_on", "step_ms_overlap_off", "ddp_ms_per_step", "dp_ms_per_step"):
         expect(chaptertest.positive(mt[k]), f"{k} = {mt[k]}", r)
+    check_accumulation(ch08, work, mt)
+
+
+def check_accumulation(ch08, work, mt):
+    """--accumulate 2 at half the batch takes the same steps as the full batch: the mean loss of
+    the micro-batches, each scaled by 1/2, sums the full batch's gradient, so training ends at
+    the same loss (to rounding)."""
+    m = fresh(os.path.join(work, "ch08_accumulate.json"))
+    half = 32  # ch08's default --batch-size 64, halved
+    r = run([ch08, "--quick", "--device", "cpu", "--accumulate", "2", "--batch-size", str(half), "--metrics", m])
+    expect(r.returncode == 0, f"--accumulate 2: exit code {r.returncode}", r)
+    ma = load_metrics(m)
+    expect(ma["steps_per_epoch"] == mt["steps_per_epoch"], f"--accumulate 2: {ma['steps_per_epoch']} steps per "
+           f"epoch, the full batch {mt['steps_per_epoch']}", r)
+    for a, b in zip(ma["train_loss"], mt["train_loss"]):
+        expect(chaptertest.close(a, b, 1e-6), f"--accumulate 2 --batch-size {half} ends at loss {a}, one batch of "
+               f"{2 * half} at {b}: accumulating must give the same update", r)
 
 
 def cmd_badflag(ch08, work):

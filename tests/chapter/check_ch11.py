@@ -170,6 +170,37 @@ def check_hottest(stdout, metrics, trace):
     lines = section_lines(stdout, "hottest op")
     expect(any(ln.startswith(f"hottest op: {best},") for ln in lines), f"no 'hottest op: {best},' line", None)
     expect("called from:" in lines, "no 'called from:' list")
+    ex = metrics.get("hottest_op_example")
+    expect(ex == "ct::gemm", f"on the table forward 900 us, ct::gemm 500 us, ct::add 100 us the hottest op is "
+           f"{ex!r}; the largest self time among the ct:: rows is ct::gemm's")
+    check_callers(lines, best, trace, pid)
+
+
+def check_callers(lines, best, trace, pid):
+    """The 'called from:' rows: per nearest enclosing module slice of the hottest op's slices
+    in the trace, its calls and self time (ms, as printed to 3 decimals)."""
+    want = {}
+    for s in trace.slices:
+        if s.event["pid"] != pid or s.event.get("cat") != "cpu_op" or s.name != best:
+            continue
+        up = s.parent
+        while up is not None and up.event.get("cat") != "module":
+            up = up.parent
+        who = up.name if up is not None else "(no module)"
+        calls, us = want.get(who, (0, 0.0))
+        want[who] = (calls + 1, us + s.self_time)
+    start = lines.index("called from:") + 1
+    got = {}
+    for ln in lines[start:]:
+        m = re.match(r"^  (\S.*?)\s+(\d+) calls\s+([0-9.]+) ms$", ln)
+        if not m:
+            break
+        got[m.group(1)] = (int(m.group(2)), float(m.group(3)))
+    expect(set(got) == set(want), f"called from {sorted(got)}, the trace's modules around {best}: {sorted(want)}")
+    for who, (calls, us) in want.items():
+        gc, gms = got[who]
+        expect(gc == calls and abs(gms - us / 1e3) <= 0.002 + 1e-3 * us / 1e3,
+               f"called from {who}: {gc} calls, {gms} ms; the trace: {calls} calls, {us / 1e3:.3f} ms")
 
 
 def check_report(r, metrics, trace_path):

@@ -125,6 +125,41 @@ def gpt_params(V, T, L, C):
 
 # ---- report -------------------------------------------------------------------------------------
 
+def nanogpt_lr(it, lr, min_lr, warmup, max_iters):
+    """nanoGPT's get_lr: linear warm-up over `warmup` steps ((it + 1) / (warmup + 1)), then a
+    cosine from lr down to min_lr at max_iters."""
+    if it < warmup:
+        return lr * (it + 1) / (warmup + 1)
+    if it >= max_iters:
+        return min_lr
+    ratio = (it - warmup) / (max_iters - warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+
+def top_k_draw(logits, temperature, k, u):
+    """The token where the cumulative probability of softmax(logits / temperature) over the k
+    largest logits first exceeds u (torch.multinomial's inverse-CDF draw)."""
+    z = [x / temperature for x in logits]
+    cut = sorted(z, reverse=True)[k - 1]
+    p = [math.exp(x - max(z)) if x >= cut else 0.0 for x in z]
+    acc, total = 0.0, sum(p)
+    for i, q in enumerate(p):
+        acc += q
+        if q > 0 and acc > u * total:
+            return i
+    return max(range(len(z)), key=lambda i: z[i])
+
+
+def check_lr(tag, r, m):
+    """The printed 'lr at steps 0, W, M/2, M' against nanoGPT's schedule."""
+    line = re.search(r"^lr at steps 0, (\d+), (\d+), (\d+): (\S+) (\S+) (\S+) (\S+)$", r.stdout, re.M)
+    expect(line, f"{tag}: no 'lr at steps' line", r)
+    steps = [0] + [int(x) for x in line.groups()[:3]]
+    for it, got in zip(steps, (float(x) for x in line.groups()[3:])):
+        want = nanogpt_lr(it, m["lr"], m["min_lr"], int(m["warmup_iters"]), int(m["max_iters"]))
+        expect(chaptertest.close(got, want, 2e-3), f"{tag}: lr at step {it} is {got}, nanoGPT's schedule gives {want}")
+
+
 def check_run(ch14, work, tag, args, text):
     """One --quick run on a corpus whose text is known here: its claims checked. Returns the metrics."""
     mpath = fresh(os.path.join(work, f"{tag}.json"))
@@ -146,6 +181,10 @@ def check_run(ch14, work, tag, args, text):
     expect(tensors["model.lm_head.weight"][2] == tensors["model.transformer.wte.weight"][2],
            f"{tag}: lm_head.weight and transformer.wte.weight differ in the checkpoint (not tied)")
     expect(meta.get("ch14.vocab") == "".join(vocab), f"{tag}: the checkpoint's vocabulary is not the corpus's")
+    check_lr(tag, r, m)
+    want = [top_k_draw([2, 1, 0, -1], 0.5, 3, u) for u in (0.1, 0.9, 0.99, 0.999)]
+    expect(m.get("pick_token_example") == want, f"{tag}: pick_token on logits (2, 1, 0, -1), temperature 0.5, "
+           f"top-k 3 at u = 0.1, 0.9, 0.99, 0.999 gives {m.get('pick_token_example')}, the rule {want}")
     # GPT-2's init (N(0, 0.02), tied head) gives near-uniform logits: the first loss is ln(V).
     lnv = math.log(V)
     first = m["step_losses"][0]

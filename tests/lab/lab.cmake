@@ -13,6 +13,13 @@
 #                  the copy builds, every graded exercise fails, score 0
 #   lab.reference  the same copy with the chapter's reference files pasted back:
 #                  full marks (runs after lab.stubs and reuses its build)
+#   lab.wrong      tools/lab wrong --rotate 3 --sim no: each region's wrong solutions
+#                  (chapters/chNN_name/lab_wrong/) pasted into the same copy one at a
+#                  time, and the region's tests must fail each; 3 of the 14 chapters a
+#                  day, in rotation (CT_LAB_WRONG_DAY=N repeats day N's choice;
+#                  `tools/lab wrong --dir DIR` checks them all, the CUDA ones on the
+#                  emulator). Runs after lab.reference and reuses its build: about a
+#                  minute (53 s measured on 2 busy cores for ch03-ch05), up to 2 min.
 # lab.stubs builds a whole student copy (the runtime included) with the cpu
 # preset: a minute or two on 2 cores. The chapter is CT_LAB_CHAPTER (default
 # 01); -DCT_LAB_CHAPTER=04 tests another. lab.regions covers every chapter.
@@ -57,6 +64,11 @@ set_tests_properties(lab.tool lab.regions PROPERTIES LABELS book SKIP_RETURN_COD
 set_tests_properties(lab.stubs lab.reference PROPERTIES LABELS book SKIP_RETURN_CODE 77 TIMEOUT 1800
                      RESOURCE_LOCK ct_lab_copy)
 set_tests_properties(lab.reference PROPERTIES DEPENDS lab.stubs)
+add_test(NAME lab.wrong
+         COMMAND ${CT_LAB_PYTHON} ${PROJECT_SOURCE_DIR}/tools/lab wrong --rotate 3 --sim no
+                 --dir ${CT_LAB_WORK}/${CT_LAB_CH} --json ${CT_LAB_WORK}/wrong.json)
+set_tests_properties(lab.wrong PROPERTIES LABELS book TIMEOUT 1200 RESOURCE_LOCK ct_lab_copy
+                     DEPENDS lab.reference)
 
 # lab.sim (the sim build only, label sim): tools/lab check --sim only grades ch04's
 # CUDA exercise on the SIMT emulator: a solution missing its second

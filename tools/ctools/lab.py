@@ -6,6 +6,7 @@ usage:
   tools/lab list [chNN ...]              chapters and their lab regions
   tools/lab make chNN DIR                write a student copy of the project to DIR
   tools/lab check chNN DIR [options]     build DIR's chapter, run its tests, score it
+  tools/lab wrong [chNN ...] --dir DIR    every region's wrong solutions must fail its tests
   tools/lab lint [chNN ...] [--cc CC] [--nvcc NVCC] [-- CFLAGS...]
                                          check the regions (and that the stubs compile)
 
@@ -49,7 +50,8 @@ Rules a region must keep, so that its stub compiles (tools/lab lint checks):
 make
 ----
 `tools/lab make chNN DIR` copies the project (the files git knows, tracked or
-untracked but not ignored: no build directories, no .git) to DIR, with every
+untracked but not ignored: no build directories, no .git; nor the chapters'
+lab_wrong/ folders, which hold near-solutions) to DIR, with every
 region of chNN replaced by its stub between the same two marker lines:
 
     /* LAB BEGIN: hint */
@@ -87,6 +89,22 @@ is marked as needing a GPU. `--sim only` grades the CUDA exercises alone.
 Exit status: 0 when the check ran, whatever the score; 2 for a usage error
 (unknown chapter, DIR missing); 3 when the check itself broke (configure
 failed, the runtime did not build, ctest did not run).
+
+wrong
+-----
+Every region has at least two plausible wrong solutions beside its chapter,
+chapters/chNN_name/lab_wrong/FUNCTION.N.c (FUNCTION-K.N.c for the K-th of
+several regions in one function; .cu for a .cu region): a first line
+`// wrong: what is wrong`, then the code that replaces the region's.
+`tools/lab wrong [chNN ...] --dir DIR` builds a student copy in DIR (made when
+DIR is not one; its build-cpu reused), and for each wrong solution pastes it
+into the chapter's reference code, rebuilds, and runs the region's tests one
+at a time until one fails ("caught"). A .cu region is graded on the emulator
+as `check --sim` grades it (DIR/build-sim). The tests that caught something
+then run on the reference, which must pass them. Exit 1 when a wrong solution
+passes its region's tests (the tests are too weak), does not compile, or a
+region has fewer than two; `--list` lists them without building
+(tools/ctools/lab_wrong.py).
 """
 import argparse
 import datetime
@@ -617,7 +635,8 @@ def cmd_make(args):
             raise LabError(f"{dest} exists and is not empty (--force replaces a previous "
                            "student copy, one with a .lab.json)")
         shutil.rmtree(dest)
-    files = project_files(root)
+    # the wrong solutions (chapters/chNN_name/lab_wrong/) are near-solutions: not for students
+    files = [f for f in project_files(root) if not re.match(r"chapters/[^/]+/lab_wrong/", f)]
     by_file = {}
     for r in regions:
         by_file.setdefault(r.path, []).append(r)
@@ -1157,7 +1176,7 @@ def main(argv):
         prog="tools/lab", description="Hand a chapter out as a lab (a student copy with the "
         "solution regions cut out) and grade it.", epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", metavar="{list,make,check,lint}")
+    sub = p.add_subparsers(dest="command", metavar="{list,make,check,wrong,lint}")
     sp = sub.add_parser("list", help="chapters and their lab regions")
     sp.add_argument("chapters", nargs="*", metavar="chNN")
     sp = sub.add_parser("make", help="write a student copy of the project for chNN to DIR")
@@ -1177,6 +1196,22 @@ def main(argv):
     sp.add_argument("--sim", choices=["auto", "yes", "no", "only"], default="auto",
                     help="grade the CUDA exercises on the SIMT emulator: auto (default) where there is no GPU, "
                     "yes, no, or only them (tools/ctools/lab_sim.py)")
+    sp = sub.add_parser("wrong", help="grade each region's wrong solutions (chapters/chNN_name/lab_wrong/): "
+                        "every one must fail")
+    sp.add_argument("chapters", nargs="*", metavar="chNN", help="chapters (default: all)")
+    sp.add_argument("--dir", help="a student copy to build in (made when it is not one; reused, with its "
+                    "build-cpu, when it is)")
+    sp.add_argument("--only", nargs="+", metavar="NAME", help="only these regions (FUNCTION) or wrong solutions "
+                    "(FUNCTION.N)")
+    sp.add_argument("--list", action="store_true", help="list the wrong solutions and their problems; build nothing")
+    sp.add_argument("--rotate", type=int, metavar="K", help="only K of the chapters, a different K each day "
+                    "(CT_LAB_WRONG_DAY=N repeats day N's choice); ctest's lab.wrong uses it")
+    sp.add_argument("-j", "--jobs", type=int, help="parallel build jobs (default 2)")
+    sp.add_argument("--timeout", type=int, default=300, help="seconds per test (default 300)")
+    sp.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    sp.add_argument("--sim", choices=["yes", "no"], default="yes",
+                    help="grade the wrong solutions of .cu regions on the SIMT emulator (DIR/build-sim, minutes "
+                    "to build the first time; default yes), or leave them not graded")
     sp = sub.add_parser("lint", help="check regions; with --cc, that the stubs compile")
     sp.add_argument("chapters", nargs="*", metavar="chNN")
     sp.add_argument("--cc", help="C compiler for the compile check (e.g. cc); compiler flags "
@@ -1200,6 +1235,9 @@ def main(argv):
             return run_check(args)
         if args.command == "lint":
             return cmd_lint(args)
+        if args.command == "wrong":
+            from . import lab_wrong
+            return lab_wrong.cmd_wrong(sys.modules[__name__], args)
     except LabError as e:
         print(f"lab {args.command}: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,0 +1,10 @@
+// wrong: all_reduce of r instead of r + 1 (off by one)
+  ct_tensor *t = filled(r, 4, d);
+  rc = t ? ct_dist_all_reduce(pg, t, CT_REDUCE_SUM) : -1;         // dist.all_reduce(t)
+  sum = t ? first(t) : NAN;
+  ct_free(t);
+  t = filled(100 + r, 4, d);
+  if (!rc) rc = t ? ct_dist_broadcast(pg, t, w - 1) : -1;          // dist.broadcast(t, src=w-1)
+  bcast = t ? first(t) : NAN;
+  ct_free(t);
+  if (!rc) rc = in ? ct_dist_all_gather(pg, out, in) : -1;        // dist.all_gather(out, in)

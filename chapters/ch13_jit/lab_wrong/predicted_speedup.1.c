@@ -1,0 +1,2 @@
+// wrong: the ratio upside down (fused / unfused)
+  return (double)fused.bytes / (double)unfused.bytes;

@@ -1,0 +1,7 @@
+// wrong: the softmax backward without the 1/sqrt(hs) scale
+  dP = rc ? NULL : bmm_t(dYh, v, false);      // dYh @ v^T
+  dv = rc ? NULL : bmm_t(Pm, dYh, true);      // P^T @ dYh
+  dS = dP ? causal_softmax_backward(be, st->att, dP, B * nh * T, T, 1.0, m->device) : NULL;
+  if (!rc && !(dS && dv)) rc = ct_last_status();
+  dq = rc ? NULL : ct_bmm(dS, k);             // dS @ k
+  dk = dq ? bmm_t(dS, q, true) : NULL;        // dS^T @ q
