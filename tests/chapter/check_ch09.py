@@ -102,6 +102,12 @@ def check_claims(r, m, lowp):
     expect(chaptertest.close(m["clip_scaled_norm"] / m["clip_true_norm"], m["clip_scale"], 1e-5),
            "unscale_ did not divide the norm by the scale", r)
     expect(m["half_lost_updates"] > 0, "model.half() lost no update: nothing shown", r)
+    curves = [m[f"half_curve_{k}"] for k in ("float32", "autocast", "half")]
+    n = len(m["half_steps"])
+    expect(n == 40 and all(len(c) == n for c in curves) and
+           all(chaptertest.close(sum(c[-5:]) / 5, m[k], 1e-9) for c, k in
+               zip(curves, ("half_loss_f32", "half_loss_amp", "half_loss_half"))),
+           "the model.half() figure's curves (40 steps with --quick) disagree with the printed means", r)
     for name in ("gemm", "conv"):
         f32 = m[f"{name}_loss_float32"]
         for tag in ("bfloat16", "float16"):
