@@ -585,6 +585,32 @@ def test_bad(tmp):
           f"tools/weave --check exits 1 with FILE:LINE (got {r.returncode}: {r.stderr.strip()})")
 
 
+def test_layout(tmp):
+    """Output boxes sit side by side only when their lines fit there (weave: .stacked); in the PDF an
+    output takes the size its widest line fits at, so a table's rows never wrap, and a line of
+    generated text is cut short (book/book.lua, when pandoc is here)."""
+    narrow, wide = ["loss 0.1"], ["x" * 43]
+    check(weave.outputs_open([narrow, narrow]) == "::::: {.outputs}" and
+          weave.outputs_open([narrow, wide]) == "::::: {.outputs .stacked}" and
+          weave.outputs_open([wide]) == "::::: {.outputs}" and weave.columns("中a") == 3,
+          "two boxes with a line over 42 columns are stacked; one box never is")
+    pandoc = shutil.which("pandoc")
+    if not pandoc:
+        return
+    md = os.path.join(tmp, "layout.md")
+    rows = ["`" * 3 + "output", "r" * 100, "`" * 3, "", "`" * 3 + "output", "s" * 60, "中" * 400, "`" * 3]
+    write(md, "\n".join(rows) + "\n")
+    for lang, note in (("en", "(cut in the PDF; the HTML edition has it all)"), ("zh", "PDF 版截断")):
+        r = subprocess.run([pandoc, md, "-t", "latex", "--lua-filter", os.path.join(ROOT, "book", "book.lua")],
+                           capture_output=True, text=True, env={**os.environ, "BOOK_LANG": lang})
+        blocks = r.stdout.split("\\end{Verbatim}")
+        check(r.returncode == 0 and len(blocks) == 3 and "fontsize=\\scriptsize" in blocks[0] and
+              "r" * 100 in blocks[0] and "fontsize=\\footnotesize" in blocks[1] and note in blocks[1] and
+              "中" * 150 in blocks[1] and "中" * 151 not in blocks[1],
+              f"{lang} PDF: a 100-column table at \\scriptsize, unbroken; a 400-character line cut at 300 "
+              f"columns with a note (got {r.returncode}: {r.stdout[:300]!r} {r.stderr[:300]})")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="test_weave.")
     try:
@@ -596,6 +622,7 @@ def main():
         test_recorded_placeholders(tmp)
         test_record_flagged(tmp)
         test_figure_rules(tmp)
+        test_layout(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
