@@ -36,6 +36,7 @@ import re
 import shutil
 import subprocess
 import sys
+import unicodedata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 LANGS = ("zh", "en")
@@ -1027,6 +1028,23 @@ def fence_for(lines, char="`"):
     return char * max(3, longest + 1)
 
 
+# Two outputs side by side share a 52rem page: each box shows about this many
+# columns of code before it would scroll. Wider ones are stacked (book.css).
+SIDE_BY_SIDE_COLUMNS = 42
+
+
+def columns(line):
+    """The width of a line in a monospaced face: East Asian wide characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+def outputs_open(sections):
+    """The opening of a group of output boxes, one per section shown: .stacked when a line would not
+    fit beside another box."""
+    wide = len(sections) > 1 and any(columns(ln) > SIDE_BY_SIDE_COLUMNS for sec in sections for ln in sec)
+    return "::::: {.outputs .stacked}" if wide else "::::: {.outputs}"
+
+
 def code_block(lines, cls, attrs=""):
     f = fence_for(lines)
     head = f"{f}{cls}" if not attrs else f"{f}{{.{cls}{attrs}}}"
@@ -1369,7 +1387,8 @@ class Weaver:
             if cmd:
                 label += " · " + inline_code(cmd)
             blocks.append(self.output_box("recorded", label, rec["sections"][name]))
-        return "\n".join(["::::: {.outputs}"] + blocks + [":::::"])
+        shown = [self.run.sections[name]] + [r["sections"][name] for r in self.recorded if name in r["sections"]]
+        return "\n".join([outputs_open(shown)] + blocks + [":::::"])
 
     @staticmethod
     def output_box(kind, label, lines):
