@@ -611,6 +611,33 @@ def test_layout(tmp):
               f"columns with a note (got {r.returncode}: {r.stdout[:300]!r} {r.stderr[:300]})")
 
 
+def test_edition_run(tmp):
+    """An edition with a run of its own (/*md bookrun-zh FLAGS*/): weaving the Chinese edition
+    from its run writes only that edition's page, with that run's output, and the English
+    page keeps the shared run's; tools/book reads the directive's flags."""
+    src = make_chapter(tmp, GOOD + "\n/*md bookrun-zh --corpus zh*/\n", TWIN)
+    weave.SPEC_DIR = os.path.join(tmp, "no-figures")
+    runs = {}
+    for name, text in (("ch09", "shared run 1"), ("ch09.zh", "中文版自己的运行 1")):
+        runs[name] = os.path.join(tmp, "run-ed", name)
+        write(os.path.join(runs[name], "ch09.out"), f"device: cpu\n== greet ==\n{text}\n")
+        write(os.path.join(runs[name], "ch09.json"), json.dumps({"sizes": [1]}))
+        write(os.path.join(runs[name], "run.json"), json.dumps({"quick": True}))
+        write(os.path.join(runs[name], "speed.png"), "x")
+        write(os.path.join(runs[name], "preds.png"), "x")
+    out = os.path.join(tmp, "md-ed")
+    _, zh = weave.weave(src, runs["ch09.zh"], out, langs=("zh",))
+    _, en = weave.weave(src, runs["ch09"], out, langs=("en",))
+    with open(os.path.join(out, "ch09.zh.md"), encoding="utf-8") as f:
+        zh_page = f.read()
+    check(list(zh) == ["zh"] and list(en) == ["en"] and "中文版自己的运行 1" in zh_page and
+          "shared run 1" not in zh_page and "shared run 1" in en["en"] and "中文版自己的运行" not in en["en"],
+          "each edition's page shows its own run's output")
+    from ctools import book
+    check(book.edition_runs(src) == {"zh": ["--corpus", "zh"]} and book.bookrun_flags(src) == [],
+          "tools/book reads bookrun-zh's flags as the Chinese edition's run")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="test_weave.")
     try:
@@ -623,6 +650,7 @@ def main():
         test_record_flagged(tmp)
         test_figure_rules(tmp)
         test_layout(tmp)
+        test_edition_run(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
