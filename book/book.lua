@@ -6,6 +6,7 @@
 --   [text]{.label}                      LaTeX: small sans-serif
 --   ```output                           LaTeX: a Verbatim sized to its widest line (rows never wrap),
 --                                       breaking longer lines; generated text cut short
+--                                       (a line over 300 columns; "    | " runs past 12 lines)
 --   ![...](x.svg)                       LaTeX: x.pdf (gnuplot draws both)
 --   "..." in the Chinese edition          “...”, paired within each block (tools/book
 --                                       reads zh with -smart: Pandoc's smart quotes
@@ -85,6 +86,11 @@ local VERBATIM_SIZES = {{92, "\\footnotesize"}, {105, "\\scriptsize"}, {148, "\\
 -- keeps its start and says so (the HTML edition keeps it whole).
 local TRIM_COLUMNS = 300
 local TRIM_NOTE = zh and " ……（PDF 版截断，完整的见 HTML 版）" or " … (cut in the PDF; the HTML edition has it all)"
+-- Generated text comes as lines "    | text" (ch14's samples): the PDF keeps the
+-- first TRIM_LINES of each run of them.
+local TRIM_LINES = 12
+local TRIM_LINES_NOTE = zh and "    | ……（PDF 版略去 %d 行，完整的见 HTML 版）" or
+                        "    | … (%d more lines in the HTML edition)"
 
 local function is_wide(c)  -- East Asian wide: two columns
   return (c >= 0x1100 and c <= 0x115F) or (c >= 0x2E80 and c <= 0xA4CF) or (c >= 0xAC00 and c <= 0xD7A3) or
@@ -105,16 +111,28 @@ end
 
 -- The block's text for the PDF (outputs' long lines trimmed) and its font size.
 local function verbatim_layout(text, trim)
-  local lines, widest = {}, 0
+  local lines, widest, run, left = {}, 0, 0, 0
+  local function close_run()  -- the note for the generated lines left out
+    if left > 0 then table.insert(lines, string.format(TRIM_LINES_NOTE, left)) end
+    run, left = 0, 0
+  end
   for line in (text .. "\n"):gmatch("(.-)\n") do
     local _, w = cut_columns(line)
-    if trim and w > TRIM_COLUMNS then
-      line = cut_columns(line, TRIM_COLUMNS) .. TRIM_NOTE
-    elseif w > widest then
-      widest = w
+    local generated = trim and line:match("^%s*| ") ~= nil
+    if not generated then close_run() end
+    run = generated and run + 1 or 0
+    if generated and run > TRIM_LINES then
+      left = left + 1
+    else
+      if trim and w > TRIM_COLUMNS then
+        line = cut_columns(line, TRIM_COLUMNS) .. TRIM_NOTE
+      elseif w > widest then
+        widest = w
+      end
+      table.insert(lines, line)
     end
-    table.insert(lines, line)
   end
+  close_run()
   for _, s in ipairs(VERBATIM_SIZES) do
     if widest <= s[1] then return table.concat(lines, "\n"), s[2] end
   end

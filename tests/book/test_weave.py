@@ -598,13 +598,17 @@ def test_layout(tmp):
     if not pandoc:
         return
     md = os.path.join(tmp, "layout.md")
-    rows = ["`" * 3 + "output", "r" * 100, "`" * 3, "", "`" * 3 + "output", "s" * 60, "中" * 400, "`" * 3]
+    rows = ["`" * 3 + "output", "r" * 100, "`" * 3, "", "`" * 3 + "output", "s" * 60, "中" * 400, "`" * 3, "",
+            "`" * 3 + "output", "step 1 | loss 2"] + [f"    | sample {k}" for k in range(1, 21)] + ["`" * 3]
     write(md, "\n".join(rows) + "\n")
     for lang, note in (("en", "(cut in the PDF; the HTML edition has it all)"), ("zh", "PDF 版截断")):
         r = subprocess.run([pandoc, md, "-t", "latex", "--lua-filter", os.path.join(ROOT, "book", "book.lua")],
                            capture_output=True, text=True, env={**os.environ, "BOOK_LANG": lang})
         blocks = r.stdout.split("\\end{Verbatim}")
-        check(r.returncode == 0 and len(blocks) == 3 and "fontsize=\\scriptsize" in blocks[0] and
+        check(len(blocks) == 4 and "sample 12\n" in blocks[2] and "sample 13" not in blocks[2] and
+              ("8 more lines" if lang == "en" else "略去 8 行") in blocks[2] and "step 1 | loss 2" in blocks[2],
+              f"{lang} PDF: 20 lines of generated text (\"    | ...\") keep their first 12 and a note")
+        check(r.returncode == 0 and "fontsize=\\scriptsize" in blocks[0] and
               "r" * 100 in blocks[0] and "fontsize=\\footnotesize" in blocks[1] and note in blocks[1] and
               "中" * 150 in blocks[1] and "中" * 151 not in blocks[1],
               f"{lang} PDF: a 100-column table at \\scriptsize, unbroken; a 400-character line cut at 300 "
