@@ -725,6 +725,30 @@ For the first few hundred steps the three curves lie on one another ({{fig half}
 :::
 */
 #define LOST_STEPS 10 // steps over which model.half()'s lost updates are counted
+
+// The figure's curves: each run's mean loss over each pass through the `per`
+// batches (a step's loss swings with its batch), at the pass's last step.
+static int record_pass_means(ct_metrics *m, const double *curve, long n, long per) {
+  static const char *keys[3] = {"half_curve_float32", "half_curve_autocast", "half_curve_half"};
+  const long passes = n / per;
+  double *xs = calloc((size_t)(passes ? passes : 1), sizeof *xs), *ys = calloc((size_t)(passes ? passes : 1), sizeof *ys);
+  if (!xs || !ys) {
+    free(xs), free(ys);
+    return ct_fail(CT_ERR_OOM, "ch09: out of host memory");
+  }
+  for (long j = 0; j < passes; ++j) xs[j] = (double)((j + 1) * per);
+  ct_metrics_series(m, "half_steps", xs, (int)passes);
+  for (int run = 0; run < 3; ++run) {
+    for (long j = 0; j < passes; ++j) {
+      double sum = 0;
+      for (long k = j * per; k < (j + 1) * per; ++k) sum += curve[run * n + k];
+      ys[j] = sum / (double)per;
+    }
+    ct_metrics_series(m, keys[run], ys, (int)passes);
+  }
+  free(xs), free(ys);
+  return CT_OK;
+}
 #define HALF_WIDTH 128 // the comparison's MLP at most this wide, its batch at most 32: many steps in seconds
 
 static int show_half(const settings *full, ct_device dev, ct_metrics *m) {
@@ -786,13 +810,8 @@ static int show_half(const settings *full, ct_device dev, ct_metrics *m) {
   printf("model.half(), first %d steps: updates lost to rounding: %" PRId64 " of %" PRId64 " (%.2f%%); gradients "
          "that are zero: %.2f%%\n", LOST_STEPS, lost, updates, 100.0 * (double)lost / (double)(updates ? updates : 1),
          100.0 * (double)zero_grads / (double)(grads ? grads : 1));
-  double *xs = calloc((size_t)n, sizeof *xs); // the figure's x: steps 1..n
-  for (long k = 0; xs && k < n; ++k) xs[k] = (double)(k + 1);
-  ct_metrics_series(m, "half_steps", xs, (int)n);
-  ct_metrics_series(m, "half_curve_float32", curve, (int)n);
-  ct_metrics_series(m, "half_curve_autocast", curve + n, (int)n);
-  ct_metrics_series(m, "half_curve_half", curve + 2 * n, (int)n);
-  free(xs), free(curve);
+  if (record_pass_means(m, curve, n, t.n / s->batch) != CT_OK) return -1;
+  free(curve);
   ct_metrics_num(m, "half_loss_f32", final[0]);
   ct_metrics_num(m, "half_loss_amp", final[1]);
   ct_metrics_num(m, "half_loss_half", final[2]);

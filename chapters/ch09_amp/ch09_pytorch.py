@@ -391,8 +391,10 @@ def half(torch, nn, amp, a, metrics):
     print(f"model.half(), first 10 steps: updates lost to rounding: {lost} of {updates} "
           f"({100 * lost / max(updates, 1):.2f}%)")
     metrics["half_lost_pct"] = 100 * lost / max(updates, 1)
-    metrics.update(half_steps=list(range(1, a.half_steps + 1)), half_curve_float32=curves[0],
-                   half_curve_autocast=curves[1], half_curve_half=curves[2])
+    per = len(task[0]) // batch  # the figure: each run's mean loss over each pass through the batches
+    means = [[sum(c[j * per:(j + 1) * per]) / per for j in range(a.half_steps // per)] for c in curves]
+    metrics.update(half_steps=[(j + 1) * per for j in range(a.half_steps // per)], half_curve_float32=means[0],
+                   half_curve_autocast=means[1], half_curve_half=means[2])
 
 
 def timed_run(torch, nn, amp, a, build, task, batch, dtype, compiled=False):
