@@ -143,7 +143,7 @@ def cmd_report(ch09, work):
 def cmd_badflag(ch09, work):
     os.makedirs(work, exist_ok=True)
     for args, needles in ((["--steps", "0"], ["--steps"]), (["--lr", "x"], ["--lr", "x"]),
-                          (["--hidden"], ["--hidden"])):
+                          (["--hidden"], ["--hidden"]), (["--half-steps", "5"], ["--half-steps"])):
         expect_usage_error(run([ch09, "--device", "cpu", "--quick", *args]), args, needles)
     missing = os.path.join(work, "no", "such", "dir")
     r = run([ch09, "--device", "cpu", "--quick", "--out-dir", missing])
