@@ -776,6 +776,8 @@ static int show_half(const settings *full, ct_device dev, ct_metrics *m) {
     if (!opt || !scaler) return -1;
     double sum = 0;
     int counted = 0;
+    static const char *labels[3] = {"float32", "autocast float16", "model.half()"};
+    ct_progress *bar = ct_progress_start_label(NULL, labels[run], n); // a terminal's bar; nothing in a log
     for (long k = 0; k < n; ++k) {
       ct_tensor *x, *y, *xin = NULL;
       ct_cli_exit_if_interrupted(NULL); // Ctrl-C: stop after a whole step
@@ -796,10 +798,12 @@ static int show_half(const settings *full, ct_device dev, ct_metrics *m) {
         snapshot_free(before, np), snapshot_free(after, np), snapshot_free(g, np);
       }
       curve[run * n + k] = item(loss);
+      ct_progress_step(bar, curve[run * n + k], s->batch);
       if (k >= n - 5) sum += curve[run * n + k], counted++; // the last five steps' mean loss
       if (run == 0) ct_cli_check_loss(g_cli, curve[k], k + 1, k + 1, s->lr); // float32 diverged: exit 1
       ct_free(loss), ct_free(x), ct_free(y), ct_free(xin);
     }
+    ct_progress_clear(bar);
     final[run] = sum / counted;
     ct_grad_scaler_free(scaler);
     ct_optimizer_free(opt);
