@@ -60,6 +60,7 @@
         host = wrap;
       }
       host.appendChild(b);
+      host.classList.add("has-copy");   /* book.css keeps a strip for the button on touch screens */
     }
   }
 

@@ -4,7 +4,7 @@
 # x: {g}_chunk
 # series-match: ^{g}_(copy|compute)_(start|end)_ms$
 # label-strip: ^{g}_|_ms$
-# size: 1000,520
+# size: 1000,760
 # xlabel-zh: 从 t0 事件起的时间（毫秒），由各流上记录的事件测得
 # xlabel-en: time since the t0 event (ms), from the events recorded on the streams
 # caption-zh: 流水线的时间线：每一块数据的拷贝（上）和计算（下）从开始到结束的时刻，都是事件在流上记下的时间。上图一个流，拷贝和计算轮流进行；下图两个流，第 i+1 块的拷贝和第 i 块的计算在 GPU 上同时进行。在 CPU 上两图一样，因为 CPU 的工作在发起时就做完了。

@@ -339,7 +339,9 @@ static void show_split_rule(int n_dev, ct_metrics *m) {
 ::: zh
 ## 训练：DataParallel 和单设备走出同样的参数
 
-真正的问题是：包装之后训练的还是同一个模型吗？把 Fashion-MNIST 的 MLP（784-256-128-10）从同一组初始权重出发训练两次：一次在 `device_ids[0]` 上不包装，一次用 DataParallel，batch 相同、顺序相同（按文件顺序读，不打乱），都是带动量的 SGD。交叉熵取的是整批的平均，它对 logits 的梯度是 (softmax − onehot)/B，B 是**整批**的大小；这个梯度按前向的切法分给各副本，各副本算出的参数梯度之和，就是整批的梯度。所以两次训练的参数只差浮点求和顺序带来的舍入，程序在最后打印这个差。测试 `chapter.ch07_twin` 还把 DataParallel 训练出的参数和 PyTorch 用 float64 在单设备上训练的结果对照。
+真正的问题是：包装之后训练的还是同一个模型吗？把 Fashion-MNIST 的 MLP（784-256-128-10）从同一组初始权重出发训练两次：一次在 `device_ids[0]` 上不包装，一次用 DataParallel，batch 相同、顺序相同（按文件顺序读，不打乱），都是带动量的 SGD。交叉熵取的是整批的平均，它对 logits 的梯度是 (softmax − onehot)/B，B 是**整批**的大小；这个梯度按前向的切法分给各副本，各副本算出的参数梯度之和，就是整批的梯度。所以两次训练在数学上是同一个计算，只是 float32 的求和顺序不同，舍入也就不同。
+
+这个差别起初只是一次舍入（约为数值的 1e-7），但不会停在那里。第 k 步的参数差会进入之后每一步的前向和反向，改变之后的每一个梯度；动量 0.9 让每一步的梯度在后面大约 1/(1 − 0.9) = 10 步里继续起作用；输入恰好在 0 附近的 ReLU 可能在一次训练里打开、在另一次里关闭，这时那个单元的梯度差的是一整项，而不是一次舍入。训练像一个混沌系统那样放大微小的差别，所以走了很多步之后，两次训练的参数差远大于一次舍入，而损失和精度仍然一致。本书的运行里，{{metric steps}} 步之后两者最多差 {{metric max_param_diff %.2g}}（最大的参数是 {{metric max_param_abs %.2g}}）。哪一个是“对的”？都不是：程序还从同一个起点、用同样的 batch 做了一次 float64 训练（输出的 `float64 run` 一行），它离单设备的结果 {{metric single_f64_diff %.2g}}，离 DataParallel 的结果 {{metric dp_f64_diff %.2g}}，和两者彼此的距离同一个量级。差别来自 float32，DataParallel 没有带来自己的误差。测试 `chapter.ch07_twin_agree` 在 20 步（差别还没放大）时把 DataParallel 的参数和 PyTorch 用 float64 在单设备上训练的结果对照。
 
 注意模型里没有 BatchNorm 和 Dropout。BatchNorm 在每个副本上只看到自己那一块的统计量（30 行的 batch 在 3 个副本上各用 10 行算均值和方差），running_mean 也只由副本 0 更新，所以 DataParallel 下它和单设备训练**本来就不同**，PyTorch 也一样；要跨设备同步统计量得用 `SyncBatchNorm`。Dropout 的随机掩码在哪个设备上抽、按什么顺序抽，也会不同。
 
@@ -348,7 +350,9 @@ static void show_split_rule(int n_dev, ct_metrics *m) {
 ::: en
 ## Training: DataParallel and one device reach the same parameters
 
-The real question: after wrapping, is it still the same model being trained? The Fashion-MNIST MLP (784-256-128-10) is trained twice from the same initial weights: once on `device_ids[0]` unwrapped, once under DataParallel, with the same batches in the same order (read in file order, no shuffling), both with SGD and momentum. The cross-entropy is the mean over the whole batch, so its gradient with respect to the logits is (softmax − onehot)/B with B the **whole** batch's size; that gradient is split over the replicas as the forward split the batch, and the sum of the replicas' parameter gradients is the whole batch's gradient. The two runs' parameters therefore differ only by the rounding of a different summation order, and the program prints that difference at the end. The test `chapter.ch07_twin` also compares the parameters DataParallel reached with PyTorch training on one device in float64.
+The real question: after wrapping, is it still the same model being trained? The Fashion-MNIST MLP (784-256-128-10) is trained twice from the same initial weights: once on `device_ids[0]` unwrapped, once under DataParallel, with the same batches in the same order (read in file order, no shuffling), both with SGD and momentum. The cross-entropy is the mean over the whole batch, so its gradient with respect to the logits is (softmax − onehot)/B with B the **whole** batch's size; that gradient is split over the replicas as the forward split the batch, and the sum of the replicas' parameter gradients is the whole batch's gradient. The two runs are therefore the same computation in exact arithmetic; only float32 sums in another order, and so rounds differently.
+
+That difference starts as one rounding (about 1e-7 of a value) but does not stay there. A difference in the parameters at step k enters the forward and backward of every later step and changes every later gradient; momentum 0.9 keeps each step's gradient acting for about 1/(1 − 0.9) = 10 more steps; and a ReLU whose input sits near 0 can be on in one run and off in the other, and then that unit's gradient differs by a whole term, not by a rounding. Training amplifies small differences the way a chaotic system does, so after many steps the two runs' parameters differ by far more than one rounding, while their losses and accuracies still agree. In this book's run, after {{metric steps}} steps, they differ by at most {{metric max_param_diff %.2g}} (the largest parameter is {{metric max_param_abs %.2g}}). Which one is right? Neither: the program also trains in float64 from the same start on the same batches (the `float64 run` line of the output), and that run lies {{metric single_f64_diff %.2g}} from the one-device result and {{metric dp_f64_diff %.2g}} from DataParallel's, the same order as their distance from each other. The difference is float32's; DataParallel adds no error of its own. The test `chapter.ch07_twin_agree` compares DataParallel's parameters with PyTorch training on one device in float64 after 20 steps, before the difference has grown.
 
 The model has no BatchNorm and no Dropout, on purpose. BatchNorm on each replica sees only its chunk's statistics (a batch of 30 on 3 replicas computes means and variances over 10 rows each), and only replica 0 updates running_mean, so under DataParallel it **is** different from one-device training, in PyTorch too; keeping statistics in step across devices takes `SyncBatchNorm`. Dropout's random masks would also be drawn on other devices, in another order.
 
@@ -414,6 +418,7 @@ typedef struct run {
   double *loss;   // per step
   double seconds; // training only
   double accuracy;
+  bool float64;   // the float64 reference: the batches are cast to it
 } run;
 
 // Accuracy on the first EVAL_IMAGES test images.
@@ -446,7 +451,8 @@ static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_data
   ct_optimizer *opt = ct_optim_sgd(params, np, o); // optimizer over model.parameters(): the module's
   if (!opt) return -1;
   int rc = ct_dataloader_start_epoch(train_dl);
-  ct_progress *bar = ct_progress_start_label(NULL, dp ? "DataParallel" : "one device", s->steps); // a terminal's
+  ct_progress *bar = ct_progress_start_label(NULL, dp ? "DataParallel" : r->float64 ? "float64" : "one device",
+                                             s->steps); // a terminal's
   double t0 = ct_cli_seconds();
   ct_tensor *x = NULL, *y = NULL;
   for (long step = 0; rc == CT_OK && step < s->steps; ++step) {
@@ -458,6 +464,15 @@ static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_data
       break;
     }
     int64_t rows = ct_size(x, 0);
+    if (r->float64) { // x.double()
+      ct_tensor *x64 = ct_to_dtype(x, CT_F64);
+      ct_free(x);
+      if (!(x = x64)) {
+        ct_free(y);
+        rc = -1;
+        break;
+      }
+    }
     ct_tensor *loss = train_step(model, dp, opt, x, y);
     rc = loss && ct_item(loss, &r->loss[step]) == CT_OK ? CT_OK : -1;
     ct_free(loss), ct_free(x), ct_free(y);
@@ -476,18 +491,28 @@ static int train(const settings *s, const ct_cli *cli, ct_module *model, ct_data
 }
 /*md twin train*/
 
-// max |a - b| over all parameters, and max |a|.
+// The parameter's values as float64 on the host (a new reference).
+static ct_tensor *host_double(const ct_tensor *t) {
+  ct_tensor *c = ct_cpu(t), *d = c ? ct_to_dtype(c, CT_F64) : NULL;
+  ct_free(c);
+  return d;
+}
+
+// max |a - b| over all parameters, and max |a|; either may be float32 or float64.
 static int param_difference(ct_module *a, ct_module *b, double *max_diff, double *max_abs) {
   int na = 0, nb = 0;
   ct_param **pa = ct_module_parameters(a, &na), **pb = ct_module_parameters(b, &nb);
   *max_diff = *max_abs = 0;
   for (int i = 0; i < na && i < nb; ++i) {
-    ct_tensor *ca = ct_cpu(pa[i]->value), *cb = ct_cpu(pb[i]->value);
-    if (!ca || !cb) return -1;
-    const float *fa = ct_data_ptr(ca), *fb = ct_data_ptr(cb);
+    ct_tensor *ca = host_double(pa[i]->value), *cb = host_double(pb[i]->value);
+    if (!ca || !cb) {
+      ct_free(ca), ct_free(cb);
+      return -1;
+    }
+    const double *fa = ct_data_ptr(ca), *fb = ct_data_ptr(cb);
     for (int64_t e = 0; e < ct_numel(ca); ++e) {
-      *max_diff = fmax(*max_diff, fabs((double)fa[e] - (double)fb[e]));
-      *max_abs = fmax(*max_abs, fabs((double)fa[e]));
+      *max_diff = fmax(*max_diff, fabs(fa[e] - fb[e]));
+      *max_abs = fmax(*max_abs, fabs(fa[e]));
     }
     ct_free(ca), ct_free(cb);
   }
@@ -509,15 +534,21 @@ static int compare_training(const settings *s, const ct_cli *cli, const ct_devic
   ct_cli_section("training");
   ct_dataset *train_ds = NULL, *test_ds = NULL;
   ct_data_parallel *dp = NULL;
-  run a = {0}, b = {0};
+  run a = {0}, b = {0}, c = {.float64 = true};
   int rc = -1; // until the end is reached; every way out frees what was made
   ct_dataloader *dl = fmnist_loader(s->data, true, s->batch_size, devs[0], &train_ds);
   ct_dataloader *test = dl ? fmnist_loader(s->data, false, EVAL_IMAGES, devs[0], &test_ds) : NULL;
-  ct_module *single = build_mlp(), *wrapped = build_mlp();
-  if (!test || !single || !wrapped || ct_module_to(single, devs[0]) || ct_module_to(wrapped, devs[0])) goto out;
+  ct_module *single = build_mlp(), *wrapped = build_mlp(), *ref = build_mlp();
+  if (!test || !single || !wrapped || !ref || ct_module_to(single, devs[0]) || ct_module_to(wrapped, devs[0]) ||
+      ct_module_to(ref, devs[0]))
+    goto out;
   int ns = 0;
   ct_named_tensor *init = ct_module_state_dict(single, "", &ns);
-  if (!init || ct_module_load_state(wrapped, init, ns, true) != CT_OK) goto out; // the same start
+  if (!init || ct_module_load_state(wrapped, init, ns, true) != CT_OK || // the same start
+      ct_module_load_state(ref, init, ns, true) != CT_OK || ct_module_to_dtype(ref, CT_F64) != CT_OK) {
+    ct_named_tensors_free(init, ns);
+    goto out;
+  }
   ct_named_tensors_free(init, ns);
   if (s->save_init && ct_module_save(single, s->save_init) != CT_OK) goto out;
   dp = ct_data_parallel_create(wrapped, devs, n);
@@ -532,12 +563,14 @@ static int compare_training(const settings *s, const ct_cli *cli, const ct_devic
   printf(" = %" PRId64 " rows\n", nsplit);
 
   a.loss = calloc((size_t)s->steps, sizeof(double)), b.loss = calloc((size_t)s->steps, sizeof(double));
-  if (!a.loss || !b.loss) {
+  c.loss = calloc((size_t)s->steps, sizeof(double));
+  if (!a.loss || !b.loss || !c.loss) {
     ct_fail(CT_ERR_OOM, "ch07: out of host memory");
     goto out;
   }
   if (train(s, cli, single, NULL, dl, devs, 1, &a) != CT_OK || train(s, cli, wrapped, dp, dl, devs, n, &b) != CT_OK ||
-      accuracy(single, test, &a.accuracy) != CT_OK || accuracy(wrapped, test, &b.accuracy) != CT_OK)
+      train(s, cli, ref, NULL, dl, devs, 1, &c) != CT_OK || accuracy(single, test, &a.accuracy) != CT_OK ||
+      accuracy(wrapped, test, &b.accuracy) != CT_OK)
     goto out;
   printf("%6s  %12s  %12s\n", "step", "one device", "DataParallel");
   for (long i = 0; i < s->steps; ++i)
@@ -546,6 +579,11 @@ static int compare_training(const settings *s, const ct_cli *cli, const ct_devic
   double diff = 0, scale = 0;
   if (param_difference(single, wrapped, &diff, &scale) != CT_OK) goto out;
   printf("max |parameter difference| after %ld steps: %.3g (largest |parameter| %.3g)\n", s->steps, diff, scale);
+  double d_single = 0, d_dp = 0, unused = 0;
+  if (param_difference(single, ref, &d_single, &unused) != CT_OK || param_difference(wrapped, ref, &d_dp, &unused))
+    goto out;
+  printf("float64 run, same start and batches: max |one device - float64| %.3g, max |DataParallel - float64| %.3g\n",
+         d_single, d_dp);
   printf("test accuracy on the first %d test images: one device %.4f, DataParallel %.4f\n", EVAL_IMAGES,
          a.accuracy, b.accuracy);
   printf("time per step: one device %.2f ms, DataParallel on %d replica%s %.2f ms%s\n",
@@ -555,6 +593,8 @@ static int compare_training(const settings *s, const ct_cli *cli, const ct_devic
   ct_metrics_series(m, "dp_loss", b.loss, (int)s->steps);
   ct_metrics_num(m, "max_param_diff", diff);
   ct_metrics_num(m, "max_param_abs", scale);
+  ct_metrics_num(m, "single_f64_diff", d_single);
+  ct_metrics_num(m, "dp_f64_diff", d_dp);
   ct_metrics_num(m, "single_accuracy", a.accuracy);
   ct_metrics_num(m, "dp_accuracy", b.accuracy);
   ct_metrics_num(m, "single_ms_per_step", 1e3 * a.seconds / (double)s->steps);
@@ -568,9 +608,9 @@ static int compare_training(const settings *s, const ct_cli *cli, const ct_devic
   rc = s->save ? ct_module_save(wrapped, s->save) : CT_OK; // torch.save(model.module.state_dict())
   (void)cli;
 out:
-  free(a.loss), free(b.loss);
+  free(a.loss), free(b.loss), free(c.loss);
   ct_data_parallel_free(dp);
-  ct_module_free(single), ct_module_free(wrapped);
+  ct_module_free(single), ct_module_free(wrapped), ct_module_free(ref);
   ct_dataloader_free(dl), ct_dataloader_free(test);
   ct_dataset_free(train_ds), ct_dataset_free(test_ds);
   return rc;

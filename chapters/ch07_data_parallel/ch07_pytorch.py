@@ -229,6 +229,9 @@ def compare_training(torch, nn, a, devs, metrics):
         single.load_state_dict(st.load_torch(a.load_init))
     wrapped = build_mlp(nn).to(dtype)
     wrapped.load_state_dict(single.state_dict())  # the same start
+    ref = build_mlp(nn).double()
+    ref.load_state_dict(single.state_dict())      # the float64 reference, from the same start
+    ref.to(devs[0])
     single.to(devs[0])
     wrapped.to(devs[0])
     dp = make_data_parallel(torch, nn, wrapped, devs)
@@ -239,6 +242,7 @@ def compare_training(torch, nn, a, devs, metrics):
     print(f"each batch on {len(sizes)} replicas: {' + '.join(map(str, sizes))} = {sum(sizes)} rows")
     la, ta = train(torch, nn, a, single, single, x_train, y_train, devs[0])
     lb, tb = train(torch, nn, a, wrapped, dp, x_train, y_train, devs[0])
+    train(torch, nn, a, ref, ref, x_train.double(), y_train, devs[0])
     acc_a = accuracy(torch, single, x_test, y_test, devs[0])
     acc_b = accuracy(torch, wrapped, x_test, y_test, devs[0])
     print(f"{'step':>6}  {'one device':>12}  {'DataParallel':>12}")
@@ -248,7 +252,11 @@ def compare_training(torch, nn, a, devs, metrics):
     with torch.no_grad():
         diff = max(float((p - q).abs().max()) for p, q in zip(single.parameters(), wrapped.parameters()))
         scale = max(float(p.abs().max()) for p in single.parameters())
+        d64 = [max(float((p.double() - q).abs().max()) for p, q in zip(m.parameters(), ref.parameters()))
+               for m in (single, wrapped)]
     print(f"max |parameter difference| after {a.steps} steps: {diff:.3g} (largest |parameter| {scale:.3g})")
+    print(f"float64 run, same start and batches: max |one device - float64| {d64[0]:.3g}, "
+          f"max |DataParallel - float64| {d64[1]:.3g}")
     print(f"test accuracy on the first {EVAL_IMAGES} test images: one device {acc_a:.4f}, DataParallel {acc_b:.4f}")
     same = len(devs) > 1 and len(set(map(str, devs))) == 1
     print(f"time per step: one device {1e3 * ta / a.steps:.2f} ms, DataParallel on {len(devs)} "
@@ -256,7 +264,7 @@ def compare_training(torch, nn, a, devs, metrics):
           f"{' (one device, repeated)' if same else ''}")
     metrics.update(single_loss=la, dp_loss=lb, max_param_diff=diff, max_param_abs=scale, single_accuracy=acc_a,
                    dp_accuracy=acc_b, single_ms_per_step=1e3 * ta / a.steps, dp_ms_per_step=1e3 * tb / a.steps,
-                   steps=a.steps)
+                   steps=a.steps, single_f64_diff=d64[0], dp_f64_diff=d64[1])
     if a.save:
         st.save(a.save, {k: v.float() for k, v in wrapped.state_dict().items()})  # model.module.state_dict()
 

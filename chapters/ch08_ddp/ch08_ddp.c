@@ -165,6 +165,17 @@ static double first(const ct_tensor *t) {
   return v;
 }
 
+// "1 + 2 + 3" for up to 4 ranks, "1 + 2 + ... + 8" beyond: the sum the
+// all_reduce of r + 1 must give, written out without a nonsense ellipsis.
+static void sum_terms(int w, char *buf, size_t n) {
+  if (w > 4) {
+    snprintf(buf, n, "1 + 2 + ... + %d", w);
+    return;
+  }
+  size_t at = 0;
+  for (int k = 1; k <= w && at < n; ++k) at += (size_t)snprintf(buf + at, n - at, k == 1 ? "%d" : " + %d", k);
+}
+
 static int show_collectives(ct_process_group *pg, ct_metrics *m) {
   ct_cli_section("collectives");
   int r = ct_dist_get_rank(pg), w = ct_dist_get_world_size(pg);
@@ -184,7 +195,9 @@ static int show_collectives(ct_process_group *pg, ct_metrics *m) {
   ct_free(t);
   if (!rc) rc = in ? ct_dist_all_gather(pg, out, in) : -1;        // dist.all_gather(out, in)
   /* LAB END */
-  printf("all_reduce(r + 1, SUM)  = %g   (1 + 2 + ... + %d = %d)\n", sum, w, w * (w + 1) / 2);
+  char terms[64];
+  sum_terms(w, terms, sizeof terms);
+  printf("all_reduce(r + 1, SUM)  = %g   (%s = %d)\n", sum, terms, w * (w + 1) / 2);
   printf("broadcast(100 + r, src=%d) = %g\n", w - 1, bcast);
   printf("all_gather(10 r)        =");
   double gathered[64];
@@ -260,7 +273,7 @@ N 个 rank 各有 S 字节，怎样最快地求和？最笨的办法是都发给
 
 α 是每条消息的延迟，β 是链路带宽。小消息由延迟项主导（所以 DDP 把梯度攒成桶再发），大消息由带宽项主导。
 
-nccl-tests 报两个数：**algbw** = S/T，和 **busbw** = algbw · 2(N − 1)/N，后者把算法的流量系数除掉，能直接和链路带宽比较。下面测几种大小的 all_reduce（每种取 5 次的中位数，报所有 rank 中最慢的），按这两个定义报告。在一台机器上用 `mpi` 后端时，“链路”是共享内存，两个 rank 还在抢同样的两个核，数字只说明趋势，不代表网络。
+nccl-tests 报两个数：**algbw** = S/T，和 **busbw** = algbw · 2(N − 1)/N，后者把算法的流量系数除掉，能直接和链路带宽比较。下面测几种大小的 all_reduce（每种取 5 次的中位数，报所有 rank 中最慢的），按这两个定义报告。2 个 rank 时系数 2(N − 1)/N 正好是 1，两列数字相同；从 3 个 rank 起 busbw 才大于 algbw（`--nproc 4` 时是它的 1.5 倍）。在一台机器上用 `mpi` 后端时，“链路”是共享内存，两个 rank 还在抢同样的两个核，数字只说明趋势，不代表网络。
 :::
 ::: en
 ## What a ring all-reduce costs
@@ -271,7 +284,7 @@ N ranks hold S bytes each: what is the fastest way to sum them? The naive way se
 
 with α the latency of a message and β the link bandwidth. Small messages are dominated by the latency term (which is why DDP packs gradients into buckets before sending them), large ones by the bandwidth term.
 
-nccl-tests reports two figures: **algbw** = S/T, and **busbw** = algbw · 2(N − 1)/N, which divides out the algorithm's traffic factor so that it compares directly with a link's bandwidth. Below, all_reduce is timed at a few sizes (the median of 5 runs each, the slowest rank's) and reported by those two definitions. With the `mpi` backend on one machine the "link" is shared memory and two ranks compete for the same two cores: the figures show the trend, not a network.
+nccl-tests reports two figures: **algbw** = S/T, and **busbw** = algbw · 2(N − 1)/N, which divides out the algorithm's traffic factor so that it compares directly with a link's bandwidth. Below, all_reduce is timed at a few sizes (the median of 5 runs each, the slowest rank's) and reported by those two definitions. At 2 ranks the factor 2(N − 1)/N is exactly 1 and the two columns agree; from 3 ranks on busbw exceeds algbw (1.5 times it with `--nproc 4`). With the `mpi` backend on one machine the "link" is shared memory and two ranks compete for the same two cores: the figures show the trend, not a network.
 :::
 */
 /*md
@@ -313,6 +326,7 @@ static int show_bandwidth(ct_process_group *pg, bool quick, ct_metrics *m) {
     ++ns;
     ct_free(t);
   }
+  if (w == 2) printf("(2 ranks: 2(N - 1)/N = 1, so busbw equals algbw; they part from 3 ranks on)\n");
   ct_metrics_series(m, "allreduce_bytes", sizes, ns);
   ct_metrics_series(m, "allreduce_algbw_gbs", algbw, ns);
   ct_metrics_series(m, "allreduce_busbw_gbs", busbw, ns);

@@ -118,7 +118,8 @@ def show_collectives(torch, dist, metrics):
     out = [torch.full((2,), -1.0, device=DEV) for _ in range(w)]
     dist.all_gather(out, torch.full((2,), 10.0 * r, device=DEV))
     # twin: end
-    print(f"all_reduce(r + 1, SUM)  = {s:g}   (1 + 2 + ... + {w} = {w * (w + 1) // 2})")
+    terms = " + ".join(str(k) for k in range(1, w + 1)) if w <= 4 else f"1 + 2 + ... + {w}"
+    print(f"all_reduce(r + 1, SUM)  = {s:g}   ({terms} = {w * (w + 1) // 2})")
     print(f"broadcast(100 + r, src={w - 1}) = {b:g}")
     gathered = [float(o[0]) for o in out]
     print("all_gather(10 r)        =" + "".join(f" {g:g}" for g in gathered))
@@ -174,6 +175,8 @@ def show_bandwidth(torch, dist, quick, metrics):
         bus.append(alg[-1] * 2 * (w - 1) / w)
         print(f"{nbytes:>10} {sec * 1e6:>10.1f} {alg[-1]:>12.3f} {bus[-1]:>12.3f}")
         nbytes *= 16
+    if w == 2:
+        print("(2 ranks: 2(N - 1)/N = 1, so busbw equals algbw; they part from 3 ranks on)")
     metrics.update(allreduce_bytes=sizes, allreduce_algbw_gbs=alg, allreduce_busbw_gbs=bus)
 
 

@@ -82,7 +82,7 @@ cd build && ninja ch09_amp
 static const ct_cli *g_cli; // for ct_cli_check_loss in the training loop
 
 typedef struct settings {
-  long steps, batch, hidden, scale_steps;
+  long steps, batch, hidden, scale_steps, half_steps;
   double lr;
   const char *out_dir;
 } settings;
@@ -716,21 +716,57 @@ static int show_best_practice(const settings *s, ct_device dev, ct_metrics *m) {
 ::: zh
 ## 种子的 `model.half()`：丢掉了什么
 
-“手动混合精度”把整个模型转成 float16：参数、梯度、优化器的更新都在 float16 里（PyTorch 1.13 在 CPU 上连这一步都跑不了：它的 CPU 矩阵乘没有 float16，孪生程序会打印那条错误）。它省掉了 float32 的主权重，也没有 GradScaler。下面从同一个初始权重出发，用 float16 模型和普通 SGD 训练同样的步数，和 float32、autocast（float16 + GradScaler）两次运行比较，并数两件事：一是前 10 步里**丢掉的更新**——梯度不为零、参数却一点没变的元素：`lr × grad` 小于参数在 float16 里最小间隔的一半，加上去又被舍入掉了；主权重在 float32 里，这样的小更新能累积起来。二是没有放大时被冲成零的梯度，和上一节一样。这次运行里，float16 模型有 {{metric half_lost_pct %.1f}}% 的更新被舍入掉了。
+“手动混合精度”把整个模型转成 float16：参数、梯度、优化器的更新都在 float16 里（PyTorch 1.13 在 CPU 上连这一步都跑不了：它的 CPU 矩阵乘没有 float16，孪生程序会打印那条错误）。它省掉了 float32 的主权重，也没有 GradScaler。下面从同一个初始权重出发，用 float16 模型和普通 SGD 训练同样的步数，和 float32、autocast（float16 + GradScaler）两次运行比较（为了在几秒内走上千步，这里的 MLP 最多 128 宽、batch 最多 32；`--half-steps` 改步数），并数两件事：一是前 10 步里**丢掉的更新**——梯度不为零、参数却一点没变的元素：`lr × grad` 小于参数在 float16 里最小间隔的一半，加上去又被舍入掉了；主权重在 float32 里，这样的小更新能累积起来。二是没有放大时被冲成零的梯度，和上一节一样。这次运行里，float16 模型有 {{metric half_lost_pct %.1f}}% 的更新被舍入掉了。
+
+前几百步里三条曲线几乎重合（{{fig half}}）：梯度还大，`lr × grad` 比 float16 的间隔大得多，丢掉的只是零头。损失越小，梯度越小，被整个舍入掉的更新就越多，model.half() 的损失停在另外两条上面；autocast 的主权重在 float32 里，曲线一直跟着 float32。最后五步的平均损失：float32 {{metric half_loss_f32 %.4f}}，autocast {{metric half_loss_amp %.4f}}，model.half() {{metric half_loss_half %.4f}}。
 :::
 ::: en
 ## The seed's `model.half()`: what it loses
 
-"Manual mixed precision" turns the whole model into float16: parameters, gradients and the optimizer's update all live in float16 (PyTorch 1.13 cannot even run this on a CPU: its CPU matmul has no float16, and the twin prints that error). It drops the float32 master weights, and it has no GradScaler. Below, starting from the same initial weights, a float16 model trains with plain SGD for the same number of steps, next to a float32 run and an autocast run (float16 + GradScaler), counting two things. First, over the first 10 steps, **lost updates**: elements whose gradient is not zero yet whose parameter did not change at all, because `lr × grad` was less than half the parameter's float16 spacing and rounding took it away again; float32 master weights let such small updates add up. Second, as in the section above, gradients flushed to zero without scaling. In this run rounding took away {{metric half_lost_pct %.1f}}% of the half-precision model's updates.
+"Manual mixed precision" turns the whole model into float16: parameters, gradients and the optimizer's update all live in float16 (PyTorch 1.13 cannot even run this on a CPU: its CPU matmul has no float16, and the twin prints that error). It drops the float32 master weights, and it has no GradScaler. Below, starting from the same initial weights, a float16 model trains with plain SGD for the same number of steps, next to a float32 run and an autocast run (float16 + GradScaler) (the MLP here is at most 128 wide with batches of at most 32, so that a thousand steps take seconds; `--half-steps` sets their number), counting two things. First, over the first 10 steps, **lost updates**: elements whose gradient is not zero yet whose parameter did not change at all, because `lr × grad` was less than half the parameter's float16 spacing and rounding took it away again; float32 master weights let such small updates add up. Second, as in the section above, gradients flushed to zero without scaling. In this run rounding took away {{metric half_lost_pct %.1f}}% of the half-precision model's updates.
+
+For the first few hundred steps the three curves lie on one another ({{fig half}}): the gradients are still large, `lr × grad` is much larger than float16's spacing, and rounding takes only the small change. As the loss falls the gradients shrink, more and more updates are rounded away whole, and model.half()'s loss stays above the other two; autocast keeps its master weights in float32 and follows float32 throughout. The mean loss of the last five steps: float32 {{metric half_loss_f32 %.4f}}, autocast {{metric half_loss_amp %.4f}}, model.half() {{metric half_loss_half %.4f}}.
 :::
 */
 #define LOST_STEPS 10 // steps over which model.half()'s lost updates are counted
 
-static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
+// The figure's curves: each run's mean loss over each pass through the `per`
+// batches (a step's loss swings with its batch), at the pass's last step.
+static int record_pass_means(ct_metrics *m, const double *curve, long n, long per) {
+  static const char *keys[3] = {"half_curve_float32", "half_curve_autocast", "half_curve_half"};
+  const long passes = n / per;
+  double *xs = calloc((size_t)(passes ? passes : 1), sizeof *xs), *ys = calloc((size_t)(passes ? passes : 1), sizeof *ys);
+  if (!xs || !ys) {
+    free(xs), free(ys);
+    return ct_fail(CT_ERR_OOM, "ch09: out of host memory");
+  }
+  for (long j = 0; j < passes; ++j) xs[j] = (double)((j + 1) * per);
+  ct_metrics_series(m, "half_steps", xs, (int)passes);
+  for (int run = 0; run < 3; ++run) {
+    for (long j = 0; j < passes; ++j) {
+      double sum = 0;
+      for (long k = j * per; k < (j + 1) * per; ++k) sum += curve[run * n + k];
+      ys[j] = sum / (double)per;
+    }
+    ct_metrics_series(m, keys[run], ys, (int)passes);
+  }
+  free(xs), free(ys);
+  return CT_OK;
+}
+#define HALF_WIDTH 128 // the comparison's MLP at most this wide, its batch at most 32: many steps in seconds
+
+static int show_half(const settings *full, ct_device dev, ct_metrics *m) {
   ct_cli_section("half");
+  settings small = *full;
+  if (small.hidden > HALF_WIDTH) small.hidden = HALF_WIDTH;
+  if (small.batch > 32) small.batch = 32;
+  const settings *s = &small;
   task t;
   if (make_mlp_task(dev, 8 * s->batch, s->hidden, &t) != CT_OK) return -1;
   double final[3];
+  const long n = s->half_steps;
+  double *curve = calloc((size_t)(3 * n), sizeof *curve); // each run's loss at every step, for the figure
+  if (!curve) return ct_fail(CT_ERR_OOM, "ch09: out of host memory");
   int64_t lost = 0, updates = 0, zero_grads = 0, grads = 0;
   for (int run = 0; run < 3; ++run) { // 0: float32, 1: autocast float16 + GradScaler, 2: model.half()
     ct_module *model = fresh(build_mlp, s, dev);
@@ -744,7 +780,9 @@ static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
     if (!opt || !scaler) return -1;
     double sum = 0;
     int counted = 0;
-    for (long k = 0; k < s->steps; ++k) {
+    static const char *labels[3] = {"float32", "autocast float16", "model.half()"};
+    ct_progress *bar = ct_progress_start_label(NULL, labels[run], n); // a terminal's bar; nothing in a log
+    for (long k = 0; k < n; ++k) {
       ct_tensor *x, *y, *xin = NULL;
       ct_cli_exit_if_interrupted(NULL); // Ctrl-C: stop after a whole step
       batch_of(&t, k, s->batch, &x, &y);
@@ -763,20 +801,25 @@ static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
           }
         snapshot_free(before, np), snapshot_free(after, np), snapshot_free(g, np);
       }
-      if (k >= s->steps - 5) sum += item(loss), counted++; // the last five steps' mean loss
-      if (run == 0) ct_cli_check_loss(g_cli, item(loss), k + 1, k + 1, s->lr); // float32 diverged: exit 1
+      curve[run * n + k] = item(loss);
+      ct_progress_step(bar, curve[run * n + k], s->batch);
+      if (k >= n - 5) sum += curve[run * n + k], counted++; // the last five steps' mean loss
+      if (run == 0) ct_cli_check_loss(g_cli, curve[k], k + 1, k + 1, s->lr); // float32 diverged: exit 1
       ct_free(loss), ct_free(x), ct_free(y), ct_free(xin);
     }
+    ct_progress_clear(bar);
     final[run] = sum / counted;
     ct_grad_scaler_free(scaler);
     ct_optimizer_free(opt);
     ct_module_free(model);
   }
-  printf("mean loss of the last 5 of %ld steps: float32 %.5f, autocast float16 + GradScaler %.5f, "
-         "model.half() %.5f\n", s->steps, final[0], final[1], final[2]);
+  printf("MLP %ld wide, batch %ld: mean loss of the last 5 of %ld steps: float32 %.5f, autocast float16 + "
+         "GradScaler %.5f, model.half() %.5f\n", s->hidden, s->batch, n, final[0], final[1], final[2]);
   printf("model.half(), first %d steps: updates lost to rounding: %" PRId64 " of %" PRId64 " (%.2f%%); gradients "
          "that are zero: %.2f%%\n", LOST_STEPS, lost, updates, 100.0 * (double)lost / (double)(updates ? updates : 1),
          100.0 * (double)zero_grads / (double)(grads ? grads : 1));
+  if (record_pass_means(m, curve, n, t.n / s->batch) != CT_OK) return -1;
+  free(curve);
   ct_metrics_num(m, "half_loss_f32", final[0]);
   ct_metrics_num(m, "half_loss_amp", final[1]);
   ct_metrics_num(m, "half_loss_half", final[2]);
@@ -786,6 +829,7 @@ static int show_half(const settings *s, ct_device dev, ct_metrics *m) {
   return CT_OK;
 }
 /*md output half*/
+/*md figure half*/
 /*md twin half*/
 
 /*md
@@ -1112,12 +1156,14 @@ static int show_bad_batch(const settings *s, ct_device dev, ct_metrics *m) {
 */
 int main(int argc, char **argv) {
   ct_cli cli = {.program = "ch09", .summary = "Chapter 9: automatic mixed precision, autocast and GradScaler."};
-  settings s = {.steps = 40, .batch = 256, .hidden = 1024, .scale_steps = 40, .lr = 0.05, .out_dir = "."};
+  settings s = {.steps = 40, .batch = 256, .hidden = 1024, .scale_steps = 40, .half_steps = 1000, .lr = 0.05,
+                .out_dir = "."};
   ct_cli_opt opts[] = {
       {"steps", CT_OPT_INT, &s.steps, "training steps of each timed run (--quick: 8)"},
       {"batch-size", CT_OPT_INT, &s.batch, "the MLP's batch; the conv model takes a quarter (--quick: 32)"},
       {"hidden", CT_OPT_INT, &s.hidden, "the MLP's width, also its input width (--quick: 128)"},
       {"scale-steps", CT_OPT_INT, &s.scale_steps, "steps of the GradScaler demonstration (--quick: 20)"},
+      {"half-steps", CT_OPT_INT, &s.half_steps, "steps of the model.half() comparison (--quick: 40)"},
       {"lr", CT_OPT_DOUBLE, &s.lr, "SGD learning rate"},
       {"out-dir", CT_OPT_STRING, &s.out_dir, "where the checkpoint file goes"},
   };
@@ -1130,9 +1176,12 @@ int main(int argc, char **argv) {
     if (s.batch == 256) s.batch = 32;
     if (s.hidden == 1024) s.hidden = 128;
     if (s.scale_steps == 40) s.scale_steps = 20;
+    if (s.half_steps == 1000) s.half_steps = 40;
   }
-  if (s.steps < 6 || s.batch < 8 || s.hidden < 8 || s.scale_steps < 18 || !(s.lr > 0)) {
-    fprintf(stderr, "ch09: --steps must be >= 6, --batch-size >= 8, --hidden >= 8, --scale-steps >= 18, --lr > 0\n"
+  if (s.steps < 6 || s.batch < 8 || s.hidden < 8 || s.scale_steps < 18 || s.half_steps < 10 || s.half_steps > 4096 ||
+      !(s.lr > 0)) {
+    fprintf(stderr, "ch09: --steps must be >= 6, --batch-size >= 8, --hidden >= 8, --scale-steps >= 18, "
+                    "--half-steps 10..4096, --lr > 0\n"
                     "usage: ch09 [--help] ...\n");
     return 2;
   }

@@ -42,6 +42,7 @@ def parse_args(argv):
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--scale-steps", type=int, default=40)
+    p.add_argument("--half-steps", type=int, default=1000)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--out-dir", default=".")
     p.add_argument("--compile", action="store_true",
@@ -52,6 +53,7 @@ def parse_args(argv):
         "--batch-size": "the MLP's batch; the conv model takes a quarter (--quick: 32)",
         "--hidden": "the MLP's width, also its input width (--quick: 128)",
         "--scale-steps": "steps of the GradScaler demonstration (--quick: 20)",
+        "--half-steps": "steps of the model.half() comparison (--quick: 40)",
         "--lr": "SGD learning rate",
         "--out-dir": "where the checkpoint file goes"})
     a = p.parse_args(argv)
@@ -60,8 +62,11 @@ def parse_args(argv):
         a.batch_size = 32 if a.batch_size == 256 else a.batch_size
         a.hidden = 128 if a.hidden == 1024 else a.hidden
         a.scale_steps = 20 if a.scale_steps == 40 else a.scale_steps
-    if a.steps < 6 or a.batch_size < 8 or a.hidden < 8 or a.scale_steps < 18 or a.lr <= 0:
-        p.error("--steps must be >= 6, --batch-size >= 8, --hidden >= 8, --scale-steps >= 18, --lr > 0")
+        a.half_steps = 40 if a.half_steps == 1000 else a.half_steps
+    if (a.steps < 6 or a.batch_size < 8 or a.hidden < 8 or a.scale_steps < 18 or not 10 <= a.half_steps <= 4096
+            or a.lr <= 0):
+        p.error("--steps must be >= 6, --batch-size >= 8, --hidden >= 8, --scale-steps >= 18, --half-steps 10..4096, "
+                "--lr > 0")
     return a
 
 
@@ -347,10 +352,11 @@ def best_practice(torch, nn, amp, a, metrics):
 
 def half(torch, nn, amp, a, metrics):
     twin.section("half")
+    hidden, batch = min(a.hidden, 128), min(a.batch_size, 32)  # small, as ch09's: many steps in seconds
     # twin: half
-    task = mlp_task(torch, amp.dev, 8 * a.batch_size, a.hidden)
-    model = fresh(torch, lambda: mlp(nn, a.hidden), amp.dev).half()   # the seed's model.half()
-    x, y = batch_of(task, 0, a.batch_size)
+    task = mlp_task(torch, amp.dev, 8 * batch, hidden)
+    model = fresh(torch, lambda: mlp(nn, hidden), amp.dev).half()   # the seed's model.half()
+    x, y = batch_of(task, 0, batch)
     try:
         out = model(x.half())
         print(f"model.half()(x.half()) -> {out.dtype}")
@@ -358,16 +364,16 @@ def half(torch, nn, amp, a, metrics):
         print(f"model.half() on this device: {e}")
         return
     # twin: end
-    final, lost, updates = [], 0, 0
+    final, lost, updates, curves = [], 0, 0, []
     for run in range(3):  # float32, autocast float16 + GradScaler, model.half()
-        model = fresh(torch, lambda: mlp(nn, a.hidden), amp.dev)
+        model = fresh(torch, lambda: mlp(nn, hidden), amp.dev)
         if run == 2:
             model = model.half()
         opt = torch.optim.SGD(model.parameters(), lr=a.lr)
         scaler = amp.scaler(enabled=run == 1)
         losses = []
-        for k in range(a.steps):
-            x, y = batch_of(task, k, a.batch_size)
+        for k in range(a.half_steps):
+            x, y = batch_of(task, k, batch)
             count = run == 2 and k < 10  # the first 10 steps, as ch09
             before = [p.detach().clone() for p in model.parameters()] if count else None
             loss = amp_step(torch, nn, amp, model, opt, scaler, x.half() if run == 2 else x, y,
@@ -379,11 +385,16 @@ def half(torch, nn, amp, a, metrics):
                     lost += int((moved & (p.detach() == b)).sum())
             losses.append(float(loss))
         final.append(sum(losses[-5:]) / 5)
-    print(f"mean loss of the last 5 of {a.steps} steps: float32 {final[0]:.5f}, autocast float16 + GradScaler "
-          f"{final[1]:.5f}, model.half() {final[2]:.5f}")
+        curves.append(losses)
+    print(f"MLP {hidden} wide, batch {batch}: mean loss of the last 5 of {a.half_steps} steps: float32 "
+          f"{final[0]:.5f}, autocast float16 + GradScaler {final[1]:.5f}, model.half() {final[2]:.5f}")
     print(f"model.half(), first 10 steps: updates lost to rounding: {lost} of {updates} "
           f"({100 * lost / max(updates, 1):.2f}%)")
     metrics["half_lost_pct"] = 100 * lost / max(updates, 1)
+    per = len(task[0]) // batch  # the figure: each run's mean loss over each pass through the batches
+    means = [[sum(c[j * per:(j + 1) * per]) / per for j in range(a.half_steps // per)] for c in curves]
+    metrics.update(half_steps=[(j + 1) * per for j in range(a.half_steps // per)], half_curve_float32=means[0],
+                   half_curve_autocast=means[1], half_curve_half=means[2])
 
 
 def timed_run(torch, nn, amp, a, build, task, batch, dtype, compiled=False):

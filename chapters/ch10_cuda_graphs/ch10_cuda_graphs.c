@@ -225,6 +225,8 @@ static void show_model(const settings *s, ct_module *model, ct_metrics *m) {
 ::: zh
 ## 预热：在旁路流上先跑几步
 
+本章要用到流和事件，它们在第 12 章才细讲（那一章不依赖本章，可以先读）。这里够用的是：**流**是设备上的一条工作队列，同一条流里的工作按提交顺序执行，不同流上的工作可以同时进行；每个设备有一条默认流，`ct_set_stream`（`torch.cuda.stream(s)`）改变“当前流”，之后的运算都提交到它上面；`ct_stream_wait_stream(a, b)`（`a.wait_stream(b)`）让流 a 之后的工作等 b 上已经提交的工作做完，主机不必等；**事件**是记在流里的一个标记，可以用来计时或让别的流等它。
+
 捕获之前，先在一条**旁路流**（`ct_stream_create`，即 `torch.cuda.Stream()`）上照常跑几步。有几件事只在第一次发生，而它们在捕获期间都不允许：
 
 - cuBLAS 在每条流上第一次做矩阵乘法时，为这条流分配自己的工作区（`cudaMalloc`，见 `common/kernels/gemm.cu`）；CPU 之外，第一次可能报设备端错误的核函数还要分配错误记录。`cudaMalloc` 不能被捕获。工作区按流分开，所以预热必须在**将要捕获的那条流**上做。
@@ -234,6 +236,8 @@ static void show_model(const settings *s, ct_module *model, ct_metrics *m) {
 :::
 ::: en
 ## Warm-up on a side stream
+
+This chapter uses streams and events, which chapter 12 explains in full (it does not depend on this one and can be read first). What is needed here: a **stream** is a queue of work on a device; work on one stream runs in the order it was issued, work on different streams may run at the same time; each device has a default stream, `ct_set_stream` (`torch.cuda.stream(s)`) changes the "current stream" that later ops are issued to, and `ct_stream_wait_stream(a, b)` (`a.wait_stream(b)`) makes the work issued to stream a from then on wait until the work already issued to b is done, without the host waiting. An **event** is a marker recorded in a stream, used to time work or to make another stream wait for it.
 
 Before capture, a few steps run as usual on a **side stream** (`ct_stream_create`, `torch.cuda.Stream()`). Some things happen only the first time, and none of them is allowed during capture:
 

@@ -222,14 +222,14 @@ def show_replay(c, gr, eager):
             replay_step(c, gr, k)
             lr.append(gr.static_loss.item())
         if i == 0 or (i + 1) % LOG_EVERY == 0 or i == a.steps - 1:
-            print(f"{i + 1:6d}  {le[i]:12.6f}  {lr[i] if lr else float('nan'):12.6f}")
+            print(f"{i + 1:6d}  {le[i]:12.6f}  " + (f"{lr[i]:12.6f}" if lr else f"{'–':>12}"))
     if c.cuda:
         diff = max(float((p - q).abs().max()) for p, q in zip(eager.parameters(), gr.model.parameters()))
         print(f"max |parameter difference|, eager vs replay, after {a.warmup + a.steps} steps: {diff:g}"
               f"{' (bit for bit)' if diff == 0 else ''}")
     else:
         diff = None
-        print(f"replay column: nan, {NO_GRAPHS}; the eager column is the twin's training")
+        print(f"replay column: – (not run), {NO_GRAPHS}; the eager column is the twin's training")
     c.metrics.update(eager_loss=le, replay_loss=lr or None, max_param_diff=diff, steps=a.steps, warmup=a.warmup)
 
 

@@ -1275,6 +1275,7 @@ The full default run (1000 steps) is too long to repeat at every build of this b
 :::
 */
 /*md bookrun --max-iters 300 --eval-interval 50 --profile ch14_trace.json*/
+/*md bookrun-zh --corpus zh*/
 
 /*md
 ::: zh

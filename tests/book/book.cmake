@@ -53,7 +53,7 @@ set_tests_properties(book.sources book.weave book.claims book.figures book.build
 #   book.fonts     the zh PDF embeds Noto CJK and draws its Chinese with the SC face (pdffonts,
 #                  and the glyphs against the font's own cmaps)
 #   book.search    each edition's own search page in headless Chromium finds each chapter
-#   book.overflow  no page is wider than a 390 px viewport (Chromium); chapter pages set prose at
+#   book.overflow  no page is wider than a 390 px viewport (Chromium), no copy button over its code; chapter pages set prose at
 #                  16 px, code at ~14 px, formulas as MathML (no raw TeX); screenshots of a
 #                  chapter in both languages at 1280 and 390 px in book-test/screenshots/
 add_test(NAME book.meta COMMAND ${CT_BOOK_PYTHON} ${CT_BOOK_DIR}/check_reader.py meta ${PROJECT_SOURCE_DIR})

@@ -524,8 +524,16 @@ window.addEventListener("load", function () {
     for (var q = 0; q < codes.length; q++) codes[q].remove();
     if (/\\$[^$\\s][^$]*\\$|\\\\(frac|sum|times|sqrt|text)\\b/.test(c.textContent)) tex++;
   }
+  var covers = 0, buttons = document.querySelectorAll("button.copy");   // a copy button over its code
+  for (var b = 0; b < buttons.length; b++) {
+    var pre = buttons[b].parentElement.querySelector("pre");
+    if (!pre) continue;
+    var br = buttons[b].getBoundingClientRect(), pr = pre.getBoundingClientRect();
+    if (br.width > 0 && br.bottom > pr.top + 1 && br.top < pr.bottom && br.right > pr.left && br.left < pr.right) covers++;
+  }
   parent.postMessage(JSON.stringify({sw: d.scrollWidth, cw: w, bad: bad, body: size("main p"),
-                                     code: size("main pre code"), inline: size("main p code"),
+                                     code: size("main pre code"), inline: size("main p code"), covers: covers,
+                                     copies: buttons.length,
                                      math: document.querySelectorAll("main math").length, tex: tex}), "*");
 });
 </script>"""
@@ -563,13 +571,16 @@ def measure_overflow(chrome, page, width=390):
 
 def check_typography(name, r):
     """A chapter page's type: 16 px prose, code blocks at about 14 px (0.875 of it, not shrunk
-    twice), inline code a little smaller than its line, formulas as MathML, never raw TeX."""
+    twice), inline code a little smaller than its line, formulas as MathML, never raw TeX; on a
+    phone no copy button lies over its code."""
     body, code, inline = r.get("body"), r.get("code"), r.get("inline")
     check(body == 16 and code is not None and 13.5 <= code <= 14.5,
           f"{name}: prose {body} px, code blocks {code} px (want 16 and about 14)")
     check(inline is None or 0.8 * body <= inline < body, f"{name}: inline code {inline} px against {body} px")
     check(r.get("tex") == 0, f"{name}: {r.get('tex')} paragraphs show TeX source instead of math"
           f" ({r.get('math')} MathML formulas)")
+    check(r.get("copies", 0) > 0 and r.get("covers") == 0,
+          f"{name} at 390 px: {r.get('covers')} of {r.get('copies')} copy buttons lie over their code")
 
 
 def cmd_overflow(root, out):

@@ -585,6 +585,63 @@ def test_bad(tmp):
           f"tools/weave --check exits 1 with FILE:LINE (got {r.returncode}: {r.stderr.strip()})")
 
 
+def test_layout(tmp):
+    """Output boxes sit side by side only when their lines fit there (weave: .stacked); in the PDF an
+    output takes the size its widest line fits at, so a table's rows never wrap, and a line of
+    generated text is cut short (book/book.lua, when pandoc is here)."""
+    narrow, wide = ["loss 0.1"], ["x" * 43]
+    check(weave.outputs_open([narrow, narrow]) == "::::: {.outputs}" and
+          weave.outputs_open([narrow, wide]) == "::::: {.outputs .stacked}" and
+          weave.outputs_open([wide]) == "::::: {.outputs}" and weave.columns("中a") == 3,
+          "two boxes with a line over 42 columns are stacked; one box never is")
+    pandoc = shutil.which("pandoc")
+    if not pandoc:
+        return
+    md = os.path.join(tmp, "layout.md")
+    rows = ["`" * 3 + "output", "r" * 100, "`" * 3, "", "`" * 3 + "output", "s" * 60, "中" * 400, "`" * 3, "",
+            "`" * 3 + "output", "step 1 | loss 2"] + [f"    | sample {k}" for k in range(1, 21)] + ["`" * 3]
+    write(md, "\n".join(rows) + "\n")
+    for lang, note in (("en", "(cut in the PDF; the HTML edition has it all)"), ("zh", "PDF 版截断")):
+        r = subprocess.run([pandoc, md, "-t", "latex", "--lua-filter", os.path.join(ROOT, "book", "book.lua")],
+                           capture_output=True, text=True, env={**os.environ, "BOOK_LANG": lang})
+        blocks = r.stdout.split("\\end{Verbatim}")
+        check(len(blocks) == 4 and "sample 12\n" in blocks[2] and "sample 13" not in blocks[2] and
+              ("8 more lines" if lang == "en" else "略去 8 行") in blocks[2] and "step 1 | loss 2" in blocks[2],
+              f"{lang} PDF: 20 lines of generated text (\"    | ...\") keep their first 12 and a note")
+        check(r.returncode == 0 and "fontsize=\\scriptsize" in blocks[0] and
+              "r" * 100 in blocks[0] and "fontsize=\\footnotesize" in blocks[1] and note in blocks[1] and
+              "中" * 150 in blocks[1] and "中" * 151 not in blocks[1],
+              f"{lang} PDF: a 100-column table at \\scriptsize, unbroken; a 400-character line cut at 300 "
+              f"columns with a note (got {r.returncode}: {r.stdout[:300]!r} {r.stderr[:300]})")
+
+
+def test_edition_run(tmp):
+    """An edition with a run of its own (/*md bookrun-zh FLAGS*/): weaving the Chinese edition
+    from its run writes only that edition's page, with that run's output, and the English
+    page keeps the shared run's; tools/book reads the directive's flags."""
+    src = make_chapter(tmp, GOOD + "\n/*md bookrun-zh --corpus zh*/\n", TWIN)
+    weave.SPEC_DIR = os.path.join(tmp, "no-figures")
+    runs = {}
+    for name, text in (("ch09", "shared run 1"), ("ch09.zh", "中文版自己的运行 1")):
+        runs[name] = os.path.join(tmp, "run-ed", name)
+        write(os.path.join(runs[name], "ch09.out"), f"device: cpu\n== greet ==\n{text}\n")
+        write(os.path.join(runs[name], "ch09.json"), json.dumps({"sizes": [1]}))
+        write(os.path.join(runs[name], "run.json"), json.dumps({"quick": True}))
+        write(os.path.join(runs[name], "speed.png"), "x")
+        write(os.path.join(runs[name], "preds.png"), "x")
+    out = os.path.join(tmp, "md-ed")
+    _, zh = weave.weave(src, runs["ch09.zh"], out, langs=("zh",))
+    _, en = weave.weave(src, runs["ch09"], out, langs=("en",))
+    with open(os.path.join(out, "ch09.zh.md"), encoding="utf-8") as f:
+        zh_page = f.read()
+    check(list(zh) == ["zh"] and list(en) == ["en"] and "中文版自己的运行 1" in zh_page and
+          "shared run 1" not in zh_page and "shared run 1" in en["en"] and "中文版自己的运行" not in en["en"],
+          "each edition's page shows its own run's output")
+    from ctools import book
+    check(book.edition_runs(src) == {"zh": ["--corpus", "zh"]} and book.bookrun_flags(src) == [],
+          "tools/book reads bookrun-zh's flags as the Chinese edition's run")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="test_weave.")
     try:
@@ -596,6 +653,8 @@ def main():
         test_recorded_placeholders(tmp)
         test_record_flagged(tmp)
         test_figure_rules(tmp)
+        test_layout(tmp)
+        test_edition_run(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:

@@ -6,7 +6,8 @@
     check_bookflags.py twin-cuda ROOT WORK PYTHON chNN
 
 flags (chapter.book_flags, label chapter): for every chapter whose source has a
-    '/*md bookrun FLAGS*/' line, the C program and its PyTorch twin each run with those flags
+    '/*md bookrun FLAGS*/' line (or a '/*md bookrun-zh FLAGS*/' line: its flags are run too,
+    added to the bookrun ones), the C program and its PyTorch twin each run with those flags
     (read by tools/book's own discover_chapters, not a copy of it), then --quick, then the
     workload bounds below, then --metrics FILE, each in a fresh folder under WORK; the test
     fails when either exits non-zero (a flag one of them does not take exits 2 at once) or
@@ -84,24 +85,25 @@ def mode_flags(root, work, python, progs):
     book = load_book(root)
     have_torch = torch_ok(python)
     env_note = [] if have_torch else [f"{python} cannot import torch: the twins were not run"]
-    chapters = [c for c in book.discover_chapters() if c["bookrun"]]
+    chapters = [c for c in book.discover_chapters() if c["bookrun"] or c["editions"]]
     expect(chapters, "no chapter has a bookrun line (tools/book's discover_chapters found none)")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     for ch in chapters:
         cid = ch["id"]
         expect(cid in progs, f"{cid} has a bookrun line but no program was passed to the test")
-        flags = ch["bookrun"] + ["--quick"] + QUICK_BOUNDS.get(cid, [])
-        outputs = outputs_of(ch["bookrun"])
-        d = tempfile.mkdtemp(prefix=cid + "_", dir=work)
-        check_run(f"./{cid} {' '.join(ch['bookrun'])}", [progs[cid]] + flags + ["--metrics", f"{cid}.json"], d,
-                  f"{cid}.json", outputs)
-        if not os.path.exists(ch["twin"]):
-            continue
-        if have_torch:
+        for book_flags in [ch["bookrun"]] + [ch["bookrun"] + extra for extra in ch["editions"].values()]:
+            flags = book_flags + ["--quick"] + QUICK_BOUNDS.get(cid, [])
+            outputs = outputs_of(book_flags)
+            d = tempfile.mkdtemp(prefix=cid + "_", dir=work)
+            check_run(f"./{cid} {' '.join(book_flags)}", [progs[cid]] + flags + ["--metrics", f"{cid}.json"], d,
+                      f"{cid}.json", outputs)
+            if not os.path.exists(ch["twin"]) or not have_torch:
+                continue
             d = tempfile.mkdtemp(prefix=cid + "_twin_", dir=work)
-            check_run(f"{os.path.basename(ch['twin'])} {' '.join(ch['bookrun'])}",
-                      [python, ch["twin"]] + flags + ["--metrics", f"{cid}_pytorch.json"], d, f"{cid}_pytorch.json", outputs)
+            check_run(f"{os.path.basename(ch['twin'])} {' '.join(book_flags)}",
+                      [python, ch["twin"]] + flags + ["--metrics", f"{cid}_pytorch.json"], d, f"{cid}_pytorch.json",
+                      outputs)
     if env_note:
         skip("; ".join(env_note) + " (the C programs passed)")
 

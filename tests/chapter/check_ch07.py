@@ -5,8 +5,8 @@
     check_ch07.py report     CH07 WORK                 --devices cpu,cpu,cpu --quick: the seed's
                              printed 3-GPU split (30 -> 10+10+10, 10 -> 4+4+2), the split table
                              against torch.chunk's rule, DataParallel's parameters within
-                             rounding of one-device training (and training happened), the
-                             module. prefix, both state-dict files read back with st.py
+                             rounding of one-device training and of a float64 run (and training
+                             happened), the module. prefix, both state-dict files read back with st.py
     check_ch07.py badflag    CH07 WORK                 bad flags exit 2; a bad or absent device in
                              --devices exits 1 naming it
     check_ch07.py twin       CH07 PYTHON TWIN WORK     ch07_pytorch.py prints the same sections,
@@ -60,6 +60,9 @@ def check_run(r, work, metrics):
         expect([int(x) for x in sizes.split("+")] == want, f"split of {rows} in {k}: {sizes}, expected {want}", r)
     diff, scale = metrics["max_param_diff"], metrics["max_param_abs"]
     expect(0 <= diff <= 1e-5 * scale, f"DataParallel vs one device: max |diff| {diff} (scale {scale})", r)
+    d64 = (metrics["single_f64_diff"], metrics["dp_f64_diff"])
+    expect(all(0 <= d <= 1e-5 * scale for d in d64) and "float64 run, same start and batches" in r.stdout,
+           f"the float64 run from the same start: distances {d64} (scale {scale})", r)
     single, dp = metrics["single_loss"], metrics["dp_loss"]
     expect(len(dp) == metrics["steps"] and dp[-1] < 0.8 * dp[0], f"the DataParallel loss did not fall: {dp}", r)
     expect(all(abs(a - b) <= 1e-4 * abs(a) for a, b in zip(single, dp)), "step losses differ", r)

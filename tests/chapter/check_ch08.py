@@ -5,7 +5,8 @@
     check_ch08.py report  CH08 WORK              ./ch08 --quick starts itself under tools/launch
                           (2 ranks): the collectives' values against their definitions, the
                           sampler table against torch's DistributedSampler (when torch imports),
-                          busbw = algbw * 2(n-1)/n, training above chance, every rank's
+                          busbw = algbw * 2(n-1)/n (and said to be equal at 2 ranks), the sum
+                          written out (no "1 + 2 + ... + 2", no "1 buckets"), training above chance, every rank's
                           parameters equal to rank 0's checkpoint, only rank 0's output
     check_ch08.py badflag CH08 WORK              bad flags exit 2; --backend nccl on a machine
                           without a GPU exits non-zero saying one GPU per rank; an unknown
@@ -66,6 +67,10 @@ def cmd_report(ch08, work):
     expect(mt["all_reduce_sum"] == w * (w + 1) / 2 and mt["broadcast_value"] == 100 + w - 1 and
            mt["all_gather"] == [10.0 * k for k in range(w)] and mt["reduce_scatter_rank0"] == w * (w - 1) / 2,
            "collectives differ from their definitions", r)
+    terms = " + ".join(str(k) for k in range(1, w + 1))
+    expect(f"({terms} = {w * (w + 1) // 2})" in r.stdout and "... + 2 =" not in r.stdout and
+           " 1 buckets" not in r.stdout, "collectives or training line reads oddly at 2 ranks", r)
+    expect("busbw equals algbw" in r.stdout, "2 ranks: the note that busbw = algbw is missing", r)
     want = torch_sampler_table(w)
     if want is not None:
         expect(mt["sampler_table"] == want, f"sampler table {mt['sampler_table']} vs torch {want}", r)

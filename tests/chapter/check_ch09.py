@@ -102,6 +102,13 @@ def check_claims(r, m, lowp):
     expect(chaptertest.close(m["clip_scaled_norm"] / m["clip_true_norm"], m["clip_scale"], 1e-5),
            "unscale_ did not divide the norm by the scale", r)
     expect(m["half_lost_updates"] > 0, "model.half() lost no update: nothing shown", r)
+    curves = [m[f"half_curve_{k}"] for k in ("float32", "autocast", "half")]
+    expect(m["half_steps"] == [8, 16, 24, 32, 40] and all(len(c) == 5 for c in curves) and
+           all(chaptertest.close(a, b, 1e-3) for a, b in zip(curves[0], curves[1])) and
+           all(abs(c[-1] - m[k]) < 0.05 * m[k] for c, k in zip(curves, ("half_loss_f32", "half_loss_amp",
+                                                                          "half_loss_half"))),
+           "the model.half() figure: 40 steps with --quick are 5 passes over 8 batches, autocast's pass means "
+           "follow float32's, and each last pass mean is near the printed mean of the last 5 steps", r)
     for name in ("gemm", "conv"):
         f32 = m[f"{name}_loss_float32"]
         for tag in ("bfloat16", "float16"):
@@ -136,7 +143,7 @@ def cmd_report(ch09, work):
 def cmd_badflag(ch09, work):
     os.makedirs(work, exist_ok=True)
     for args, needles in ((["--steps", "0"], ["--steps"]), (["--lr", "x"], ["--lr", "x"]),
-                          (["--hidden"], ["--hidden"])):
+                          (["--hidden"], ["--hidden"]), (["--half-steps", "5"], ["--half-steps"])):
         expect_usage_error(run([ch09, "--device", "cpu", "--quick", *args]), args, needles)
     missing = os.path.join(work, "no", "such", "dir")
     r = run([ch09, "--device", "cpu", "--quick", "--out-dir", missing])

@@ -133,6 +133,8 @@ def cmd_twin(ch10, python, twin, work):
     for key in ("parameters", "width", "depth", "batch", "steps", "warmup", "timing_widths"):
         expect(mc[key] == mp[key], f"metric {key}: C {mc[key]} vs twin {mp[key]}")
     expect(len(mp["eager_loss"]) == mc["steps"], "the twin's training length", rp)
+    expect(not any("nan" in ln for ln in section_lines(rp.stdout, "replay")),
+           "the twin's replay table prints nan for a row it did not run (want –)", rp)
 
 
 def cmd_twin_agree(ch10, python, twin, work):

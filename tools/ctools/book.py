@@ -94,16 +94,24 @@ def die(msg, code=1):
 READER_ENV = {}
 
 
-def bookrun_flags(src):
+def bookrun_flags(src, word="bookrun"):
     """The flags of a chapter's '/*md bookrun FLAGS*/' line: what the book adds to
     a full (not --quick) run, for chapters whose defaults take too long for a
-    book build (their default run is recorded once under book/recorded/)."""
+    book build (their default run is recorded once under book/recorded/).
+    word "bookrun-zh": the flags one edition's own run adds (quick or full)."""
     with open(src, encoding="utf-8") as f:
         for line in f:
-            m = re.match(r"^\s*/\*md\s+bookrun\s+(.*?)\*/\s*$", line)
+            m = re.match(r"^\s*/\*md\s+" + re.escape(word) + r"\s+(.*?)\*/\s*$", line)
             if m:
                 return m.group(1).split()
     return []
+
+
+def edition_runs(src):
+    """{lang: flags} for each edition with a run of its own ('/*md bookrun-zh --corpus zh*/': the
+    Chinese edition shows a run on the Chinese corpus)."""
+    runs = {lang: bookrun_flags(src, f"bookrun-{lang}") for lang in weave.LANGS}
+    return {lang: flags for lang, flags in runs.items() if flags}
 
 
 def discover_chapters(only=None):
@@ -118,7 +126,7 @@ def discover_chapters(only=None):
             continue
         found.append({"id": cid, "slug": d, "source": src, "dir": os.path.dirname(src),
                       "twin": os.path.join(os.path.dirname(src), f"{cid}_pytorch.py"),
-                      "bookrun": bookrun_flags(src)})
+                      "bookrun": bookrun_flags(src), "editions": edition_runs(src)})
     found.sort(key=lambda c: int(c["id"][2:]))
     return found
 
@@ -197,52 +205,66 @@ def capture(cmd, cwd, out_path, timeout):
     return code, time.time() - t0
 
 
+def run_dirs(ch, run_root):
+    """Where a chapter's runs go: {None: run/chNN, lang: run/chNN.lang for an edition's own run}."""
+    return {None: os.path.join(run_root, ch["id"]),
+            **{lang: os.path.join(run_root, f"{ch['id']}.{lang}") for lang in ch.get("editions", {})}}
+
+
 def run_chapters(chapters, build_dir, run_root, quick, device, timeout):
     torch_ver, torch_why = torch_version()
     if torch_why:
         log(f"twins will not run: {torch_why}")
     summary = []
     for ch in chapters:
-        cid = ch["id"]
-        exe = os.path.join(build_dir, cid)
+        exe = os.path.join(build_dir, ch["id"])
         if not os.access(exe, os.X_OK):
-            die(f"{cid}: no binary {exe} (build the target {ch['slug']})")
-        d = os.path.join(run_root, cid)
-        shutil.rmtree(d, ignore_errors=True)
-        os.makedirs(d)
+            die(f"{ch['id']}: no binary {exe} (build the target {ch['slug']})")
         flags = (["--quick"] if quick else ch["bookrun"]) + (["--device", device] if device != "auto" else [])
-        cmd = [exe] + flags + ["--metrics", f"{cid}.json"]
-        shown = " ".join([f"./{cid}"] + flags)
-        log(f"{cid}: {shown}")
-        code, secs = capture(cmd, d, os.path.join(d, f"{cid}.out"), timeout)
-        info = {"command": shown, "exit": code, "seconds": round(secs, 2), "quick": quick, "device": device}
-        write_json(os.path.join(d, "run.json"), info)
-        if code != 0:
-            die(f"{cid} failed ({'timed out after %d s' % timeout if code == 'timeout' else 'exit status %s' % code}):"
-                f" {' '.join(cmd)} in {d}\nlast lines of {os.path.join(d, cid + '.out')}:\n"
-                + tail(os.path.join(d, f"{cid}.out")))
-        if not os.path.exists(os.path.join(d, f"{cid}.json")):
-            die(f"{cid} ran but wrote no --metrics file {os.path.join(d, cid + '.json')}")
-        summary.append(f"{cid} {secs:.1f} s")
+        for lang, d in run_dirs(ch, run_root).items():
+            extra = ch["editions"][lang] if lang else []
+            summary.append(run_one(ch, exe, d, flags + extra, quick, device, timeout, (torch_ver, torch_why)))
+    return summary
 
-        twin = {"ran": False}
-        if not os.path.exists(ch["twin"]):
-            twin["why"] = "no twin"
-        elif torch_why:
-            twin["why"] = torch_why
-        else:
-            tname = os.path.basename(ch["twin"])
-            tcmd = [TORCH_PYTHON, ch["twin"]] + flags + ["--metrics", f"{cid}_pytorch.json"]
-            tshown = " ".join(["python3", tname] + flags)
-            log(f"{cid}: {tshown}")
-            code, secs = capture(tcmd, d, os.path.join(d, f"{cid}_pytorch.out"), timeout)
-            twin = {"ran": True, "command": tshown, "exit": code, "seconds": round(secs, 2), "torch": torch_ver}
-            if code != 0:
-                write_json(os.path.join(d, "twin.json"), twin)
-                die(f"{cid}'s twin failed (exit status {code}): {' '.join(tcmd)} in {d}\nlast lines:\n"
-                    + tail(os.path.join(d, f"{cid}_pytorch.out")))
-            summary[-1] += f", twin {secs:.1f} s"
-        write_json(os.path.join(d, "twin.json"), twin)
+
+def run_one(ch, exe, d, flags, quick, device, timeout, torch_info):
+    """Runs a chapter and its twin with flags in the fresh folder d; returns the summary line."""
+    cid = ch["id"]
+    torch_ver, torch_why = torch_info
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    cmd = [exe] + flags + ["--metrics", f"{cid}.json"]
+    shown = " ".join([f"./{cid}"] + flags)
+    log(f"{cid}: {shown}")
+    code, secs = capture(cmd, d, os.path.join(d, f"{cid}.out"), timeout)
+    info = {"command": shown, "exit": code, "seconds": round(secs, 2), "quick": quick, "device": device}
+    write_json(os.path.join(d, "run.json"), info)
+    if code != 0:
+        die(f"{cid} failed ({'timed out after %d s' % timeout if code == 'timeout' else 'exit status %s' % code}):"
+            f" {' '.join(cmd)} in {d}\nlast lines of {os.path.join(d, cid + '.out')}:\n"
+            + tail(os.path.join(d, f"{cid}.out")))
+    if not os.path.exists(os.path.join(d, f"{cid}.json")):
+        die(f"{cid} ran but wrote no --metrics file {os.path.join(d, cid + '.json')}")
+    summary = f"{os.path.basename(d)} {secs:.1f} s"
+
+    twin = {"ran": False}
+    if not os.path.exists(ch["twin"]):
+        twin["why"] = "no twin"
+    elif torch_why:
+        twin["why"] = torch_why
+    else:
+        tname = os.path.basename(ch["twin"])
+        tcmd = [TORCH_PYTHON, ch["twin"]] + flags + ["--metrics", f"{cid}_pytorch.json"]
+        tshown = " ".join(["python3", tname] + flags)
+        log(f"{cid}: {tshown}")
+        code, secs = capture(tcmd, d, os.path.join(d, f"{cid}_pytorch.out"), timeout)
+        twin = {"ran": True, "command": tshown, "exit": code, "seconds": round(secs, 2), "torch": torch_ver}
+        if code != 0:
+            write_json(os.path.join(d, "twin.json"), twin)
+            die(f"{cid}'s twin failed (exit status {code}): {' '.join(tcmd)} in {d}\nlast lines:\n"
+                + tail(os.path.join(d, f"{cid}_pytorch.out")))
+        summary += f", twin {secs:.1f} s"
+    write_json(os.path.join(d, "twin.json"), twin)
     return summary
 
 
@@ -594,9 +616,13 @@ def weave_chapters(chapters, run_root, md_dir, strict=False):
     shutil.rmtree(md_dir, ignore_errors=True)
     metas = []
     for c in chapters:
-        try:
-            meta, _ = weave.weave(c["source"], os.path.join(run_root, c["id"]), md_dir, strict=strict,
-                                  warn=lambda msg: log(f"weave: warning: {msg}"))
+        dirs = run_dirs(c, run_root)
+        warn = lambda msg: log(f"weave: warning: {msg}")  # noqa: E731
+        try:  # an edition with a run of its own first: the shared run's meta is the one kept
+            for lang in (lang for lang in dirs if lang):
+                weave.weave(c["source"], dirs[lang], md_dir, langs=(lang,), strict=strict, warn=warn)
+            meta, _ = weave.weave(c["source"], dirs[None], md_dir, langs=tuple(l for l in weave.LANGS if l not in dirs),
+                                  strict=strict, warn=warn)
         except weave.WeaveError as e:
             die(str(e))
         metas.append(meta)
@@ -701,8 +727,9 @@ def main(argv=None):
     if a.reuse_runs:
         ran = ["reused"]
         for c in chapters:
-            if not os.path.exists(os.path.join(run_root, c["id"], f"{c['id']}.out")):
-                die(f"--reuse-runs: no capture of {c['id']} in {run_root}")
+            for d in run_dirs(c, run_root).values():
+                if not os.path.exists(os.path.join(d, f"{c['id']}.out")):
+                    die(f"--reuse-runs: no capture of {c['id']} in {d}")
     else:
         ran = run_chapters(chapters, build_dir, run_root, a.quick, a.device, a.timeout)
         step("run", t0)

@@ -40,6 +40,7 @@ import re
 import shutil
 import subprocess
 import sys
+import unicodedata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/ctools/ -> the repository
 LANGS = ("zh", "en")
@@ -241,15 +242,16 @@ def parse_directive(path, i, word, rest, hidden_since, flush_code, items):
         flush_code()
         items.append({"kind": "source", "line": i, "file": words[0],
                       "region": words[1] if len(words) == 2 else None})
-    elif word == "bookrun":
+    elif word == "bookrun" or word in (f"bookrun-{lang}" for lang in LANGS):
         # Flags tools/book adds when it runs the chapter for the book
-        # (a long default run is recorded once under book/recorded/).
+        # (a long default run is recorded once under book/recorded/);
+        # bookrun-zh: the flags of the Chinese edition's own run.
         if not rest.strip():
-            raise WeaveError(path, i, "/*md bookrun FLAGS*/ needs the flags the book runs with")
+            raise WeaveError(path, i, f"/*md {word} FLAGS*/ needs the flags the book runs with")
         flush_code()
     else:
         raise WeaveError(path, i, f"unknown directive /*md {word}*/ (known: hide, show, output "
-                         "NAME, figure NAME, twin NAME, source FILE [REGION], bookrun FLAGS; a "
+                         "NAME, figure NAME, twin NAME, source FILE [REGION], bookrun FLAGS, bookrun-zh FLAGS; a "
                          "prose block starts with "
                          "a line that is only '/*md')")
     return hidden_since
@@ -1345,6 +1347,23 @@ def fence_for(lines, char="`"):
     return char * max(3, longest + 1)
 
 
+# Two outputs side by side share a 52rem page: each box shows about this many
+# columns of code before it would scroll. Wider ones are stacked (book.css).
+SIDE_BY_SIDE_COLUMNS = 42
+
+
+def columns(line):
+    """The width of a line in a monospaced face: East Asian wide characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+def outputs_open(sections):
+    """The opening of a group of output boxes, one per section shown: .stacked when a line would not
+    fit beside another box."""
+    wide = len(sections) > 1 and any(columns(ln) > SIDE_BY_SIDE_COLUMNS for sec in sections for ln in sec)
+    return "::::: {.outputs .stacked}" if wide else "::::: {.outputs}"
+
+
 def code_block(lines, cls, attrs=""):
     f = fence_for(lines)
     head = f"{f}{cls}" if not attrs else f"{f}{{.{cls}{attrs}}}"
@@ -1394,8 +1413,9 @@ def load_json(path):
 
 
 class Weaver:
-    def __init__(self, chapter, run=None, recorded=None, figures_dir=None, figures_href="figures"):
+    def __init__(self, chapter, run=None, recorded=None, figures_dir=None, figures_href="figures", langs=LANGS):
         self.ch = chapter
+        self.langs = langs  # the editions this run is woven into: their figures are drawn
         self.run = run
         self.recorded = recorded or []
         self.figures_dir = figures_dir
@@ -1428,7 +1448,7 @@ class Weaver:
                     if points(spec, metrics) < 2:
                         continue  # one point is no curve: that run's figure is left out
                     suffix = "" if kind == "live" else f"-{rec['slug']}-{rec['date']}"
-                    for lang in LANGS:
+                    for lang in self.langs:
                         base = f"{self.ch.id}_{name}{suffix}.{lang}"
                         render_figure(spec, metrics, os.path.join(self.figures_dir, base), lang)
                     variants.append((kind, f"{self.ch.id}_{name}{suffix}", rec, True))
@@ -1454,7 +1474,7 @@ class Weaver:
         if not os.path.exists(path):
             return False
         base = f"{self.ch.id}_{name}"
-        for lang in LANGS:
+        for lang in self.langs:
             render_dot(path, os.path.join(self.figures_dir, f"{base}.{lang}"), lang)
         self.rendered[name] = [("schematic", base, None, True)]
         return True
@@ -1695,7 +1715,8 @@ class Weaver:
             if cmd:
                 label += " · " + inline_code(cmd)
             blocks.append(self.output_box("recorded", label, rec["sections"][name]))
-        return "\n".join(["::::: {.outputs}"] + blocks + [":::::"])
+        shown = [self.run.sections[name]] + [r["sections"][name] for r in self.recorded if name in r["sections"]]
+        return "\n".join([outputs_open(shown)] + blocks + [":::::"])
 
     @staticmethod
     def output_box(kind, label, lines):
@@ -1791,7 +1812,7 @@ def weave(source, run_dir=None, out_dir=None, langs=LANGS, recorded_dir=None, st
     recorded = read_recorded(recorded_dir if recorded_dir is not None else
                              os.path.join(ROOT, "book", "recorded"), ch.id)
     figures_dir = os.path.join(out_dir, "figures") if out_dir else None
-    wv = Weaver(ch, run, recorded, figures_dir)
+    wv = Weaver(ch, run, recorded, figures_dir, langs=langs)
     wv.check()
     wv.render_figures()
     docs = {lang: wv.markdown(lang) for lang in langs}
