@@ -756,6 +756,40 @@ static void show_throughput(const settings *s, const history *h, const eval_resu
 }
 /*md output throughput*/
 
+// The matrix-product FLOPs one training image costs (what a model-FLOPs
+// utilization counts): 2*M*N*K for each convolution (the GEMM im2col makes of
+// it: M = output pixels, N = output channels, K = input channels x 3 x 3) and
+// each linear layer, once forward and twice backward (the weight's gradient and
+// the input's), less the first layer's input gradient, which nothing needs.
+// Bias adds, ReLU, pooling, BatchNorm, the loss and Adam are not products.
+static double model_flops_per_image(const settings *s) {
+  double c1 = (double)s->channels, c2 = 2 * c1;
+  const double cnn[] = {2 * (28 * 28) * c1 * (1 * 9), 2 * (14 * 14) * c2 * (c1 * 9), 2 * 128 * (c2 * 49), 2 * 10 * 128};
+  const double mlp[] = {2 * 256 * 784, 2 * 128 * 256, 2 * 10 * 128};
+  bool is_cnn = strcmp(s->model, "cnn") == 0;
+  const double *f = is_cnn ? cnn : mlp;
+  int n = is_cnn ? 4 : 3;
+  double forward = 0;
+  for (int i = 0; i < n; ++i) forward += f[i];
+  return 3 * forward - f[0];
+}
+
+// The model's FLOP rate at the median epoch (after the first, as tools/bench
+// takes it) against the ceiling ct_mm reaches on this device right now.
+static void show_ceiling(const settings *s, ct_device dev, const history *h, ct_metrics *m) {
+  if (h->epochs < 1) return; // --load: nothing was trained
+  int skip = h->epochs > 1;  // the first epoch pays the warm-up
+  double ips = ct_cli_median(h->images_per_s + skip, h->epochs - skip), flops = model_flops_per_image(s);
+  int64_t n = 0;
+  double ceiling = ct_cli_matmul_gflops(dev, &n), gflops = flops * ips * 1e-9;
+  printf("model: %.2f MFLOP of matrix products per training image", flops * 1e-6);
+  ct_metrics_num(m, "model_flops_per_image", flops);
+  ct_metrics_print(m, "model_gflops_per_s", ": %.1f GFLOP/s at the median epoch's %.0f images/s\n", gflops, ips);
+  ct_metrics_print(m, "matmul_ceiling_gflops", "ceiling: %.1f GFLOP/s (ct_mm, %" PRId64 "x%" PRId64 " float32, measured now)",
+                   ceiling, n, n);
+  ct_metrics_print(m, "ceiling_fraction", "; the model reaches %.2f of it\n", gflops / ceiling);
+}
+
 /*md
 ::: zh
 ## 为什么 BatchNorm 有用
@@ -1222,6 +1256,7 @@ int main(int argc, char **argv) {
   show_accuracy(&last, m);
   show_confusion(&last, m);
   show_throughput(&s, &h, &last, m);
+  show_ceiling(&s, dev, &h, m);
   show_checkpoint(&s, &cli, model, m);
   show_predictions(&s, &cli, model, test_ds, m);
 
