@@ -125,6 +125,26 @@ def gpt_params(V, T, L, C):
 
 # ---- report -------------------------------------------------------------------------------------
 
+def check_flops(m, tensors, tag):
+    """The chapter's model FLOPs per token against a count made here from the checkpoint: 2 * out *
+    in for every 2-D weight a token goes through (the blocks' four linear layers, and lm_head, tied
+    to wte: the embeddings are lookups), attention's two products 2 * T * C each per token and
+    layer (q k^T and P v over the whole T x T square), all times 3 for the forward and the two
+    gradients of each product."""
+    T, L, C = m["block_size"], m["n_layer"], m["n_embd"]
+    shape = lambda key: tensors["model." + key][1]  # noqa: E731
+    linear = [shape(f"transformer.h.{i}.{k}.weight") for i in range(L)
+              for k in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")] + [shape("lm_head.weight")]
+    want = 3 * (sum(2 * o * i for o, i in linear) + L * 2 * (2 * T * C))
+    got = m.get("model_flops_per_token")
+    expect(got == want, f"{tag}: model_flops_per_token {got}, the checkpoint's shapes give {want}")
+    gflops, ceiling = m["model_gflops_per_s"], m["matmul_ceiling_gflops"]
+    expect(abs(gflops - want * m["tokens_per_s_steady"] * 1e-9) <= 1e-9 * gflops,
+           f"{tag}: model_gflops_per_s {gflops}, {want} x {m['tokens_per_s_steady']} tokens/s")
+    expect(ceiling > 0 and abs(m["ceiling_fraction"] - gflops / ceiling) <= 1e-12,
+           f"{tag}: ceiling_fraction {m['ceiling_fraction']}, {gflops} / {ceiling}")
+
+
 def check_run(ch14, work, tag, args, text):
     """One --quick run on a corpus whose text is known here: its claims checked. Returns the metrics."""
     mpath = fresh(os.path.join(work, f"{tag}.json"))
@@ -146,6 +166,7 @@ def check_run(ch14, work, tag, args, text):
     expect(tensors["model.lm_head.weight"][2] == tensors["model.transformer.wte.weight"][2],
            f"{tag}: lm_head.weight and transformer.wte.weight differ in the checkpoint (not tied)")
     expect(meta.get("ch14.vocab") == "".join(vocab), f"{tag}: the checkpoint's vocabulary is not the corpus's")
+    check_flops(m, tensors, tag)
     # GPT-2's init (N(0, 0.02), tied head) gives near-uniform logits: the first loss is ln(V).
     lnv = math.log(V)
     first = m["step_losses"][0]
