@@ -756,6 +756,61 @@ static void show_throughput(const settings *s, const history *h, const eval_resu
 }
 /*md output throughput*/
 
+// The matrix-product FLOPs one training image costs (what a model-FLOPs
+// utilization counts): 2*M*N*K for each convolution (the GEMM im2col makes of
+// it: M = output pixels, N = output channels, K = input channels x 3 x 3) and
+// each linear layer, once forward and twice backward (the weight's gradient and
+// the input's), less the first layer's input gradient, which nothing needs.
+// Bias adds, ReLU, pooling, BatchNorm, the loss and Adam are not products.
+static double model_flops_per_image(const settings *s) {
+  double c1 = (double)s->channels, c2 = 2 * c1;
+  const double cnn[] = {2 * (28 * 28) * c1 * (1 * 9), 2 * (14 * 14) * c2 * (c1 * 9), 2 * 128 * (c2 * 49), 2 * 10 * 128};
+  const double mlp[] = {2 * 256 * 784, 2 * 128 * 256, 2 * 10 * 128};
+  bool is_cnn = strcmp(s->model, "cnn") == 0;
+  const double *f = is_cnn ? cnn : mlp;
+  int n = is_cnn ? 4 : 3;
+  double forward = 0;
+  for (int i = 0; i < n; ++i) forward += f[i];
+  return 3 * forward - f[0];
+}
+
+// The model's FLOP rate at the median epoch (after the first, as tools/bench
+// takes it) against the ceiling ct_mm reaches on this device right now.
+static void show_ceiling(const settings *s, ct_device dev, const history *h, ct_metrics *m) {
+  if (h->epochs < 1) return; // --load: nothing was trained
+  int skip = h->epochs > 1;  // the first epoch pays the warm-up
+  double ips = ct_cli_median(h->images_per_s + skip, h->epochs - skip), flops = model_flops_per_image(s);
+  int64_t n = 0;
+  double ceiling = ct_cli_matmul_gflops(dev, &n), gflops = flops * ips * 1e-9;
+  printf("model: %.2f MFLOP of matrix products per training image", flops * 1e-6);
+  ct_metrics_num(m, "model_flops_per_image", flops);
+  ct_metrics_print(m, "model_gflops_per_s", ": %.1f GFLOP/s at the median epoch's %.0f images/s\n", gflops, ips);
+  ct_metrics_print(m, "matmul_ceiling_gflops", "ceiling: %.1f GFLOP/s (ct_mm, %" PRId64 "x%" PRId64 " float32, measured now)",
+                   ceiling, n, n);
+  ct_metrics_print(m, "ceiling_fraction", "; the model reaches %.2f of it\n", gflops / ceiling);
+}
+
+/*md
+::: zh
+## 离矩阵乘法的上限还有多远
+
+一张训练图片要多少次浮点运算，可以按模型的形状数出来：卷积按 im2col 之后的 GEMM 计 2·M·N·K（M 是输出像素数，N 是输出通道数，K 是输入通道数 × 3 × 3），Linear 也一样；前向一次，反向两次（权重的梯度和输入的梯度），第一层的输入梯度没有人需要，不算。BatchNorm、ReLU、池化、损失和 Adam 不是矩阵乘法，不计。这个数乘以中位数那一轮的每秒图片数，就是模型实际达到的 GFLOP/s。上限由 `ct_cli_matmul_gflops` 在训练之后马上、在同一个进程里测：1024×1024 的 float32 `ct_mm`，即这台机器此刻矩阵乘法能达到的速度，机器上别的负载对两边一样。这次运行里模型达到上限的 {{metric ceiling_fraction %.2f}}。
+
+其余的时间去了哪里，第 11 章的分析器给出答案（它分析的正是这个带 BatchNorm 的 CNN）：矩阵乘法（`ct::gemm`）约占六成，其余是 im2col 的展开和 col2im 的累加、BatchNorm 的三个核函数、复制、池化和 ReLU。矩阵乘法本身也到不了上限：第一个卷积的 K 只有 9，Linear 的 M 只是一个 batch 的 128，BLAS 在这样细长的形状上远不如在方阵上快。第 11 章按输入形状列出的 GEMM 表还曾显示，每张图片调用一次 BLAS（32×144 乘 144×196）比同样 FLOP 的整块 GEMM 慢好几倍，所以运行时在 CPU 上把一块图片的卷积前向合成一次 GEMM，再把结果按 NCHW 重排。
+
+各轮的速度为什么会差很多：OpenMP 的空闲线程在等下一段并行工作时先自旋，libgomp 默认自旋 30 万次（约一毫秒）才睡。机器上还有别的工作时，一个线程组里的某个线程常常不在核上，其他线程就把它需要的时间自旋掉了，一轮可能慢上十倍。所以本书的程序启动时把 `GOMP_SPINCOUNT` 设为 1000（libgomp 发现自己的线程多于核数时用的就是这个值）再重新启动自己一次；你自己设了 `OMP_WAIT_POLICY` 或 `GOMP_SPINCOUNT` 时不会这样做。
+:::
+::: en
+## How far from the matrix-product ceiling
+
+The floating-point operations one training image needs can be counted from the model's shapes: a convolution as the GEMM im2col makes of it, 2·M·N·K (M output pixels, N output channels, K input channels × 3 × 3), a Linear the same way; once forward and twice backward (the weight's gradient and the input's), less the first layer's input gradient, which nothing needs. BatchNorm, ReLU, pooling, the loss and Adam are not matrix products and are left out. That count times the median epoch's images per second is the GFLOP/s the model reaches. The ceiling is measured by `ct_cli_matmul_gflops` right after training, in the same process: a 1024×1024 float32 `ct_mm`, what the machine's matrix products reach at that moment, under whatever other load the training had too. In this run the model reaches {{metric ceiling_fraction %.2f}} of it.
+
+Where the rest goes, chapter 11's profiler says (it profiles this very CNN with BatchNorm): the matrix products (`ct::gemm`) take about six tenths, the rest goes to im2col's unfolding and col2im's sums, BatchNorm's three kernels, copies, pooling and ReLU. The products themselves stay below the ceiling: the first convolution's K is 9, the Linears' M one batch of 128, and BLAS is far slower on such narrow shapes than on square ones. Chapter 11's table of GEMMs by input shape also showed a BLAS call per image (32×144 by 144×196) running several times slower than a chunk-wide GEMM of the same FLOPs, which is why the runtime makes a chunk of images' convolution forward one GEMM on the CPU and then lays the result out as NCHW.
+
+Why some epochs are much slower than others: OpenMP's idle threads spin while they wait for the next parallel region, and libgomp spins 300,000 times (about a millisecond) before it sleeps. With other work on the machine, one thread of a team is often off its core, and the others spin away the time it needs: an epoch can be ten times slower. So the book's programs set `GOMP_SPINCOUNT` to 1000 (what libgomp uses when it sees more of its threads than cores) and restart themselves once at start-up; they do not when you set `OMP_WAIT_POLICY` or `GOMP_SPINCOUNT` yourself.
+:::
+*/
+
 /*md
 ::: zh
 ## 为什么 BatchNorm 有用
@@ -1222,6 +1277,7 @@ int main(int argc, char **argv) {
   show_accuracy(&last, m);
   show_confusion(&last, m);
   show_throughput(&s, &h, &last, m);
+  show_ceiling(&s, dev, &h, m);
   show_checkpoint(&s, &cli, model, m);
   show_predictions(&s, &cli, model, test_ds, m);
 

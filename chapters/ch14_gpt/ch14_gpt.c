@@ -1379,6 +1379,36 @@ static void show_throughput(const trainer *t, const history *h, ct_metrics *m) {
 }
 /*md output throughput*/
 
+// The matrix-product FLOPs one training token costs, counted exactly rather
+// than with the 6 x parameters rule: per block the four linear layers
+// (c_attn C->3C, c_proj C->C, c_fc C->4C, mlp.c_proj 4C->C: 24 C^2 per token
+// at 2 FLOPs a multiply-add) and attention's two products (S = q k^T and P v,
+// each 2 T C per token over all heads, the whole T x T square as the runtime
+// computes it, the masked half included), then lm_head (2 C V). Backward
+// costs twice the forward: each product's two gradients, all of them needed
+// (the first layer's input gradient reaches the embeddings). LayerNorm, GELU,
+// softmax, the loss and AdamW are not products.
+static double model_flops_per_token(const gpt_config *c) {
+  double C = (double)c->n_embd, T = (double)c->block_size, V = (double)c->vocab_size;
+  return 3 * ((double)c->n_layer * (24 * C * C + 4 * T * C) + 2 * C * V);
+}
+
+// The model's FLOP rate after the warm-up steps against the ceiling ct_mm
+// reaches here now, one process's ceiling times the processes (each has its
+// share of the threads).
+static void show_ceiling(const trainer *t, const history *h, ct_metrics *m) {
+  if (h->steady_seconds <= 0) return; // --generate, or too few steps
+  double flops = model_flops_per_token(&t->g->cfg), tps = (double)h->steady_tokens / h->steady_seconds;
+  int64_t n = 0;
+  double ceiling = t->world * ct_cli_matmul_gflops(t->dev, &n), gflops = flops * tps * 1e-9;
+  printf("model: %.2f MFLOP of matrix products per training token", flops * 1e-6);
+  ct_metrics_num(m, "model_flops_per_token", flops);
+  ct_metrics_print(m, "model_gflops_per_s", ": %.1f GFLOP/s after the first %d steps\n", gflops, WARM_STEPS);
+  ct_metrics_print(m, "matmul_ceiling_gflops", "ceiling: %.1f GFLOP/s (ct_mm, %" PRId64 "x%" PRId64 " float32, measured now%s)",
+                   ceiling, n, n, t->world > 1 ? ", times the processes" : "");
+  ct_metrics_print(m, "ceiling_fraction", "; the model reaches %.2f of it\n", gflops / ceiling);
+}
+
 /*md
 ::: zh
 ## 时间花在哪里：`--profile`
@@ -1907,6 +1937,7 @@ int main(int argc, char **argv) {
   show_sample(&t, &c, m);
   show_memory(&t, &h, m);
   show_throughput(&t, &h, m);
+  show_ceiling(&t, &h, m);
   if (show_profile(&t, prof, rank0 ? s.profile : NULL, m) != CT_OK) ct_cli_die(&cli);
   show_checkpoint(&t, &c.voc, &h, m);
 

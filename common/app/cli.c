@@ -173,20 +173,24 @@ static bool parse_double(const char *s, double *out) {
   return true;
 }
 
-// OpenMP's idle threads spin while they wait for work. When OpenBLAS keeps
-// its own threads (its pthreads build; openblas_get_parallel() == 1), on a
-// machine with few cores, or one busy with other work, the spinning threads
-// take the cores the BLAS threads need, and small ops slow down 3-20x. So
-// with that build a chapter restarts itself once with OMP_WAIT_POLICY=passive
-// (sleeping waits), unless the user chose a policy (OMP_WAIT_POLICY or
-// GOMP_SPINCOUNT set); libgomp reads the variable only at start-up, hence the
-// exec, and if the exec fails the chapter runs on as it is. OpenBLAS's OpenMP
-// build (what CMake looks for first) runs on the same OpenMP threads, so
-// nothing competes and nothing restarts.
-static void passive_openmp(char **argv) {
-  if (openblas_get_parallel() != OPENBLAS_THREAD) return;
+// OpenMP's idle threads spin while they wait for work: libgomp spins 300,000
+// times (about a millisecond) before it sleeps, and 1,000 times where it sees
+// more of its threads than cores. It sees only its own threads, not the
+// DataLoader's workers nor other programs. On a busy machine one thread of a
+// team is then often off its core, and the others spin away the time it needs:
+// ch06 on 2 cores among other work (a load of 10) trained at 150-300 images/s
+// spinning, 2,000-3,300 with 1,000 spins, 2,500 sleeping at once. So a chapter
+// restarts itself once with GOMP_SPINCOUNT=1000, libgomp's own setting for an
+// oversubscribed machine; with OpenBLAS's pthreads build
+// (openblas_get_parallel() == 1), whose own threads compete with OpenMP's even
+// on a quiet machine, with OMP_WAIT_POLICY=passive (sleeping waits). Not when
+// the user chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT set): libgomp
+// reads the variables only at start-up, hence the exec, and if the exec fails
+// the chapter runs on as it is.
+static void sleepy_openmp(char **argv) {
   if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  bool pthreads_blas = openblas_get_parallel() == OPENBLAS_THREAD;
+  if (setenv(pthreads_blas ? "OMP_WAIT_POLICY" : "GOMP_SPINCOUNT", pthreads_blas ? "passive" : "1000", 1) != 0) return;
   fflush(NULL);
   execv("/proc/self/exe", argv);
 }
@@ -346,7 +350,7 @@ void ct_cli_parse(ct_cli *cli, int argc, char **argv, const ct_cli_opt *opts, in
     cli->program = base ? base + 1 : (argc > 0 && argv[0] ? argv[0] : "ct");
   }
   check_thread_env(cli);
-  if (argc > 0 && argv && argv[0]) passive_openmp(argv);
+  if (argc > 0 && argv && argv[0]) sleepy_openmp(argv);
   if (!cli->device_spec) cli->device_spec = "auto";
   if (n_opts < 0 || !opts) n_opts = 0;
   cli->device = ct_device_cpu();

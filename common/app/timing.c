@@ -10,6 +10,8 @@
 #include <time.h>
 
 #include "error.h"
+#include "ops.h"
+#include "tensor.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -48,4 +50,25 @@ double ct_cli_median(const double *v, int n) {
   double mid = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
   if (s != small) free(s);
   return mid;
+}
+
+double ct_cli_matmul_gflops(ct_device d, int64_t *n_out) {
+  enum { REPS = 5 };
+  const int64_t n = d.type == CT_CUDA ? 4096 : 1024;
+  if (n_out) *n_out = n;
+  ct_tensor *a = ct_ones(CT_SHAPE(n, n), CT_F32, d), *b = a ? ct_ones(CT_SHAPE(n, n), CT_F32, d) : NULL; // no draw from the generator
+  double gflops[REPS];
+  int done = 0;
+  for (int i = -1; b && i < REPS; ++i) { // i = -1: the warm-up, not timed
+    double t0 = ct_cli_seconds();
+    ct_tensor *c = ct_mm(a, b);
+    int rc = c ? ct_cli_synchronize(d) : -1;
+    double s = ct_cli_seconds() - t0;
+    ct_free(c);
+    if (rc != CT_OK) break;
+    if (i >= 0) gflops[done++] = 2.0 * (double)n * (double)n * (double)n / s * 1e-9;
+  }
+  ct_free(a);
+  ct_free(b);
+  return done == REPS ? ct_cli_median(gflops, REPS) : NAN;
 }

@@ -68,8 +68,9 @@ typedef struct ct_cli {
 
 // Parses argv into cli (and the chapter's opts, n_opts of them, may be 0).
 // First, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, the program starts
-// itself again with OMP_WAIT_POLICY=passive (see cli.c: spinning OpenMP
-// threads starve OpenBLAS's threads on small or busy machines).
+// itself again with GOMP_SPINCOUNT=1000 (OMP_WAIT_POLICY=passive with
+// OpenBLAS's pthreads build; see cli.c: spinning OpenMP threads starve the
+// others on small or busy machines).
 // On --help prints usage and exits 0; on a bad flag prints the problem and
 // usage to stderr and exits 2; two flags naming one file (CT_OPT_INPUT) print
 // "<program>: --save and --save-init name the same file ..." and exit 2; an
@@ -214,6 +215,13 @@ int ct_cli_cmp_double(const void *a, const void *b);
 // The median of v[0..n) (the mean of the middle two when n is even); v is
 // left as it is. NAN when n < 1 or a copy of v cannot be allocated.
 double ct_cli_median(const double *v, int n);
+// The matrix-product ceiling a training run is measured against: GFLOP/s of
+// ct_mm (float32, n x n times n x n, 2 n^3 FLOPs) on device d, the median of
+// five products after one warm-up, in this process and under the machine's
+// load at the time (the chapters measure it right after their training). n is
+// 1024 on the CPU (OpenBLAS is near its best there; 2 GFLOP a product) and
+// 4096 on a GPU; *n_out gets it. NAN on an error (ct's message is left).
+double ct_cli_matmul_gflops(ct_device d, int64_t *n_out);
 
 #ifdef __cplusplus
 }

@@ -8,9 +8,10 @@
 //   cols (C_in*k*k, nb*Ho*Wo) = im2col(x[n0 : n0+nb])
 //   y[n0 + i] (C_out, Ho*Wo)  = W (C_out, C_in*k*k) @ cols[:, i*Ho*Wo : (i+1)*Ho*Wo]
 //                               + bias, for each image i of the chunk
-// as one batched GEMM (strided: one cuBLAS call; a BLAS call per image on
-// the CPU) that writes the NCHW output in place, on top of the broadcast
-// bias (beta = 1). On the CPU a chunk is sized so that its column matrix (at
+// as one strided batched GEMM (one cuBLAS call) that writes the NCHW output
+// in place, on top of the broadcast bias (beta = 1). On the CPU, where that
+// would be a BLAS call per image, the chunk is one GEMM into a (C_out,
+// nb*Ho*Wo) buffer instead, copied permuted into the NCHW output (chunk_gemm). On the CPU a chunk is sized so that its column matrix (at
 // most 4 MiB, or one image) stays in cache between im2col writing it and
 // the GEMMs reading it; on CUDA the chunk is the whole batch (up to 512 MiB
 // of columns). Backward walks the same chunks, cols computed again from the
@@ -85,6 +86,33 @@ static char *elem(const ct_tensor *t, int64_t offset) {
   return (char *)ct_data_ptr(t) + offset * (int64_t)ct_dtype_size(ct_dtype_of(t));
 }
 
+// One chunk of nb images' forward as a single GEMM (the CPU's way):
+// yt (C_out, nb*P) = b + W @ cols, then yt seen as (C_out, nb, P) is copied
+// permuted into y[n0 : n0+nb] (nb, C_out, P). A BLAS call per image would
+// multiply (C_out, C_in*k*k) by (C_in*k*k, P): for ch06's second convolution
+// 32 x 144 by 144 x 196, which OpenBLAS runs several times slower per FLOP
+// than the chunk's 144 x (nb*196) (chapter 11's profile: ct::gemm by input
+// shape); the permuting copy costs far less than the difference.
+static int chunk_gemm(const cti_backend *be, const ct_tensor *wc, const ct_tensor *b, const ct_tensor *cols,
+                      ct_tensor *yt, ct_tensor *y, int64_t n0, int64_t nb, ct_stream *s) {
+  const int64_t cout = ct_size(y, 1), P = ct_size(y, 2) * ct_size(y, 3), cn = nb * P, kk = ct_numel(wc) / cout;
+  ct_tensor *flat = ct_narrow(yt, 0, 0, cout * cn);
+  ct_tensor *t2 = flat ? ct_reshape(flat, CT_SHAPE(cout, cn)) : NULL; // a view of yt
+  ct_tensor *b2 = t2 && b ? ct_reshape(b, CT_SHAPE(cout, 1)) : NULL;
+  int rc = t2 && (!b || b2) ? CT_OK : (int)ct_last_status();
+  if (rc == CT_OK && b2) rc = ct_copy_(t2, b2, false); // the bias, broadcast; the GEMM adds onto it
+  if (rc == CT_OK)
+    rc = be->gemm(ct_dtype_of(y), false, false, cout, cn, kk, 1.0, ct_data_ptr(wc), kk, 0, ct_data_ptr(cols), cn, 0,
+                  b ? 1.0 : 0.0, ct_data_ptr(t2), cn, 0, 1, s);
+  ct_tensor *t3 = rc == CT_OK ? ct_reshape(t2, CT_SHAPE(cout, nb, P)) : NULL;
+  ct_tensor *src = t3 ? ct_permute(t3, (const int[]){1, 0, 2}) : NULL; // (nb, C_out, P)
+  ct_tensor *yk = src ? ct_narrow(y, 0, n0, nb) : NULL;
+  ct_tensor *dst = yk ? ct_reshape(yk, CT_SHAPE(nb, cout, P)) : NULL;  // a view of y
+  if (rc == CT_OK) rc = dst ? ct_copy_(dst, src, false) : (int)ct_last_status();
+  ct_free(flat), ct_free(t2), ct_free(b2), ct_free(t3), ct_free(src), ct_free(yk), ct_free(dst);
+  return rc;
+}
+
 static ct_tensor *conv_forward_cast(ct_module *m, const ct_tensor *x_in, ct_tensor *w, ct_tensor *b);
 
 // Casts the operands for autocast (new references either way), then runs.
@@ -154,25 +182,29 @@ static ct_tensor *conv_forward_cast(ct_module *m, const ct_tensor *x_in, ct_tens
   ct_tensor *wc = x ? ct_contiguous(w) : NULL; // (C_out, C_in*k*k) as a matrix
   ct_tensor *b3 = wc && b ? ct_reshape(b, CT_SHAPE(st->cout, 1, 1)) : NULL;
   ct_tensor *cols = wc ? ct_empty(CT_SHAPE(kk * nb * P), dt, dev) : NULL; // (C_in*k*k, nb*P)
-  int rc = cols && (!b || b3) ? CT_OK : (int)ct_last_status();
+  // On the CPU, one GEMM per chunk into yt (C_out, nb*P), then y's layout (chunk_gemm).
+  ct_tensor *yt = cols && dev.type == CT_CPU && nb > 1 ? ct_empty(CT_SHAPE(st->cout * nb * P), dt, dev) : NULL;
+  int rc = cols && (!b || b3) && (yt || dev.type != CT_CPU || nb == 1) ? CT_OK : (int)ct_last_status();
   ct_stream *s = ct_current_stream(dev);
   for (int64_t n0 = 0; rc == CT_OK && n0 < g.n; n0 += nb) {
     cti_conv_geom gk = g;
     gk.n = g.n - n0 < nb ? g.n - n0 : nb;
     const int64_t cn = gk.n * P; // columns of this chunk
     rc = be->conv->im2col(dt, &gk, elem(x, n0 * chw), ct_data_ptr(cols), s);
-    if (rc == CT_OK && b3) { // y[n0 : n0+nb] := the bias, broadcast; the GEMMs add onto it
+    if (rc == CT_OK && b3 && !yt) { // y[n0 : n0+nb] := the bias, broadcast; the GEMMs add onto it
       ct_tensor *yk = ct_narrow(y, 0, n0, gk.n);
       rc = yk ? ct_copy_(yk, b3, false) : (int)ct_last_status();
       ct_free(yk);
     }
     // per image i of the chunk: y[n0 + i] (C_out, P) (+)= W @ cols[:, i*P : (i+1)*P]
-    if (rc == CT_OK)
+    if (rc == CT_OK && !yt)
       rc = be->gemm(dt, false, false, st->cout, P, kk, 1.0, ct_data_ptr(wc), kk, 0,
                     ct_data_ptr(cols), cn, P, b3 ? 1.0 : 0.0, elem(y, n0 * st->cout * P), P,
                     st->cout * P, gk.n, s);
+    else if (rc == CT_OK)
+      rc = chunk_gemm(be, wc, b, cols, yt, y, n0, gk.n, s);
   }
-  ct_free(wc), ct_free(b3), ct_free(cols);
+  ct_free(wc), ct_free(b3), ct_free(cols), ct_free(yt);
   if (rc != CT_OK) {
     ct_free(x), ct_free(y);
     return NULL;

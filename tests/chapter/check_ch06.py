@@ -178,6 +178,32 @@ def check_safetensors(path, names):
     expect(8 + n + end == len(raw), f"{path}: data ends at {8 + n + end}, the file has {len(raw)} bytes")
 
 
+def check_flops(m, ckpt):
+    """The chapter's model FLOPs against a count made here from the checkpoint's weight shapes:
+    2 * out * in * kh * kw * H * W per convolution (3x3, padding 1, each one after a 2x2 pool, on
+    28x28 images), 2 * out * in per linear layer; a training image costs that forward, the weight
+    gradients' products again, the input gradients' again but the first layer's."""
+    _, tensors = read_safetensors(ckpt)
+    layers = sorted((int(name.split(".")[0]), shape) for name, (_, shape, _) in tensors.items()
+                    if name.endswith(".weight") and len(shape) in (2, 4))  # "4.weight": nn.Sequential's index
+    weights = [shape for _, shape in layers]
+    side, forward = 28, []
+    for shape in weights:
+        if len(shape) == 4:
+            forward.append(2 * shape[0] * shape[1] * shape[2] * shape[3] * side * side)
+            side //= 2
+        else:
+            forward.append(2 * shape[0] * shape[1])
+    want = 3 * sum(forward) - forward[0]
+    got = m.get("model_flops_per_image")
+    expect(got == want, f"model_flops_per_image {got}, the weight shapes {weights} give {want}")
+    ips = m["epoch_images_per_s"][0]  # --quick: one epoch, which is the median
+    gflops, ceiling = m["model_gflops_per_s"], m["matmul_ceiling_gflops"]
+    expect(abs(gflops - want * ips * 1e-9) <= 1e-9 * gflops, f"model_gflops_per_s {gflops}, {want} x {ips} images/s")
+    expect(ceiling > 0 and abs(m["ceiling_fraction"] - gflops / ceiling) <= 1e-12,
+           f"ceiling_fraction {m['ceiling_fraction']}, {gflops} / {ceiling}")
+
+
 def check_run(r, m, out_dir, model, labels_needed=True):
     """What every ch06 --quick run must show."""
     expect(r.returncode == 0, f"exit code {r.returncode}", r)
@@ -236,6 +262,7 @@ def cmd_report(ch06, work):
         names = re.findall(r"^  (\S+) +\(", section_text(r.stdout, "model"), re.M)
         expect(names, "the model section lists no state_dict entries", r)
         check_safetensors(ckpt, names)
+        check_flops(m, ckpt)
         expect(not glob.glob(glob.escape(ckpt) + "*.tmp*") and not glob.glob(os.path.join(out, ".*.tmp*")),
                "temporary checkpoint files left behind")
         # --load: no training, the same test accuracy and logits.

@@ -160,6 +160,26 @@ def check_lr(tag, r, m):
         expect(chaptertest.close(got, want, 2e-3), f"{tag}: lr at step {it} is {got}, nanoGPT's schedule gives {want}")
 
 
+def check_flops(m, tensors, tag):
+    """The chapter's model FLOPs per token against a count made here from the checkpoint: 2 * out *
+    in for every 2-D weight a token goes through (the blocks' four linear layers, and lm_head, tied
+    to wte: the embeddings are lookups), attention's two products 2 * T * C each per token and
+    layer (q k^T and P v over the whole T x T square), all times 3 for the forward and the two
+    gradients of each product."""
+    T, L, C = m["block_size"], m["n_layer"], m["n_embd"]
+    shape = lambda key: tensors["model." + key][1]  # noqa: E731
+    linear = [shape(f"transformer.h.{i}.{k}.weight") for i in range(L)
+              for k in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")] + [shape("lm_head.weight")]
+    want = 3 * (sum(2 * o * i for o, i in linear) + L * 2 * (2 * T * C))
+    got = m.get("model_flops_per_token")
+    expect(got == want, f"{tag}: model_flops_per_token {got}, the checkpoint's shapes give {want}")
+    gflops, ceiling = m["model_gflops_per_s"], m["matmul_ceiling_gflops"]
+    expect(abs(gflops - want * m["tokens_per_s_steady"] * 1e-9) <= 1e-9 * gflops,
+           f"{tag}: model_gflops_per_s {gflops}, {want} x {m['tokens_per_s_steady']} tokens/s")
+    expect(ceiling > 0 and abs(m["ceiling_fraction"] - gflops / ceiling) <= 1e-12,
+           f"{tag}: ceiling_fraction {m['ceiling_fraction']}, {gflops} / {ceiling}")
+
+
 def check_run(ch14, work, tag, args, text):
     """One --quick run on a corpus whose text is known here: its claims checked. Returns the metrics."""
     mpath = fresh(os.path.join(work, f"{tag}.json"))
@@ -185,6 +205,7 @@ def check_run(ch14, work, tag, args, text):
     want = [top_k_draw([2, 1, 0, -1], 0.5, 3, u) for u in (0.1, 0.9, 0.99, 0.999)]
     expect(m.get("pick_token_example") == want, f"{tag}: pick_token on logits (2, 1, 0, -1), temperature 0.5, "
            f"top-k 3 at u = 0.1, 0.9, 0.99, 0.999 gives {m.get('pick_token_example')}, the rule {want}")
+    check_flops(m, tensors, tag)
     # GPT-2's init (N(0, 0.02), tied head) gives near-uniform logits: the first loss is ln(V).
     lnv = math.log(V)
     first = m["step_losses"][0]

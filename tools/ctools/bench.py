@@ -560,6 +560,11 @@ def rows_ch06(ctx, c, py):
                 Fig("py", fastest_epoch("epoch_images_per_s"), "PyTorch eager"), "images/s",
                 note="the fastest epoch after the first of each; far from the median where epochs were disturbed",
                 rid="ch06.fastest_epoch"),
+            Row("ch06 model GFLOP/s / ct_mm GFLOP/s, the same run (C, informational)",
+                Fig("c", val("model_gflops_per_s"), "model FLOPs at the median epoch"),
+                Fig("c", val("matmul_ceiling_gflops"), "ct_mm ceiling"), "GFLOP/s", 0.5, gated=False,
+                note="the matrix products' FLOPs a training image needs; the ceiling measured in the same run",
+                rid="ch06.ceiling_fraction"),
             compile_row(ctx, Row("ch06 training images/s: C / PyTorch torch.compile",
                                  Fig("c", epochs_median("epoch_images_per_s", "images_per_s"), "C"),
                                  Fig("pyc", epochs_median("epoch_images_per_s", "images_per_s"), "torch.compile"),
@@ -820,7 +825,12 @@ def rows_ch14(ctx, c, py):
             Row("ch14 GPT validation loss after the same steps: PyTorch eager / C (informational)",
                 Fig("py", last("val_loss"), "PyTorch eager"), Fig("c", val("final_val_loss"), "C"), "nats",
                 note=note + "; 1 when both trained the same model, below 1 where C's loss is higher",
-                rid="ch14.val_loss")]
+                rid="ch14.val_loss"),
+            Row("ch14 GPT model GFLOP/s / ct_mm GFLOP/s, the same run (C, informational)",
+                Fig("c", val("model_gflops_per_s"), "model FLOPs after the first 10 steps"),
+                Fig("c", val("matmul_ceiling_gflops"), "ct_mm ceiling"), "GFLOP/s", 0.5, gated=False,
+                note=note + "; the exact matrix-product count; the ceiling measured in the same run",
+                rid="ch14.ceiling_fraction")]
     if py.get("compiled"):
         rows.append(Row("ch14 GPT training tokens/s: C / torch.compile",
                         Fig("c", val("tokens_per_s_steady"), "C"), Fig("py", val("compile_tokens_per_s"), "torch.compile"),

@@ -22,6 +22,10 @@ OPENBLAS_NUM_THREADS and MKL_NUM_THREADS when those are unset) the CPUs divided 
 the ranks per host (at least 1), as torchrun sets it (to 1): N ranks each
 running an OpenMP team as wide as the machine oversubscribe the cores, and
 MPI's busy-waiting ranks then steal the cores the others compute on.
+For the same reason mpirun is given --mca mpi_yield_when_idle 1 (unless
+OMPI_MCA_mpi_yield_when_idle is set): Open MPI's blocking calls then yield
+the core while they poll, which mpirun does by itself only when there are
+more ranks than cores, and a machine busy with other work needs as well.
 
 What it adds to mpirun: --allow-run-as-root when run as root (containers),
 --oversubscribe (more ranks than cores is allowed: slow, but it is how one
@@ -126,6 +130,8 @@ def mpirun_command(a, mpirun, hosts, port):
         cmd += ["--host", ",".join(f"{h}:{a.nproc_per_node}" for h in hosts)]
     if a.rsh_agent:
         cmd += ["--mca", "plm_rsh_agent", a.rsh_agent]
+    if not os.environ.get("OMPI_MCA_mpi_yield_when_idle"):  # idle ranks yield their core (see above)
+        cmd += ["--mca", "mpi_yield_when_idle", "1"]
     env = {"MASTER_ADDR": master, "MASTER_PORT": str(port)}
     share = str(max(1, len(os.sched_getaffinity(0)) // a.nproc_per_node))
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # BLAS pools of their own too
