@@ -40,6 +40,7 @@
 #include "nn_kernels.h"
 #include "optim_kernels.h"
 #include "transformer_kernels.h"
+#include "vecmath.h"
 
 static bool dt_ok(ct_dtype dt) { return (unsigned)dt < (unsigned)CT_NUM_DTYPES; }
 
@@ -113,22 +114,24 @@ static inline int64_t wrap_i64(int64_t v) { return v; }
 #define ABS_bf16(x) fabsf(x)
 #define ABS_f32(x) fabsf(x)
 #define ABS_f64(x) fabs(x)
-// Float math: f16/bf16 compute in float.
-#define EXP_f16 expf
-#define EXP_bf16 expf
-#define EXP_f32 expf
+// Float math: f16/bf16 compute in float; exp, log and tanh in float are
+// core/vecmath.h's (calls of no library function, so the loops vectorize;
+// a kernel ct_jit writes uses the same text), float64 the C library's.
+#define EXP_f16 cti_expf
+#define EXP_bf16 cti_expf
+#define EXP_f32 cti_expf
 #define EXP_f64 exp
-#define LOG_f16 logf
-#define LOG_bf16 logf
-#define LOG_f32 logf
+#define LOG_f16 cti_logf
+#define LOG_bf16 cti_logf
+#define LOG_f32 cti_logf
 #define LOG_f64 log
 #define SQRT_f16 sqrtf
 #define SQRT_bf16 sqrtf
 #define SQRT_f32 sqrtf
 #define SQRT_f64 sqrt
-#define TANH_f16 tanhf
-#define TANH_bf16 tanhf
-#define TANH_f32 tanhf
+#define TANH_f16 cti_tanhf
+#define TANH_bf16 cti_tanhf
+#define TANH_f32 cti_tanhf
 #define TANH_f64 tanh
 #define ONE_f16 1.0f
 #define ONE_bf16 1.0f

@@ -4,16 +4,20 @@
 // temporary file in the cache directory, the system C compiler builds a
 // shared object from it, and the runtime loads that with dlopen.
 //
-//   cc -O3 -std=c11 -fPIC -shared -fopenmp -fno-math-errno -ffp-contract=off
+//   cc -O3 -std=c11 -fPIC -shared -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off
 //      [$CT_JIT_CFLAGS] -o <dir>/tmp-<pid>-<n>.so <dir>/tmp-<pid>-<n>.c -lm
 //
 // The compiler is `cc` on PATH, or $CT_JIT_CC. It runs through cti_jit_run:
 // an argv, never a shell string, so nothing in a path or an expression is
 // ever interpreted. -ffp-contract=off keeps a*b+c two roundings, as the
 // runtime's own ops compute it (no fused multiply-add), and no -ffast-math:
-// NaN and infinity behave as in the unfused chain. Not -march=native, so an
-// entry runs on any machine of the architecture (and under Valgrind); add
-// it with CT_JIT_CFLAGS (the flags are part of the key).
+// NaN and infinity behave as in the unfused chain; -fno-trapping-math only
+// lets the vectorizer turn the clamps of the float math into selects (no
+// code reads the floating-point flags; values are unchanged). Not
+// -march=native, so an entry runs on any machine of the architecture (and
+// under Valgrind): the generated loops carry their own AVX2 clone, picked
+// when the entry is loaded (codegen.c); add flags with CT_JIT_CFLAGS (the
+// flags are part of the key).
 //
 // Loading: the verified bytes of an entry are written to a fresh file
 // (O_EXCL, 0600) in the cache directory, dlopen'ed, and the file is removed
@@ -33,7 +37,7 @@
 #include "error.h"
 #include "jit_impl.h"
 
-#define CC_FLAGS "-O3 -std=c11 -fPIC -shared -fopenmp -fno-math-errno -ffp-contract=off" // and -lm, last
+#define CC_FLAGS "-O3 -std=c11 -fPIC -shared -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off" // and -lm, last
 #define MAX_FLAGS 48
 #define OUTPUT_CAP (64u << 10)
 

@@ -3,13 +3,18 @@
 // codegen: a typed AST -> the source of one fused kernel, in C (the CPU:
 // OpenMP threads, a loop the compiler can vectorize) or CUDA C++ (NVRTC).
 //
-// One emitter writes the expression, the same text for both dialects: C's
-// and CUDA's math functions have the same names (expf, logf, ...), and the
-// helpers the runtime's ops define their own way (sigmoid, relu, min, max
-// with NaN winning, the float16/bfloat16 conversions with round to nearest
-// even) are written once, with JIT_FN standing for `static inline` or
-// `static __device__ inline`. Only the kernel's shell differs: an OpenMP
-// loop over rows, or a grid-stride loop.
+// One emitter writes the expression, the same text for both dialects. In
+// float op math, exp, log and tanh are the runtime's own (cti_expf, cti_logf,
+// cti_tanhf: the regions of core/vecmath.h, pasted into the source), the
+// functions the runtime's CPU ops compute, written without a library call so
+// that the loop vectorizes; double keeps the math library's (exp, log, ...,
+// the same names in C and CUDA). The helpers the runtime's ops define their
+// own way (sigmoid, relu, min, max with NaN winning, the float16/bfloat16
+// conversions with round to nearest even) are written once, with JIT_FN
+// standing for `static inline` or `static __device__ inline`. Only the
+// kernel's shell differs: on the CPU, OpenMP threads each run a `simd` loop
+// over a contiguous share (compiled for AVX2 and for the baseline, the
+// faster picked when loaded); on a GPU, a grid-stride loop.
 //
 // Invariant: every value is computed in its node's "op math" type (float for
 // float16, bfloat16 and float32, double for float64 and for plain numbers),
@@ -100,8 +105,8 @@ static piece convert(const cti_jit_node *nd, const piece *p, int from, int to) {
 // region: func_text
 // The function a call becomes, in op math type t.
 static const char *func_text(cti_jit_func f, int t) {
-  static const char *const fl[CTI_JIT_NUM_FUNCS] = {"expf", "logf", "sqrtf", "tanhf", "jit_sigmoidf", "jit_reluf",
-                                                    "fabsf", "jit_minf", "jit_maxf", "powf"};
+  static const char *const fl[CTI_JIT_NUM_FUNCS] = {"cti_expf", "cti_logf", "sqrtf", "cti_tanhf", "jit_sigmoidf",
+                                                    "jit_reluf", "fabsf", "jit_minf", "jit_maxf", "powf"};
   static const char *const db[CTI_JIT_NUM_FUNCS] = {"exp", "log", "sqrt", "tanh", "jit_sigmoid", "jit_relu",
                                                     "fabs", "jit_min", "jit_max", "pow"};
   return is_double(t) ? db[f] : fl[f];
@@ -194,6 +199,7 @@ char *cti_jit_canonical(const cti_jit_ast *A) { return build(A, NULL); }
 typedef struct uses {
   bool f16, bf16;
   bool helper[2][CTI_JIT_NUM_FUNCS]; // [double?][func]
+  bool exp, tanh, log;               // core/vecmath.h's regions (float op math)
 } uses;
 
 static uses find_uses(const cti_jit_ast *A, const cti_jit_spec *S) {
@@ -203,10 +209,38 @@ static uses find_uses(const cti_jit_ast *A, const cti_jit_spec *S) {
     if (S->used[k]) u.f16 |= S->in[k] == CT_F16, u.bf16 |= S->in[k] == CT_BF16;
   u.f16 |= S->out == CT_F16;
   u.bf16 |= S->out == CT_BF16;
-  for (int i = 0; i < A->n; ++i)
-    if (A->nodes[i].kind == CTI_JIT_CALL && func_is_helper(A->nodes[i].func))
-      u.helper[is_double(S->type[i])][A->nodes[i].func] = true;
+  for (int i = 0; i < A->n; ++i) {
+    const cti_jit_node *nd = &A->nodes[i];
+    if (nd->kind != CTI_JIT_CALL) continue;
+    if (func_is_helper(nd->func)) u.helper[is_double(S->type[i])][nd->func] = true;
+    if (is_double(S->type[i])) continue;
+    u.exp |= nd->func == CTI_JIT_EXP || nd->func == CTI_JIT_SIGMOID;
+    u.tanh |= nd->func == CTI_JIT_TANH;
+    u.log |= nd->func == CTI_JIT_LOG;
+  }
   return u;
+}
+
+// Pastes the region NAME of core/vecmath.h: the lines after "// jit-region
+// NAME" up to "// jit-region end".
+static void put_region(cti_strbuf *b, const char *name) {
+  char mark[64];
+  snprintf(mark, sizeof mark, "// jit-region %s\n", name);
+  const char *start = strstr(cti_jit_vecmath_text, mark);
+  const char *end = start ? strstr(start, "// jit-region end") : NULL;
+  if (!end) return; // the build embeds the header; a missing region fails to compile, named by the compiler
+  start += strlen(mark);
+  cti_sb_printf(b, "%.*s", (int)(end - start), start);
+}
+
+static void put_vecmath(cti_strbuf *b, const uses *u) {
+  if (!u->exp && !u->tanh && !u->log) return;
+  cti_sb_puts(b, "\n// The runtime's float exp, tanh and log (common/core/vecmath.h): no library call, so\n"
+                 "// the loop vectorizes, and the same bits as the runtime's own ops.\n");
+  put_region(b, "base");
+  if (u->exp) put_region(b, "exp");
+  if (u->tanh) put_region(b, "tanh");
+  if (u->log) put_region(b, "log");
 }
 
 static void put_header(cti_strbuf *b, const cti_jit_ast *A, const cti_jit_spec *S, cti_jit_dialect d) {
@@ -227,7 +261,8 @@ static void put_header(cti_strbuf *b, const cti_jit_ast *A, const cti_jit_spec *
 
 static void put_prelude(cti_strbuf *b, cti_jit_dialect d) {
   if (d == CTI_JIT_C) {
-    cti_sb_puts(b, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n#define JIT_FN static inline\n");
+    cti_sb_puts(b, "#include <math.h>\n#include <omp.h>\n#include <stdint.h>\n#include <string.h>\n\n"
+                   "#define JIT_FN static inline\n");
   } else {
     cti_sb_puts(b, "typedef long long int64_t;\ntypedef int int32_t;\ntypedef unsigned int uint32_t;\n"
                    "typedef unsigned short uint16_t;\n\n#define JIT_FN static __device__ inline\n");
@@ -280,7 +315,7 @@ static void put_helpers(cti_strbuf *b, const uses *u, cti_jit_dialect d) {
                 "}\n");
   // [func][double?]: the runtime's definitions (cpu_backend.c, elementwise.cuh)
   static const char *const body[CTI_JIT_NUM_FUNCS][2] = {
-      [CTI_JIT_SIGMOID] = {"1.0f / (1.0f + expf(-v))", "1.0 / (1.0 + exp(-v))"},
+      [CTI_JIT_SIGMOID] = {"1.0f / (1.0f + cti_expf(-v))", "1.0 / (1.0 + exp(-v))"},
       [CTI_JIT_RELU] = {"v != v ? v : v > 0.0f ? v : 0.0f", "v != v ? v : v > 0.0 ? v : 0.0"},
       [CTI_JIT_MIN] = {"v != v || v <= w ? v : w", "v != v || v <= w ? v : w"},
       [CTI_JIT_MAX] = {"v != v || v >= w ? v : w", "v != v || v >= w ? v : w"},
@@ -314,10 +349,11 @@ static void put_expr_fn(cti_strbuf *b, const cti_jit_ast *A, const cti_jit_spec 
 }
 
 // The element index of operand k (1..) in each loop.
-typedef enum { IDX_LINEAR, IDX_ROW, IDX_OFFSET } idx_mode;
+typedef enum { IDX_LINEAR, IDX_ROW, IDX_UNIT_ROW, IDX_OFFSET } idx_mode;
 static void put_index(cti_strbuf *b, idx_mode m, int k) {
   if (m == IDX_LINEAR) cti_sb_puts(b, "i");
   else if (m == IDX_ROW) cti_sb_printf(b, "o[%d] + j * s%d", k, k);
+  else if (m == IDX_UNIT_ROW) cti_sb_puts(b, "j");
   else cti_sb_printf(b, "o[%d]", k);
 }
 
@@ -330,14 +366,15 @@ static const char *store_fn(ct_dtype t) {
 
 // "out[i] = jit_float_to_half(jit_expr(in_x[i], ..., alpha));"
 static void put_statement(cti_strbuf *b, const cti_jit_ast *A, const cti_jit_spec *S, idx_mode m) {
-  cti_sb_puts(b, "out[");
+  const bool row = m == IDX_UNIT_ROW; // the row's own pointers (put_row_pointers)
+  cti_sb_puts(b, row ? "ro[" : "out[");
   put_index(b, m, 0);
   cti_sb_printf(b, "] = %s%sjit_expr(", store_fn(S->out), *store_fn(S->out) ? "(" : "");
   bool first = true;
   for (int k = 0; k < A->n_inputs; ++k)
     if (S->used[k]) {
-      cti_sb_printf(b, "%s%s%sin_%s[", first ? "" : ", ", load_fn(S->in[k]), *load_fn(S->in[k]) ? "(" : "",
-                    A->input[k]);
+      cti_sb_printf(b, "%s%s%s%s_%s[", first ? "" : ", ", load_fn(S->in[k]), *load_fn(S->in[k]) ? "(" : "",
+                    row ? "r" : "in", A->input[k]);
       put_index(b, m, k + 1);
       cti_sb_printf(b, "]%s", *load_fn(S->in[k]) ? ")" : "");
       first = false;
@@ -369,30 +406,74 @@ static void put_offsets_fn(cti_strbuf *b) {
 
 #define JIT_PARALLEL_MIN CT_CPU_PAR_MIN // elements below which one thread runs the loop
 
+// The operands' pointers at element ptr offsets o[] (IDX_ROW's pointers).
+static void put_row_pointers(cti_strbuf *b, const cti_jit_ast *A, const cti_jit_spec *S) {
+  cti_sb_printf(b, "        %s *ro = out + o[0];\n", storage(S->out));
+  for (int k = 0; k < A->n_inputs; ++k)
+    if (S->used[k])
+      cti_sb_printf(b, "        const %s *r_%s = in_%s + o[%d];\n", storage(S->in[k]), A->input[k], A->input[k], k + 1);
+}
+
+// The CPU kernel: ct_jit_kernel runs the OpenMP threads, each of which calls
+// a loop over its contiguous share. The loops are compiled twice, for AVX2
+// and for baseline x86-64 (target_clones; the loader picks the one the
+// processor runs), so a kernel built once runs on any x86-64 and uses 8
+// floats a step where it can (CT_JIT_CFLAGS=-DCT_JIT_BASELINE leaves the
+// clone out: chapter 13's exercise). Elementwise arithmetic gives the same
+// bits in either (no fused multiply-add: -ffp-contract=off).
 static void put_c_kernel(cti_strbuf *b, const cti_jit_ast *A, const cti_jit_spec *S) {
   const int nops = A->n_inputs + 1;
-  cti_sb_printf(b, "\nvoid " CTI_JIT_KERNEL_NAME "(const ct_jit_args *a) {\n");
+  cti_sb_puts(b, "\n#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(CT_JIT_BASELINE)\n"
+                 "#define JIT_CLONES __attribute__((target_clones(\"avx2\", \"default\")))\n"
+                 "#else\n#define JIT_CLONES\n#endif\n"
+                 "\n// Elements [lo, hi) when every operand is dense: one loop the compiler vectorizes.\n"
+                 "JIT_CLONES static void jit_dense(const ct_jit_args *a, int64_t lo, int64_t hi) {\n");
   put_operands(b, A, S, "a->");
-  cti_sb_printf(b, "  const int64_t n = a->numel;\n"
-                   "  if (a->contiguous) { // every operand dense: one loop the compiler vectorizes\n"
-                   "#pragma omp parallel for simd if (n >= %d) schedule(static)\n"
-                   "    for (int64_t i = 0; i < n; ++i)\n      ",
-                JIT_PARALLEL_MIN);
+  cti_sb_puts(b, "#pragma omp simd\n  for (int64_t i = lo; i < hi; ++i)\n    ");
   put_statement(b, A, S, IDX_LINEAR);
-  cti_sb_printf(b, "    return;\n  }\n"
-                   "  // strided or broadcast: rows along the innermost dim, each row's start found once\n"
-                   "  const int last = a->ndim - 1;\n"
-                   "  const int64_t inner = a->shape[last], rows = n / inner;\n  const int64_t");
+  cti_sb_puts(b, "}\n\n// Rows [r0, r1) along the innermost dim (strided or broadcast operands), each\n"
+                 "// row's start found once; a row where every operand steps by one element is dense.\n"
+                 "JIT_CLONES static void jit_rows(const ct_jit_args *a, int64_t r0, int64_t r1) {\n");
+  put_operands(b, A, S, "a->");
+  cti_sb_puts(b, "  const int last = a->ndim - 1;\n  const int64_t inner = a->shape[last];\n  const int64_t");
   for (int k = 0; k < nops; ++k)
     if (k == 0 || S->used[k - 1]) cti_sb_printf(b, "%s s%d = a->stride[%d][last]", k ? "," : "", k, k);
-  cti_sb_printf(b, ";\n#pragma omp parallel for if (n >= %d) schedule(static)\n"
-                   "  for (int64_t r = 0; r < rows; ++r) {\n"
+  cti_sb_puts(b, ";\n  const int unit = 1");
+  for (int k = 0; k < nops; ++k)
+    if (k == 0 || S->used[k - 1]) cti_sb_printf(b, " && s%d == 1", k);
+  cti_sb_printf(b, ";\n  for (int64_t r = r0; r < r1; ++r) {\n"
                    "    int64_t o[%d];\n"
                    "    jit_offsets(a, %d, r * inner, o);\n"
-                   "    for (int64_t j = 0; j < inner; ++j)\n      ",
-                JIT_PARALLEL_MIN, nops, nops);
+                   "    if (unit) {\n",
+                nops, nops);
+  put_row_pointers(b, A, S);
+  cti_sb_puts(b, "#pragma omp simd\n        for (int64_t j = 0; j < inner; ++j)\n          ");
+  put_statement(b, A, S, IDX_UNIT_ROW);
+  cti_sb_puts(b, "    } else {\n      for (int64_t j = 0; j < inner; ++j)\n        ");
   put_statement(b, A, S, IDX_ROW);
-  cti_sb_puts(b, "  }\n}\n");
+  cti_sb_printf(b, "    }\n  }\n}\n\n"
+                   "// This thread's share of [0, n): whole blocks of `align` items, in order.\n"
+                   "static void jit_share(int64_t n, int64_t align, int64_t *lo, int64_t *hi) {\n"
+                   "  const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();\n"
+                   "  const int64_t blocks = (n + align - 1) / align, per = (blocks + nt - 1) / nt;\n"
+                   "  *lo = t * per * align < n ? t * per * align : n;\n"
+                   "  *hi = (t + 1) * per * align < n ? (t + 1) * per * align : n;\n"
+                   "}\n\n"
+                   "void " CTI_JIT_KERNEL_NAME "(const ct_jit_args *a) {\n"
+                   "  const int64_t n = a->numel;\n"
+                   "  if (n <= 0) return;\n"
+                   "  const int64_t items = a->contiguous ? n : n / a->shape[a->ndim - 1];\n"
+                   "#pragma omp parallel if (n >= %d)\n"
+                   "  {\n"
+                   "    int64_t lo, hi;\n"
+                   "    jit_share(items, a->contiguous ? 64 : 1, &lo, &hi);\n"
+                   "    if (lo < hi) {\n"
+                   "      if (a->contiguous) jit_dense(a, lo, hi);\n"
+                   "      else jit_rows(a, lo, hi);\n"
+                   "    }\n"
+                   "  }\n"
+                   "}\n",
+                JIT_PARALLEL_MIN);
 }
 
 static void put_cuda_kernel(cti_strbuf *b, const cti_jit_ast *A, const cti_jit_spec *S) {
@@ -416,6 +497,7 @@ char *cti_jit_codegen(const cti_jit_ast *A, const cti_jit_spec *S, cti_jit_diale
   cti_strbuf b = {0};
   put_header(&b, A, S, d);
   put_prelude(&b, d);
+  put_vecmath(&b, &u);
   put_helpers(&b, &u, d);
   put_offsets_fn(&b);
   put_expr_fn(&b, A, S, expr);

@@ -110,6 +110,9 @@ typedef enum cti_jit_dialect { CTI_JIT_C, CTI_JIT_CUDA } cti_jit_dialect;
 #define CTI_JIT_KERNEL_NAME "ct_jit_kernel"
 // The whole source of the kernel for (ast, spec) in a dialect; NULL on OOM.
 char *cti_jit_codegen(const cti_jit_ast *ast, const cti_jit_spec *spec, cti_jit_dialect d);
+// The text of core/vecmath.h (jit/embed.cmake writes it at build time):
+// the regions the generated kernels paste.
+extern const char cti_jit_vecmath_text[];
 // The expression alone as the emitter writes it in C (tests).
 char *cti_jit_codegen_expr(const cti_jit_ast *ast, const cti_jit_spec *spec);
 // The expression in canonical spelling ("x*(y)+1" -> "x * y + 1"): what the

@@ -83,6 +83,7 @@
 #include "hostdev.h"
 #include "oplist.h"
 #include "stream.h"
+#include "vecmath.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -99,71 +100,15 @@ extern "C" {
 // 1 + tanh cancels for negative x (x s keeps its relative accuracy down to
 // the float underflow). The slope is s + 2 k x s (1 - s) (1 + 3 0.044715 x^2).
 //
-// cti_gelu_expf(y): exp(y) as 2^n e^r, n = round(y / ln 2), r = y - n ln 2
-// (ln 2 split in two, Cody and Waite; n ln2_hi is exact for |n| < 512),
-// e^r by its Taylor polynomial to r^7/7! (|r| <= 0.35: truncation below
-// 1e-8 relative), 2^n applied in two normal factors so that results near
-// the overflow and in the subnormal range round once. Within 2 ulp of exp
-// for every float (tests/unit/test_transformer.c sweeps it); exp(NaN) = NaN,
-// exp(+inf) = inf, exp(-inf) = 0. Measured bounds of the GELU functions
-// against float64 are in the same test.
-//
-// Rounding: every product and sum is rounded on its own (no fused
-// multiply-add): CUDA uses the __f*_rn intrinsics, which nvcc never
-// contracts, and the CPU build targets baseline x86-64, which has no FMA
-// (a host with FMA contraction, e.g. aarch64 under GCC's default
-// -ffp-contract=fast, may differ from CUDA in the last bit). So the host
-// and CUDA give the same bits for the same input.
-#ifdef __CUDA_ARCH__
-#define CTI_FMUL(a, b) __fmul_rn(a, b)
-#define CTI_FADD(a, b) __fadd_rn(a, b)
-#define CTI_FSUB(a, b) __fsub_rn(a, b)
-#define CTI_FDIV(a, b) __fdiv_rn(a, b)
-#else
-#define CTI_FMUL(a, b) ((a) * (b))
-#define CTI_FADD(a, b) ((a) + (b))
-#define CTI_FSUB(a, b) ((a) - (b))
-#define CTI_FDIV(a, b) ((a) / (b))
-#endif
-
-// 2^n for -126 <= n <= 127, built from its bits.
-static inline CTI_HD float cti_gelu_pow2(int32_t n) {
-  const uint32_t bits = (uint32_t)(n + 127) << 23;
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(bits);
-#else
-  float f;
-  __builtin_memcpy(&f, &bits, sizeof f);
-  return f;
-#endif
-}
-
-static inline CTI_HD float cti_gelu_expf(float y) {
-  // enters with any float; 89 and -104 already give inf and 0
-  float c = y > -104.0f ? y : -104.0f; // NaN becomes -104 here, and NaN again at the end
-  c = c < 89.0f ? c : 89.0f;
-  const float shift = 12582912.0f; // 1.5 * 2^23: adding it rounds to an integer (ties to even)
-  const float nf = CTI_FSUB(CTI_FADD(CTI_FMUL(c, 1.44269504088896341f), shift), shift);
-  const int32_t n = (int32_t)nf; // in [-150, 129]
-  const float r = CTI_FSUB(CTI_FSUB(c, CTI_FMUL(nf, 0.693145751953125f)), CTI_FMUL(nf, 1.4286068202862268e-6f));
-  float p = 1.0f / 5040.0f;
-  p = CTI_FADD(CTI_FMUL(p, r), 1.0f / 720.0f);
-  p = CTI_FADD(CTI_FMUL(p, r), 1.0f / 120.0f);
-  p = CTI_FADD(CTI_FMUL(p, r), 1.0f / 24.0f);
-  p = CTI_FADD(CTI_FMUL(p, r), 1.0f / 6.0f);
-  p = CTI_FADD(CTI_FMUL(p, r), 0.5f);
-  p = CTI_FADD(CTI_FMUL(p, r), 1.0f);
-  p = CTI_FADD(CTI_FMUL(p, r), 1.0f);
-  const int32_t h = n / 2;
-  const float e = CTI_FMUL(CTI_FMUL(p, cti_gelu_pow2(h)), cti_gelu_pow2(n - h));
-  return y == y ? e : y;
-}
+// exp is cti_expf of core/vecmath.h (within 1.5 ulp; special values as
+// C's), whose notes say how every product and sum is rounded on its own so
+// that the host and CUDA give the same bits for the same input.
 
 // GELU(approximate="tanh") and its slope, in float.
 static inline CTI_HD float cti_gelu_tanh_sigmoid(float x, float *e_out) {
   // s = 1 / (1 + exp(z)), z = -2u = x (-2k - 2k 0.044715 x^2)
   const float z = CTI_FMUL(x, CTI_FADD(-1.5957691216057308f, CTI_FMUL(-0.07135481627260025f, CTI_FMUL(x, x))));
-  const float e = cti_gelu_expf(z);
+  const float e = cti_expf(z);
   *e_out = e;
   return CTI_FDIV(1.0f, CTI_FADD(1.0f, e));
 }

@@ -147,8 +147,9 @@ def cmd_report(ch13, work):
     expect("rejected, never run" in text and "does not match its SHA-256" in text, "the rejection line", r)
     # the source: C with OpenMP, naming the expression
     src = section_text(r.stdout, "source")
-    for needle in ("// expression: x * sigmoid(y) + alpha * z", "#pragma omp parallel for", "void ct_jit_kernel(",
-                   "jit_sigmoidf(y)"):
+    for needle in ("// expression: x * sigmoid(y) + alpha * z", "#pragma omp parallel if", "#pragma omp simd",
+                   "void ct_jit_kernel(", "jit_sigmoidf(y)", "CTI_VM_FN float cti_expf(float y)",
+                   'target_clones("avx2", "default")'):
         expect(needle in src, f"the source lacks {needle!r}", r)
     # errors: six, each positioned (the broadcast one in PyTorch's words)
     err = section_text(r.stdout, "errors")

@@ -19,8 +19,7 @@
 //    mismatches refused, ct_module_replicate refused;
 //  - GELU and Embedding in float16/bfloat16 against float64 references;
 //  - GELU(approximate="tanh")'s float math (transformer_kernels.h, the code
-//    both devices run): its exp within 1.5 ulp of libm's double exp over the
-//    floats, the value and slope within 3 ulp * (1 + |z|) of float64 over
+//    both devices run; its exp, core/vecmath.h's, is test_vecmath's): the value and slope within 3 ulp * (1 + |z|) of float64 over
 //    x in [-10, 10] (z = -2u is exp's argument; its own rounding, ~2 ulp of
 //    z, is amplified by |z|: the conditioning of any float evaluation), the
 //    extremes (+-0, +-inf, NaN, huge, subnormal) as stated there.
@@ -346,19 +345,6 @@ static double float_ulp(double r) {
 
 static void test_gelu_float_math(void **state) {
   (void)state;
-  double worst = 0;
-  for (uint32_t b = 0; b < 0xffffffffu - 4099; b += 4099) { // every 4099th float
-    float y;
-    memcpy(&y, &b, sizeof y);
-    if (y != y || fabsf(y) > 120) continue;
-    const double want = exp((double)y);
-    const float got = cti_gelu_expf(y);
-    const double err = want > 0x1.fffffep127 ? (isinf(got) ? 0 : 1e9) : fabs(got - want) / float_ulp(want);
-    if (err > worst) worst = err;
-  }
-  print_message("cti_gelu_expf: max error %.3f ulp\n", worst);
-  if (worst > 1.5) fail_msg("cti_gelu_expf: %.3f ulp from exp, more than 1.5", worst);
-
   const double k = 0.7978845608028654, a = 0.044715;
   double wv = 0, ws = 0;
   for (int64_t i = -2000000; i <= 2000000; ++i) {
@@ -376,11 +362,8 @@ static void test_gelu_float_math(void **state) {
   print_message("GELU tanh in float: value %.3f, slope %.3f ulp * (1 + |z|)\n", wv, ws);
   if (wv > 3 || ws > 3) fail_msg("GELU tanh in float: value %.3f, slope %.3f ulp * (1 + |z|), more than 3", wv, ws);
 
-  // extremes: exp's limits; gelu(x) ~ x and 0 on the two sides, slope 1 and 0
+  // extremes: gelu(x) ~ x and 0 on the two sides, slope 1 and 0
   const float inf = INFINITY, nan = NAN;
-  assert_true(cti_gelu_expf(inf) == inf && cti_gelu_expf(-inf) == 0 && cti_gelu_expf(nan) != cti_gelu_expf(nan));
-  assert_true(cti_gelu_expf(0.0f) == 1 && cti_gelu_expf(-0.0f) == 1 && cti_gelu_expf(100) == inf && cti_gelu_expf(-110) == 0);
-  assert_true(cti_gelu_expf(-100) > 0 && cti_gelu_expf(-100) == (float)exp(-100.0)); // subnormal, rounded once
   const float big[] = {1e30f, 3.4e38f, inf};
   for (int i = 0; i < 3; ++i) {
     assert_true(cti_gelu_tanh_valuef(big[i]) == big[i] && cti_gelu_tanh_slopef(big[i]) == 1);
