@@ -176,15 +176,28 @@ static bool parse_double(const char *s, double *out) {
 // OpenMP's idle threads spin while they wait for work. When OpenBLAS keeps
 // its own threads (its pthreads build; openblas_get_parallel() == 1), on a
 // machine with few cores, or one busy with other work, the spinning threads
-// take the cores the BLAS threads need, and small ops slow down 3-20x. So
-// with that build a chapter restarts itself once with OMP_WAIT_POLICY=passive
-// (sleeping waits), unless the user chose a policy (OMP_WAIT_POLICY or
-// GOMP_SPINCOUNT set); libgomp reads the variable only at start-up, hence the
-// exec, and if the exec fails the chapter runs on as it is. OpenBLAS's OpenMP
-// build (what CMake looks for first) runs on the same OpenMP threads, so
-// nothing competes and nothing restarts.
+// take the cores the BLAS threads need, and small ops slow down 3-20x. With
+// OpenBLAS's OpenMP build (what CMake looks for first) nothing competes
+// inside the process, but on a machine already busy with other processes
+// (a 1-minute load average at or above its core count) each idle thread
+// still spins up to libgomp's 300,000 rounds after every parallel region,
+// in time slices the working threads need: ch14's default run on 2 cores at
+// load 10 spent 84% of its CPU time there and trained 3x slower than with
+// sleeping waits (libgomp itself stops spinning only when it has more
+// threads than cores; it does not see other processes). So in either case
+// a chapter restarts itself once with OMP_WAIT_POLICY=passive (sleeping
+// waits), unless the user chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT
+// set); libgomp reads the variable only at start-up, hence the exec, and if
+// the exec fails the chapter runs on as it is. On an idle machine the
+// OpenMP build keeps spinning waits, which wake faster.
+static bool machine_busy(void) {
+  double load[1];
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 && getloadavg(load, 1) == 1 && load[0] >= (double)cores;
+}
+
 static void passive_openmp(char **argv) {
-  if (openblas_get_parallel() != OPENBLAS_THREAD) return;
+  if (openblas_get_parallel() != OPENBLAS_THREAD && !machine_busy()) return;
   if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
   if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
   fflush(NULL);
