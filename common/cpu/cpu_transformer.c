@@ -265,7 +265,10 @@ static int gelu(ct_dtype dt, bool tanh_approx, int64_t n, const void *x, const v
 
 // ---- softmax --------------------------------------------------------------------------------
 // Row r: the first `len` entries take part (len = t + 1 under the causal
-// mask, else cols); the rest get 0.
+// mask, else cols); the rest get 0. Each exp is computed once: rows up to
+// SOFTMAX_KEEP long keep theirs (in double, so the same bits) on the stack
+// between the sum and the division; a longer row computes them twice.
+#define SOFTMAX_KEEP 1024
 #define SOFTMAX(SUF, DT)                                                                       \
   static void softmax_##SUF(int64_t rows, int64_t cols, bool causal, double scale,            \
                             const ST_##SUF *x, ST_##SUF *y) {                                 \
@@ -274,16 +277,21 @@ static int gelu(ct_dtype dt, bool tanh_approx, int64_t n, const void *x, const v
       const ST_##SUF *xr = x + r * cols;                                                      \
       ST_##SUF *yr = y + r * cols;                                                            \
       const int64_t len = causal ? r % cols + 1 : cols;                                       \
-      double m = -INFINITY;                                                                   \
+      double m = -INFINITY, e[SOFTMAX_KEEP];                                                  \
       for (int64_t j = 0; j < len; ++j) {                                                     \
         const double z = scale * (double)LD_##SUF(xr[j]);                                     \
         if (z > m || z != z) m = z;                                                           \
       }                                                                                       \
       const double shift = isfinite(m) ? m : 0.0;                                             \
+      const bool keep = len <= SOFTMAX_KEEP;                                                  \
       double s = 0;                                                                           \
-      for (int64_t j = 0; j < len; ++j) s += exp(scale * (double)LD_##SUF(xr[j]) - shift);    \
+      for (int64_t j = 0; j < len; ++j) {                                                     \
+        const double ej = exp(scale * (double)LD_##SUF(xr[j]) - shift);                       \
+        if (keep) e[j] = ej;                                                                  \
+        s += ej;                                                                              \
+      }                                                                                       \
       for (int64_t j = 0; j < len; ++j)                                                       \
-        yr[j] = ST_OUT_##SUF(exp(scale * (double)LD_##SUF(xr[j]) - shift) / s);               \
+        yr[j] = ST_OUT_##SUF((keep ? e[j] : exp(scale * (double)LD_##SUF(xr[j]) - shift)) / s); \
       for (int64_t j = len; j < cols; ++j) yr[j] = ST_OUT_##SUF(0.0);                         \
     }                                                                                         \
   }
