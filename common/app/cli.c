@@ -176,30 +176,26 @@ static bool parse_double(const char *s, double *out) {
 // OpenMP's idle threads spin while they wait for work. When OpenBLAS keeps
 // its own threads (its pthreads build; openblas_get_parallel() == 1), on a
 // machine with few cores, or one busy with other work, the spinning threads
-// take the cores the BLAS threads need, and small ops slow down 3-20x. With
-// OpenBLAS's OpenMP build (what CMake looks for first) nothing competes
-// inside the process, but on a machine already busy with other processes
-// (a 1-minute load average at or above its core count) each idle thread
-// still spins up to libgomp's 300,000 rounds after every parallel region,
-// in time slices the working threads need: ch14's default run on 2 cores at
-// load 10 spent 84% of its CPU time there and trained 3x slower than with
-// sleeping waits (libgomp itself stops spinning only when it has more
-// threads than cores; it does not see other processes). So in either case
-// a chapter restarts itself once with OMP_WAIT_POLICY=passive (sleeping
-// waits), unless the user chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT
-// set); libgomp reads the variable only at start-up, hence the exec, and if
-// the exec fails the chapter runs on as it is. On an idle machine the
-// OpenMP build keeps spinning waits, which wake faster.
-static bool machine_busy(void) {
-  double load[1];
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return cores > 0 && getloadavg(load, 1) == 1 && load[0] >= (double)cores;
-}
-
+// take the cores the BLAS threads need, and small ops slow down 3-20x; with
+// that build a chapter restarts itself once with OMP_WAIT_POLICY=passive
+// (sleeping waits). With OpenBLAS's OpenMP build (what CMake looks for
+// first) nothing competes inside the process, but libgomp's default still
+// has each idle thread spin up to 300,000 rounds after every parallel
+// region; on a machine busy with other processes that spinning takes the
+// time slices the working threads need (ch14's default run on 2 cores at
+// load 10: 84% of its CPU time spent spinning, 3-5x slower than sleeping
+// waits; libgomp itself spins less only when it has more threads than
+// cores, it does not see other processes). So with that build the restart
+// sets GOMP_SPINCOUNT=1000 (libgomp's own figure for an oversubscribed
+// machine: tens of microseconds, enough for the gap between two ops, then
+// sleep); at load 3.5 it trained 9% faster than passive, at the same CPU
+// time. A policy the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set) is
+// kept; libgomp reads the variables only at start-up, hence the exec, and
+// if the exec fails the chapter runs on as it is.
 static void passive_openmp(char **argv) {
-  if (openblas_get_parallel() != OPENBLAS_THREAD && !machine_busy()) return;
   if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  const bool own_threads = openblas_get_parallel() == OPENBLAS_THREAD;
+  if (setenv(own_threads ? "OMP_WAIT_POLICY" : "GOMP_SPINCOUNT", own_threads ? "passive" : "1000", 1) != 0) return;
   fflush(NULL);
   execv("/proc/self/exe", argv);
 }

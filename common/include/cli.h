@@ -69,8 +69,8 @@ typedef struct ct_cli {
 // Parses argv into cli (and the chapter's opts, n_opts of them, may be 0).
 // First, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, the program starts
 // itself again with OMP_WAIT_POLICY=passive when OpenBLAS keeps its own
-// threads or the machine is busy (load average >= cores) (see cli.c:
-// spinning OpenMP threads starve the working threads on small or busy machines).
+// threads, else with GOMP_SPINCOUNT=1000 (see cli.c: spinning OpenMP
+// threads starve the working threads on small or busy machines).
 // On --help prints usage and exits 0; on a bad flag prints the problem and
 // usage to stderr and exits 2; two flags naming one file (CT_OPT_INPUT) print
 // "<program>: --save and --save-init name the same file ..." and exit 2; an
