@@ -165,7 +165,16 @@ int cti_cpu_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   }
   const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+  // OpenBLAS multiplies a product of m*n*k <= 65536 * 4 on one thread (its
+  // SMP_THRESHOLD_MIN times GEMM_MULTITHREAD_THRESHOLD), so a batch of such
+  // products (attention's per-head q k^T, P v) left the other threads idle,
+  // one call after the other; the batch is shared out instead, each call
+  // still on one thread (OpenBLAS's OpenMP build runs single-threaded inside
+  // a parallel region): the same kernels, the same bits.
+  const bool small = (double)m * (double)n * (double)k <= 65536.0 * 4;
+  const bool par = small && batch > 1 && (double)batch * m * n * k >= CT_CPU_PAR_MIN * 8.0;
   if (dt == CT_F32) {
+#pragma omp parallel for if (par) schedule(static)
     for (int64_t b = 0; b < batch; ++b)
       cblas_sgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, (float)alpha,
                   (const float *)A + b * strideA, (int)lda, (const float *)B + b * strideB,
@@ -173,6 +182,7 @@ int cti_cpu_gemm(ct_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     return CT_OK;
   }
   if (dt == CT_F64) {
+#pragma omp parallel for if (par) schedule(static)
     for (int64_t b = 0; b < batch; ++b)
       cblas_dgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, alpha,
                   (const double *)A + b * strideA, (int)lda,

@@ -227,17 +227,35 @@ FLOAT_CASES(GELU)
 // approximate="tanh" in f32, f16 and bf16: in float with the formula the
 // CUDA functor uses (transformer_kernels.h), a loop per direction that GCC
 // vectorizes; out = gelu(x), or dy * gelu'(x) rounded in float, then to the
-// dtype.
+// dtype. Each thread runs one simd loop over its share, compiled twice
+// (target_clones): for AVX2 (8 floats a step) and for baseline x86-64 (4),
+// the loader picking the one the CPU runs, as ct_jit's CPU kernels do.
+// AVX2 without FMA: each product and sum rounds on its own, so both clones
+// give the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#define CPU_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CPU_SIMD_CLONES
+#endif
 #define GELU_TANH_F(SUF, DT)                                                                   \
+  CPU_SIMD_CLONES static void gelu_tanh_span_##SUF(int64_t lo, int64_t hi, const ST_##SUF *x, \
+                                                   const ST_##SUF *dy, ST_##SUF *out) {       \
+    if (!dy) {                                                                                \
+      _Pragma("omp simd")                                                                     \
+      for (int64_t i = lo; i < hi; ++i) out[i] = ST_OUT_##SUF(cti_gelu_tanh_valuef(LD_##SUF(x[i]))); \
+    } else {                                                                                  \
+      _Pragma("omp simd")                                                                     \
+      for (int64_t i = lo; i < hi; ++i)                                                       \
+        out[i] = ST_OUT_##SUF(LD_##SUF(dy[i]) * cti_gelu_tanh_slopef(LD_##SUF(x[i])));        \
+    }                                                                                         \
+  }                                                                                           \
   static void gelu_tanh_##SUF(int64_t n, const ST_##SUF *x, const ST_##SUF *dy,               \
                               ST_##SUF *out) {                                                \
-    if (!dy) {                                                                                \
-      _Pragma("omp parallel for simd if (n >= CT_CPU_PAR_MIN / 8) schedule(static)")          \
-      for (int64_t i = 0; i < n; ++i) out[i] = ST_OUT_##SUF(cti_gelu_tanh_valuef(LD_##SUF(x[i]))); \
-    } else {                                                                                  \
-      _Pragma("omp parallel for simd if (n >= CT_CPU_PAR_MIN / 8) schedule(static)")          \
-      for (int64_t i = 0; i < n; ++i)                                                         \
-        out[i] = ST_OUT_##SUF(LD_##SUF(dy[i]) * cti_gelu_tanh_slopef(LD_##SUF(x[i])));        \
+    _Pragma("omp parallel if (n >= CT_CPU_PAR_MIN / 8)")                                      \
+    {                                                                                         \
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();                     \
+      const int64_t chunk = (n + nt - 1) / nt, lo = t * chunk;                                \
+      if (lo < n) gelu_tanh_span_##SUF(lo, n - lo < chunk ? n : lo + chunk, x, dy, out);      \
     }                                                                                         \
   }
 GELU_TANH_F(f32, CT_F32)
@@ -265,7 +283,10 @@ static int gelu(ct_dtype dt, bool tanh_approx, int64_t n, const void *x, const v
 
 // ---- softmax --------------------------------------------------------------------------------
 // Row r: the first `len` entries take part (len = t + 1 under the causal
-// mask, else cols); the rest get 0.
+// mask, else cols); the rest get 0. Each exp is computed once: rows up to
+// SOFTMAX_KEEP long keep theirs (in double, so the same bits) on the stack
+// between the sum and the division; a longer row computes them twice.
+#define SOFTMAX_KEEP 1024
 #define SOFTMAX(SUF, DT)                                                                       \
   static void softmax_##SUF(int64_t rows, int64_t cols, bool causal, double scale,            \
                             const ST_##SUF *x, ST_##SUF *y) {                                 \
@@ -274,16 +295,21 @@ static int gelu(ct_dtype dt, bool tanh_approx, int64_t n, const void *x, const v
       const ST_##SUF *xr = x + r * cols;                                                      \
       ST_##SUF *yr = y + r * cols;                                                            \
       const int64_t len = causal ? r % cols + 1 : cols;                                       \
-      double m = -INFINITY;                                                                   \
+      double m = -INFINITY, e[SOFTMAX_KEEP];                                                  \
       for (int64_t j = 0; j < len; ++j) {                                                     \
         const double z = scale * (double)LD_##SUF(xr[j]);                                     \
         if (z > m || z != z) m = z;                                                           \
       }                                                                                       \
       const double shift = isfinite(m) ? m : 0.0;                                             \
+      const bool keep = len <= SOFTMAX_KEEP;                                                  \
       double s = 0;                                                                           \
-      for (int64_t j = 0; j < len; ++j) s += exp(scale * (double)LD_##SUF(xr[j]) - shift);    \
+      for (int64_t j = 0; j < len; ++j) {                                                     \
+        const double ej = exp(scale * (double)LD_##SUF(xr[j]) - shift);                       \
+        if (keep) e[j] = ej;                                                                  \
+        s += ej;                                                                              \
+      }                                                                                       \
       for (int64_t j = 0; j < len; ++j)                                                       \
-        yr[j] = ST_OUT_##SUF(exp(scale * (double)LD_##SUF(xr[j]) - shift) / s);               \
+        yr[j] = ST_OUT_##SUF((keep ? e[j] : exp(scale * (double)LD_##SUF(xr[j]) - shift)) / s); \
       for (int64_t j = len; j < cols; ++j) yr[j] = ST_OUT_##SUF(0.0);                         \
     }                                                                                         \
   }
