@@ -6,7 +6,8 @@ usage: test_bench_logic.py REPO_ROOT
 
 Loads tools/bench as a module and checks, against figures worked out here by
 hand: each figure is the median of its runs with min, max and spread; a row
-whose runs spread over more than UNSTABLE_SPREAD is marked unstable and not
+whose runs spread over more than UNSTABLE_SPREAD, and whose paired runs do not all give the same
+verdict, is marked unstable and not
 judged; a stable row is judged yes / no; each column names the PyTorch that
 made it (none for C's); --also-python's informational column; the torch.compile rows are n/a with a PyTorch that
 has no torch.compile and read the --compile side where it has; which
@@ -62,15 +63,23 @@ def main():
     check(out["a_min"] == 98.0 and out["a_max"] == 104.0 and near(out["a_spread"], 0.06), "C's min, max, spread")
     check(out["met"] == "yes" and out["unstable"] is False, f"a stable row above its goal is met (got {out['met']})")
     check(out["a_torch"] is None and out["b_torch"] == "2.15.0+cu132", "C's column has no PyTorch; the twin's names it")
-    # the same medians, but C's runs spread 100 -> 80..120 (40%): unstable, not judged
+    # the same medians, but C's runs spread 100 -> 40..120 (80%) and the paired runs fall on both
+    # sides of the goal (0.8, 1.96, 2.31): unstable, not judged
+    out = b.judge(ctx, row, {"c": runs_of("x", [40.0, 100.0, 120.0]), "py": runs_of("x", [50.0, 51.0, 52.0])})
+    check(out["met"] == "unstable" and out["unstable"] is True, f"paired runs on both sides: unstable (got {out['met']})")
+    check("unstable" in out["note"] and "40..120" in out["note"], f"the note says why: {out['note']!r}")
+    # a 40% spread whose every paired run meets the goal (1.6, 1.96, 2.31): judged, met yes, flagged
     out = b.judge(ctx, row, {"c": runs_of("x", [80.0, 100.0, 120.0]), "py": runs_of("x", [50.0, 51.0, 52.0])})
-    check(out["met"] == "unstable" and out["unstable"] is True, f"a 40% spread marks the row unstable (got {out['met']})")
-    check("unstable" in out["note"] and "80..120" in out["note"], f"the note says why: {out['note']!r}")
+    check(out["met"] == "yes" and out["unstable"] is True, f"every paired run above the goal: met (got {out['met']})")
+    check("every one of the 3 paired runs" in out["note"] and "80..120" in out["note"], f"the note: {out['note']!r}")
+    # and one whose every paired run misses it (0.4, 0.5, 0.6): met no
+    out = b.judge(ctx, row, {"c": runs_of("x", [40.0, 50.0, 60.0]), "py": runs_of("x", [100.0] * 3)})
+    check(out["met"] == "no" and "missed in every one" in out["note"], f"every paired run below: no (got {out['met']})")
     # just inside the threshold: 10% spread is still judged (below the goal here: met no)
     out = b.judge(ctx, row, {"c": runs_of("x", [47.5, 50.0, 52.5]), "py": runs_of("x", [100.0, 100.0, 100.0])})
     check(near(out["a_spread"], 0.10) and out["met"] == "no", f"a 10% spread is judged: met no (got {out['met']})")
-    # the PyTorch side spreads: unstable as well
-    out = b.judge(ctx, row, {"c": runs_of("x", [100.0] * 3), "py": runs_of("x", [40.0, 50.0, 60.0])})
+    # the PyTorch side spreads, paired runs on both sides of the goal (1.25, 1.0, 0.83): unstable as well
+    out = b.judge(ctx, row, {"c": runs_of("x", [100.0] * 3), "py": runs_of("x", [80.0, 100.0, 120.0])})
     check(out["met"] == "unstable", "a spread on the PyTorch side marks the row unstable")
     # a row without a goal is never unstable-judged, only flagged
     info = b.Row("t", b.Fig("c", b.val("x"), "C"), b.Fig("py", b.val("x"), "PyTorch"), "u", rid="t.i")

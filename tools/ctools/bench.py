@@ -87,8 +87,11 @@ Each program runs --runs times (default 3), C and twin interleaved, all
 targets once before any runs again; each figure is the median of the runs,
 with their min and max, and the 1-minute load average is read before and
 after each run (the JSON's run_log). A row whose C or PyTorch runs spread
-over more than 10% of their median ((max - min) / median) is marked
-"unstable" and not judged against its goal. Where a chapter reports
+over more than 10% of their median ((max - min) / median) is flagged
+unstable; it is judged all the same when every paired run (run i of C
+against run i of the twin, adjacent in time) gives the same verdict, and
+marked "unstable" and not judged when the paired runs fall on both sides of
+its goal. Where a chapter reports
 per-repeat figures the figure is already their median (the chapters time
 medians of repeats; for ch06 the bench takes the median of the epochs
 after the first).
@@ -1045,13 +1048,32 @@ def judge(ctx, row, runs):
         out["met"] = "n/a"
         out["note"] = "not measured" + (f"; {row.note}" if row.note else "")
     elif wide:
-        out["met"] = "unstable"
-        out["note"] = (f"unstable, not judged: the runs spread over more than {100 * UNSTABLE_SPREAD:.0f}% "
-                       f"of the median ({'; '.join(wide)})" + (f"; {row.note}" if row.note else ""))
+        judge_wide(row, out, wide)
     else:
-        ok = out["ratio"] >= row.goal if row.op == ">=" else out["ratio"] > row.goal
-        out["met"] = "yes" if ok else "no"
+        out["met"] = "yes" if meets(row, out["ratio"]) else "no"
     return out
+
+
+def meets(row, ratio):
+    return ratio >= row.goal if row.op == ">=" else ratio > row.goal
+
+
+def judge_wide(row, out, wide):
+    """A row whose runs spread too far: judged all the same when every paired run (run i of one
+    program against run i of the other, adjacent in time, so a slow phase of the machine slows
+    both) gives the same verdict; unstable, not judged, when the paired runs fall on both sides."""
+    paired = out["ratio_runs"]
+    spread = f"the runs spread over more than {100 * UNSTABLE_SPREAD:.0f}% of the median ({'; '.join(wide)})"
+    verdicts = {meets(row, x) for x in paired} if paired and all(finite(x) for x in paired) else set()
+    if len(verdicts) == 1:
+        ok = verdicts.pop()
+        out["met"] = "yes" if ok else "no"
+        out["note"] = (f"{'met' if ok else 'missed'} in every one of the {len(paired)} paired runs "
+                       f"({', '.join(f'{x:.3g}' for x in paired)}), though {spread}") + (
+                           f"; {row.note}" if row.note else "")
+        return
+    out["met"] = "unstable"
+    out["note"] = f"unstable, not judged: {spread}" + (f"; {row.note}" if row.note else "")
 
 
 def mismatch_of(ctx, c, py):
