@@ -55,8 +55,23 @@ for lib in libs:
 
 private_dirs = ("core/", "cpu/", "kernels/", "nn/", "optim/", "data/", "io/", "app/", "graph/", "jit/",
                 "amp/", "prof/", "sanitizer/", "parallel/", "dist/")
+def runtime_region(wrong):
+    """True when a lab_wrong file's region (chapters/chNN/lab_wrong/FUNCTION.N.c) lives in the
+    runtime (a LAB region in common/, as ch07's reduce_grads): tools/lab pastes it there, where
+    the runtime's internals are in scope."""
+    func = re.sub(r"(-\d+)?\.\d+$", "", wrong.stem)
+    define = re.compile(r"^\w[\w \*]*\b" + re.escape(func) + r"\s*\(", re.M)
+    for g in (src / "common").rglob("*.c"):
+        text = g.read_text()
+        if "LAB BEGIN" in text and define.search(text):
+            return True
+    return False
+
+
 for f in sorted((src / "chapters").rglob("*")):
     if f.suffix not in (".c", ".cu", ".h", ".cuh"):
+        continue
+    if f.parent.name == "lab_wrong" and runtime_region(f):
         continue
     prose = False  # inside a /*md ... */ prose block, which may name the runtime's internals it explains
     for n, line in enumerate(f.read_text().splitlines(), 1):
