@@ -545,6 +545,19 @@ def format_metric(value, fmt):
     return f"{value:.3g}"
 
 
+def metric_at(source, key, index, whose):
+    """source[key], or its element index (an int, negative from the end) where one is given;
+    raises LookupError naming what is missing (fill_metrics and the claims' conditions)."""
+    if key not in source:
+        raise LookupError(f"{whose} have no key '{key}'")
+    v = source[key]
+    if index is None:
+        return v
+    if not isinstance(v, list) or not -len(v) <= index < len(v):
+        raise LookupError(f"'{key}' is not a list with an element {index}")
+    return v[index]
+
+
 def fill_metrics(text, metrics, where, full=None):
     """Replaces every placeholder of text. metrics: the live run's (None: a preview, the
     placeholder shows its key). full: (metrics, words) of the chapter's full run for
@@ -555,14 +568,11 @@ def fill_metrics(text, metrics, where, full=None):
         if source is None:
             return f"⟨{key}{'[' + index + ']' if index else ''}⟩"
         whose = "the run's metrics" if kind == "metric" else "the full run's metrics"
-        if key not in source:
-            raise WeaveError(where[0], where[1], f"{m.group(0)}: {whose} have no key '{key}'")
-        v = source[key]
-        if index is not None:
-            if not isinstance(v, list) or not -len(v) <= int(index) < len(v):
-                raise WeaveError(where[0], where[1], f"{m.group(0)}: '{key}' is not a list with an "
-                                 f"element {index} (it is {json.dumps(v)[:60]})")
-            v = v[int(index)]
+        try:
+            v = metric_at(source, key, None if index is None else int(index), whose)
+        except LookupError as e:
+            seen = f" (it is {json.dumps(source[key])[:60]})" if key in source else ""
+            raise WeaveError(where[0], where[1], f"{m.group(0)}: {e.args[0]}{seen}")
         if fmt == "list":
             if not isinstance(v, list):
                 raise WeaveError(where[0], where[1], f"{m.group(0)}: 'list' needs a list, '{key}' is {v!r}")
@@ -713,15 +723,12 @@ def eval_cond(tree, sources, seen):
                 return None
             return a / b if node[0] == "/" else a * b
         _, kind, key, index = node
-        src = sources.get(kind) or {}
-        if key not in src:
-            raise ClaimError(f"the {'run' if kind == 'metric' else 'full run'}'s metrics have no key '{key}'")
-        v = src[key]
-        name = f"{kind} {key}"
-        if index is not None:
-            if not isinstance(v, list) or not -len(v) <= index < len(v):
-                raise ClaimError(f"'{key}' is not a list with an element {index}")
-            v, name = v[index], f"{name}[{index}]"
+        try:
+            v = metric_at(sources.get(kind) or {}, key, index,
+                          f"the {'run' if kind == 'metric' else 'full run'}'s metrics")
+        except LookupError as e:
+            raise ClaimError(e.args[0])
+        name = f"{kind} {key}" + (f"[{index}]" if index is not None else "")
         seen.append(f"{name} = {format_metric(v, None) if not isinstance(v, list) else 'a list'}")
         if raw:
             return v
