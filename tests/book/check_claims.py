@@ -207,6 +207,23 @@ def test_record(tmp):
     check(record.nearest(runs, med, spread) == 2 and record.worst_spread(spread)[1] == 1.0, "the run nearest the medians")
     check(record.busy(1.2, 2, 0.5) and not record.busy(0.8, 2, 0.5) and not record.busy(None, 2, 0.5),
           "busy: load per core above the limit")
+    # the checked keys: what the chapter's prose reads from its recording ({{...}} forms only)
+    src = os.path.join(tmp, "rec-src")
+    write(os.path.join(src, "chapters", "ch09_demo", "ch09_demo.c"),
+          "/*md ::: en\nIn {{recorded @run}}: {{recorded step_ms %.1f}} ms, {{recorded sizes_gflops[-1]}}.\n"
+          "{{claim recorded a_ms < recorded b_ms and metric c_ms > 1}}x{{end}} The recorded d_ms is prose.\n:::*/\n")
+    write(os.path.join(src, "chapters", "ch09_demo", "notes.md"), "{{if recorded e_gbs about 1}}y{{end}}\n")
+    write(os.path.join(src, "chapters", "ch10_other", "ch10_other.c"), "{{recorded f_ms}}\n")
+    keys = record.prose_keys("ch09", root=src)
+    check(keys == {"a_ms": None, "b_ms": None, "e_gbs": None},
+          f"prose_keys: the conditions of claims and branches in every source of the chapter; not a number only "
+          f"quoted, not metric keys, not words outside a form, not another chapter ({keys})")
+    write(os.path.join(src, "chapters", "ch09_demo", "notes.md"),
+          "{{if recorded e_gbs about 1}}y{{elif recorded sizes_gflops[-1] > 2}}z{{end}}\n")
+    keys = record.prose_keys("ch09", root=src)
+    sp = {"step_ms": 0.5, "sizes_gflops[0]": 0.9, "sizes_gflops[1]": 0.2, "saving_ms": 3.0}
+    got = record.checked(sp, keys, [{"sizes_gflops": [1, 2]}])
+    check(got == {"sizes_gflops[1]": 0.2}, f"checked: the keys read, a negative index from the end ({got})")
     build = os.path.join(tmp, "rec-build")
     write(os.path.join(build, "ch09"), STAND_IN)
     os.chmod(os.path.join(build, "ch09"), 0o755)
@@ -229,6 +246,8 @@ def test_record(tmp):
             with open(os.path.join(out, files[0]), encoding="utf-8") as f:
                 meta = json.load(f)
         return rc, text, meta
+    prose_keys = record.prose_keys
+    record.prose_keys = lambda ch, root=None: {"step_ms": None}
     cores = os.cpu_count() or 1
     rc, text, _ = rec("10 10 10", 10.0 * cores)
     check(rc == 4 and text is None and not os.path.exists(counter), "a busy machine is refused before any run (exit 4)")
@@ -243,6 +262,17 @@ def test_record(tmp):
     rc, text, meta = rec("10 14 10", 0.0, "--keep-noisy")
     check(rc == 0 and "kept with --keep-noisy" in text and "widest spread 40.0% (step_ms)" in text,
           "--keep-noisy keeps it, and the header names the key")
+    record.prose_keys = lambda ch, root=None: {"sizes_gflops": {1}}
+    rc, text, meta = rec("10 14 10", 0.0)
+    check(rc == 0 and "the prose interprets no timed value" not in text and "widest spread 0.0% (sizes_gflops[1])" in text
+          and "widest of all timed values 40.0% (step_ms)" in text and meta["record_spread_checked"] == ["sizes_gflops[1]"],
+          f"a timed key the prose does not read is shown, not checked ({text.splitlines()[9:10]})")
+    rc, text, _ = rec("10 14 10", 0.0, "--check-all")
+    check(rc == 5 and text is None, "--check-all checks every timed key")
+    record.prose_keys = lambda ch, root=None: {}
+    rc, text, _ = rec("10 14 10", 0.0)
+    check(rc == 0 and "the prose interprets no timed value of this run" in text, "no key read: nothing checked, and said")
+    record.prose_keys = prose_keys
     rc, text, meta = rec("10", 0.0, "--repeats", "1")
     check(rc == 0 and "# repeats: 1 (one run" in text and meta["record_repeats"] == 1, "--repeats 1 says so")
 

@@ -35,10 +35,16 @@ Timing claims need a quiet machine and more than one run (book/FORMAT.md,
   `record_repeats`, `record_spread` ({key: (max - min) / median} for every
   timed key: times, rates, speed-ups, ratios) and `record_spread_max`; the
   transcript is the run nearest the medians (the header says which). A run
-  whose spread on a timed key exceeds --max-spread (default 0.10) is not kept
-  (exit 5, naming the key and its values); --keep-noisy keeps it and the
-  header says so. --repeats 1 (a long training run whose point is not its
-  timings) records one run and says so.
+  whose spread on a checked key exceeds --max-spread (default 0.10) is not
+  kept (exit 5, naming the key and its values); --keep-noisy keeps it and the
+  header says so. The checked keys are the timed keys the chapter's prose
+  interprets from its recording: every `recorded KEY` in the condition of a
+  {{claim}}, {{if}} or {{elif}} of the chapter's sources, the numbers the
+  book's sentences stand on. Other timed keys (a saving that is the
+  difference of two near-equal times, a microsecond warm-up, a number only
+  quoted) keep their spread in record_spread and are not checked;
+  --check-all checks every timed key. --repeats 1 (a long training run
+  whose point is not its timings) records one run and says so.
 """
 import argparse
 import datetime
@@ -170,6 +176,54 @@ def nearest(runs, medians, spread):
     return min(range(len(runs)), key=lambda i: dist(runs[i]))
 
 
+# `recorded KEY` or `recorded KEY[i]` in the condition of a claim or branch (book/FORMAT.md, "Claims").
+RE_FORM = re.compile(r"\{\{\s*(?:claim|if|elif)\s(.*?)\}\}", re.S)
+RE_RECORDED_KEY = re.compile(r"\brecorded\s+([A-Za-z_]\w*)(?:\[(-?\d+)\])?")
+SOURCE_EXTS = (".c", ".cu", ".cuh", ".h", ".md")
+
+
+def prose_keys(chapter, root=ROOT):
+    """{key: set of indices, or None for the whole key}: what the conditions of the claims and
+    branches in the chapter's sources (chapters/chNN_*/, every .c/.cu/.cuh/.h/.md) read from
+    its recording."""
+    keys = {}
+    cdir = os.path.join(root, "chapters")
+    dirs = [d for d in (os.listdir(cdir) if os.path.isdir(cdir) else []) if d.startswith(chapter + "_")]
+    for d in dirs:
+        for dirpath, _, files in os.walk(os.path.join(cdir, d)):
+            for fn in sorted(files):
+                if not fn.endswith(SOURCE_EXTS):
+                    continue
+                with open(os.path.join(dirpath, fn), encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                for form in RE_FORM.finditer(text):
+                    for m in RE_RECORDED_KEY.finditer(form.group(1)):
+                        key, idx = m.group(1), m.group(2)
+                        if idx is None:
+                            keys[key] = None
+                        elif keys.get(key, set()) is not None:
+                            keys.setdefault(key, set()).add(int(idx))
+    return keys
+
+
+def checked(spread, keys, runs):
+    """The part of spread whose keys are in keys (prose_keys; a negative index counts from
+    the end of the first run's list)."""
+    out = {}
+    for name, v in spread.items():
+        key, _, idx = name.partition("[")
+        if key not in keys:
+            continue
+        want = keys[key]
+        if want is None or not idx:
+            out[name] = v
+            continue
+        n = len(runs[0][key])
+        if int(idx[:-1]) in {i % n for i in want if -n <= i < n}:
+            out[name] = v
+    return out
+
+
 def worst_spread(spread):
     """(key, spread) of the widest timed key, or (None, 0.0)."""
     return max(spread.items(), key=lambda kv: kv[1]) if spread else (None, 0.0)
@@ -200,6 +254,8 @@ def parse_args(argv):
     p.add_argument("--max-spread", type=float, default=0.10,
                    help="keep no run whose timed keys vary by more than this fraction of their median "
                         "over the repeats (default 0.10)")
+    p.add_argument("--check-all", action="store_true",
+                   help="check the spread of every timed key, not only those the chapter's prose reads")
     p.add_argument("--keep-noisy", action="store_true",
                    help="keep a run whose spread exceeds --max-spread (the header says so)")
     p.add_argument("--commit", default=os.environ.get("CT_COMMIT") or sh(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"]),
@@ -247,17 +303,25 @@ def summarize(a, runs, outs):
     if len(runs) == len(outs) and len(runs) > 1:
         kept, spread = combine(runs)
         pick = nearest(runs, kept, spread)
-        key, worst = worst_spread(spread)
+        keys = None if a.check_all else prose_keys(a.chapter)
+        watched = spread if keys is None else checked(spread, keys, runs)
+        key, worst = worst_spread(watched)
         if worst > a.max_spread and not a.keep_noisy:
             vals = ", ".join(f"{v:.4g}" for v in values_of(runs, key))
             print(f"record: {a.chapter}'s timings vary too much over {len(runs)} runs: {key} spread "
                   f"{worst:.0%} (values {vals}; limit {a.max_spread:.0%}): nothing kept. Record on a quieter "
                   "machine, or pass --keep-noisy to keep it anyway.", file=sys.stderr)
             return pick, kept, None, 5
-        kept.update(record_repeats=len(runs), record_spread=spread, record_spread_max=worst)
+        all_key, all_worst = worst_spread(spread)
+        kept.update(record_repeats=len(runs), record_spread=spread, record_spread_max=all_worst,
+                    record_spread_checked=sorted(watched), record_spread_checked_max=worst)
+        scope = ("every timed key" if keys is None else
+                 f"the {len(watched)} timed values the prose interprets" if watched else
+                 "the prose interprets no timed value of this run")
         words = (f"{len(runs)} (metrics: each key's median; output: run {pick + 1}, the one nearest "
-                 f"the medians); widest spread {worst:.1%}" + (f" ({key})" if key else "") +
-                 (f", above {a.max_spread:.0%}: kept with --keep-noisy" if worst > a.max_spread else ""))
+                 f"the medians); checked ({scope}): widest spread {worst:.1%}" + (f" ({key})" if key else "") +
+                 (f", above {a.max_spread:.0%}: kept with --keep-noisy" if worst > a.max_spread else "") +
+                 (f"; widest of all timed values {all_worst:.1%} ({all_key})" if all_key and all_key != key else ""))
         return pick, kept, words, None
     if kept is not None:
         kept.update(record_repeats=1)
