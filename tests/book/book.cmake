@@ -66,7 +66,8 @@ foreach(check reader fonts search overflow)
 endforeach()
 
 # The performance appendix (tests/book/check_appendix.py; tools/ctools/book_appendix.py builds it):
-#   book.appendix_text    every row id of tools/bench (CPU and GPU rows) has its title and paragraph
+#   book.appendix_text    every row id of tools/bench (CPU and GPU rows) has its title and paragraph; the
+#                         C-against-C rows point the same way as the chapters' own recordings;
 #                         in book/performance.json in both languages, none stale; a row without one
 #                         is named with the fix; pages made from fixture recordings list the GPU
 #                         rows not yet measured (no build needed)

@@ -125,6 +125,39 @@ def cmd_text(root):
           any("ch99 nameless" in p and "rid=" in p for p in got) and len(got) == 2,
           f"a row without a paragraph and a row without an id are each named with the fix: {got}")
     check_fixtures(root, appendix, cat)
+    check_agreement(root, appendix, cat)
+
+
+def check_agreement(root, appendix, cat):
+    """The repository's bench recordings and the chapters' own recordings point the same way on
+    every C-against-C row; a planted pair that points opposite ways is named."""
+    recorded = os.path.join(root, "book", "recorded")
+    recs, _ = appendix.read_recordings(recorded)
+    bad = appendix.disagreements(recs, recorded)
+    check(not bad, "the appendix's C-against-C rows and the chapters' recordings point the same way"
+          + "".join(f"\n     {b}" for b in bad))
+    ids = {c["id"] for c in cat}
+    unknown = sorted({rid for rid, *_ in appendix.CHAPTER_RATIOS} - ids)
+    check(not unknown, f"CHAPTER_RATIOS names only rows tools/bench reports ({unknown})")
+    check([appendix.direction(x) for x in (1.2, 0.95, 1.05, 0.8, None, float("nan"))] == [1, 0, 0, -1, None, None],
+          "direction: 10% around 1 has none")
+    with tempfile.TemporaryDirectory() as d:
+        row = {"id": "ch08.ddp_vs_dp", "at": None, "ratio": 0.8}
+        lowp = {"id": "ch09.c_lowp_vs_f32", "at": "float16", "ratio": 0.5}
+        write_rec(os.path.join(d, "bench-cpu-test-2026-01-02.json"),
+                  {"schema": "ct-bench/1", "mode": "full", "device": "cpu", "device_slug": "cpu-test",
+                   "date": "2026-01-02", "rows": [row, lowp]})
+        write_rec(os.path.join(d, "ch08-cpu-test-2026-01-01.json"), {"dp_ms_per_step": 3.0, "ddp_ms_per_step": 2.0})
+        write_rec(os.path.join(d, "ch08-cpu-test-mlp-2026-01-03.json"), {"dp_ms_per_step": 1.0, "ddp_ms_per_step": 2.0})
+        write_rec(os.path.join(d, "ch09-cpu-test-2026-01-01.json"), {"gemm_speedup_float16": 0.6,
+                                                                      "gemm_speedup_bfloat16": 0.1})
+        write_rec(os.path.join(d, "ch08-other-2026-01-05.json"), {"dp_ms_per_step": 1.0, "ddp_ms_per_step": 2.0})
+        recs, _ = appendix.read_recordings(d)
+        got = appendix.disagreements(recs, d)
+        check(len(got) == 1 and "ch08.ddp_vs_dp" in got[0] and "ratio 0.8" in got[0] and "gives 1.5" in got[0]
+              and "ch08-cpu-test-2026-01-01.json" in got[0],
+              f"a bench row and the chapter's untagged recording on the same device pointing opposite ways are "
+              f"named (a tagged or another device's recording is not read; a row's `at` picks its ratio): {got}")
 
 
 def write_rec(path, doc):

@@ -18,7 +18,10 @@ around them come from book/performance.json, keyed by tools/bench's row ids
 (tools/bench --list-rows). A row id without its title, label and paragraph in
 both languages is shown with the bench's own words and no paragraph, and
 problems() names it with the fix: tools/book prints that, and the test
-book.appendix_text fails on it.
+book.appendix_text fails on it. A row that compares two measurements of one
+C program (CHAPTER_RATIOS) must not point the opposite way from the same
+comparison in that chapter's own recording, which its prose interprets:
+disagreements() names such a row the same way.
 Standard library only; gnuplot draws the figures.
 """
 import glob
@@ -185,6 +188,73 @@ def read_recordings(recorded_dir):
     recs = sorted(latest.values(), key=lambda d: (d.get("device") != "cpu", d["device_slug"]))
     return recs, ignored
 
+
+
+# ---------------------------------------------------------------------------
+# the chapters and the appendix agree in direction
+
+def _ratio(a, b):
+    return lambda m: (m[a] / m[b]) if finite(m.get(a)) and finite(m.get(b)) and m[b] else None
+
+
+# A row of tools/bench that compares two measurements of one C program (both figures from the
+# chapter), and the same comparison in that chapter's own recording (book/recorded/chNN-*.json),
+# which the chapter's prose interprets: (row id, the row's `at` or None, chapter, ratio of its metrics).
+CHAPTER_RATIOS = (
+    ("ch07.dp_vs_one_device", None, "ch07", _ratio("single_ms_per_step", "dp_ms_per_step")),
+    ("ch08.ddp_vs_dp", None, "ch08", _ratio("dp_ms_per_step", "ddp_ms_per_step")),
+    ("ch09.c_lowp_vs_f32", "bfloat16", "ch09", lambda m: m.get("gemm_speedup_bfloat16")),
+    ("ch09.c_lowp_vs_f32", "float16", "ch09", lambda m: m.get("gemm_speedup_float16")),
+    ("ch10.replay_vs_eager", None, "ch10", lambda m: m.get("speedup_smallest")),
+    ("ch10.replay_vs_eager_wide", None, "ch10", lambda m: m.get("speedup_largest")),
+    ("ch11.c_profiled", None, "ch11", lambda m: m.get("profiled_speed")),
+    ("ch12.two_stream_speedup_c", None, "ch12", lambda m: m.get("overlap_speedup")),
+    ("ch13.gate_fused_vs_unfused", None, "ch13", lambda m: m.get("gate_speedup")),
+    ("ch13.gelu_fused_vs_unfused", None, "ch13", lambda m: m.get("gelu_speedup")),
+)
+SAME_WITHIN = 0.10  # a ratio within 10% of 1 has no direction: it agrees with either
+
+
+def direction(r):
+    """+1 (the first figure clearly larger), -1 (clearly smaller), 0 (within SAME_WITHIN of 1), None."""
+    if not finite(r) or r <= 0:
+        return None
+    return 1 if r > 1 + SAME_WITHIN else -1 if r < 1 - SAME_WITHIN else 0
+
+
+def chapter_recording(recorded_dir, chapter, device_slug):
+    """(file name, metrics) of the chapter's newest untagged recording on the bench's device, or None."""
+    pat = re.compile(rf"^{chapter}-{re.escape(device_slug)}-(\d{{4}}-\d\d-\d\d)\.json$")
+    found = sorted((m.group(1), fn) for fn in os.listdir(recorded_dir) if (m := pat.match(fn)))
+    if not found:
+        return None
+    fn = found[-1][1]
+    try:
+        with open(os.path.join(recorded_dir, fn), encoding="utf-8") as f:
+            return fn, json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def disagreements(recs, recorded_dir):
+    """The rows where a bench recording and the chapter's own recording on the same device point
+    opposite ways (one clearly above 1, the other clearly below): ["file row: ... ", ...]."""
+    out = []
+    for rec in recs:
+        rows = {(r.get("id"), r.get("at")): r for r in rec.get("rows", [])}
+        for rid, at, chapter, get in CHAPTER_RATIOS:
+            row = next((r for (i, a), r in rows.items() if i == rid and (at is None or a == at)), None)
+            found = chapter_recording(recorded_dir, chapter, rec["device_slug"])
+            if row is None or found is None:
+                continue
+            fn, metrics = found
+            b, c = row.get("ratio"), get(metrics)
+            db, dc = direction(b), direction(c)
+            if db is not None and dc is not None and db * dc < 0:
+                out.append(f"{rec['file']} row {rid}{' (' + at + ')' if at else ''}: ratio {b:.3g}, but "
+                           f"{fn} gives {c:.3g}: the appendix and {chapter}'s prose point opposite ways; "
+                           f"record both again on a quiet machine (tools/bench, tools/record {chapter})")
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -468,7 +538,7 @@ def build(root, md_dir, chapters, gnuplot_terminals, recorded_dir=None, book_dir
         with open(os.path.join(md_dir, f"{PAGE}.{lang}.md"), "w", encoding="utf-8") as f:
             f.write(markdown(lang, recs, catalog, text, figures, chapters, bench, ignored))
     return {"recordings": [r["file"] for r in recs], "ignored": ignored, "figures": sorted(figures.values()),
-            "problems": bad}
+            "problems": bad + disagreements(recs, recorded_dir)}
 
 
 def complete_entries(text):
