@@ -66,11 +66,11 @@ foreach(check reader fonts search overflow)
 endforeach()
 
 # The performance appendix (tests/book/check_appendix.py; tools/ctools/book_appendix.py builds it):
-#   book.appendix_text    every row id of tools/bench (CPU and GPU rows) has its title and paragraph; the
-#                         C-against-C rows point the same way as the chapters' own recordings;
+#   book.appendix_text    every row id of tools/bench (CPU and GPU rows) has its title and paragraph
 #                         in book/performance.json in both languages, none stale; a row without one
 #                         is named with the fix; pages made from fixture recordings list the GPU
-#                         rows not yet measured (no build needed)
+#                         rows not yet measured; the C-against-C rows point the same way as the
+#                         chapters' own recordings (no build needed)
 #   book.appendix         performance.html in both editions: its tables' numbers equal the latest
 #                         recording's of each device, row by row; the figure exists and is shown;
 #                         every GPU row "not yet measured on a GPU" without a GPU recording; linked
