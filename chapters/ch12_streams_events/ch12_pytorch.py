@@ -22,6 +22,7 @@ chunk_sums with reference_sums here (float64).
 """
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -31,6 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import twin  # noqa: E402  (chapters/twin.py: the flags, sections and errors every twin shares)
 
 MAX_CHUNKS, MAX_LAYERS = 64, 4
+SYNC_ROUNDS = 7  # timed rounds of the two item() loops, the median kept (ch12.c's)
 
 
 def parse_args(argv):
@@ -43,7 +45,7 @@ def parse_args(argv):
         "--rows": "rows of each chunk (0: 8192 on a GPU, 1024 on the CPU; --quick: 128)",
         "--width": "columns of each chunk and size of the square layers (0: 2048 GPU, 256 CPU; --quick: 64)",
         "--layers": "matrix products per chunk (0: 2)",
-        "--reps": "timed runs of each schedule, the fastest kept (0: 3; --quick: 1)"})
+        "--reps": "timed runs of each schedule, interleaved, the median kept (0: 7; --quick: 1)"})
     a = p.parse_args(argv)
     if not (0 <= a.chunks <= MAX_CHUNKS) or a.chunks == 1 or min(a.rows, a.width, a.layers, a.reps) < 0 \
             or a.layers > MAX_LAYERS:
@@ -57,7 +59,7 @@ def defaults(a, gpu):
     a.rows = a.rows or (128 if a.quick else 8192 if gpu else 1024)
     a.width = a.width or (64 if a.quick else 2048 if gpu else 256)
     a.layers = a.layers or 2
-    a.reps = a.reps or (1 if a.quick else 3)
+    a.reps = a.reps or (1 if a.quick else 7)
 
 
 # ---- the workload: the C program's values, exactly ------------------------------------------------
@@ -229,12 +231,14 @@ def show_overlap(torch, dev, a, m):
         # The arithmetic runs on the CPU; streams and events need CUDA.
         ws = [weight_values(torch, l, a.width, torch.float32) for l in range(a.layers)]
         hosts = [chunk_values(torch, i, a.rows, a.width, torch.float32) for i in range(a.chunks)]
-        best = float("inf")
-        for _ in range(a.reps + 1):
+        times = []
+        for _ in range(a.reps + 1):  # a warm-up run, then the timed ones
             t = time.perf_counter()
             sums = [forward(torch, h.clone(), ws).item() for h in hosts]
-            best = min(best, (time.perf_counter() - t) * 1e3)
-        print(f"serial (one stream): {best:.3f} ms by the host clock (torch.cuda.Event needs CUDA)")
+            times.append((time.perf_counter() - t) * 1e3)
+        best = statistics.median(times[1:])
+        print(f"serial (one stream): {best:.3f} ms by the host clock, the median of {a.reps} runs "
+              "(torch.cuda.Event needs CUDA)")
         print("two streams: torch.cuda.Stream needs CUDA; on the CPU every op runs when it is called, so it "
               "would take as long")
         print(f"checksum {sum(sums):.6e} (float64 reference {sum(ref):.6e})")
@@ -243,28 +247,28 @@ def show_overlap(torch, dev, a, m):
     ws = [weight_values(torch, l, a.width, torch.float32).to(dev) for l in range(a.layers)]
     hosts = [chunk_values(torch, i, a.rows, a.width, torch.float32).pin_memory() for i in range(a.chunks)]
     copy, compute = torch.cuda.Stream(dev), torch.cuda.Stream(dev)
-    runs = {}
-    for name, two in (("serial", False), ("two_stream", True)):
+    schedules = (("serial", False), ("two_stream", True))
+    for _, two in schedules:
         pipeline(torch, dev, hosts, ws, copy, compute, two)  # warm-up
-        best = None
-        for _ in range(a.reps):
-            tl, sums = pipeline(torch, dev, hosts, ws, copy, compute, two)
-            if best is None or tl["total_ms"] < best[0]["total_ms"]:
-                best = (tl, sums)
-        runs[name] = best
+    runs, totals = {}, {name: [] for name, _ in schedules}
+    for _ in range(a.reps):  # interleaved: a burst of other load hits both alike
+        for name, two in schedules:
+            runs[name] = pipeline(torch, dev, hosts, ws, copy, compute, two)  # the last run's timeline is kept
+            totals[name].append(runs[name][0]["total_ms"])
+    serial_ms, two_ms = statistics.median(totals["serial"]), statistics.median(totals["two_stream"])
     (serial, s_sums), (two, t_sums) = runs["serial"], runs["two_stream"]
-    print_timeline("serial (one stream)", serial, a.chunks)
-    print_timeline("two streams", two, a.chunks)
+    print_timeline("serial (one stream), the last run", serial, a.chunks)
+    print_timeline("two streams, the last run", two, a.chunks)
     print(f"sums of the two schedules bit-identical: {'yes' if s_sums == t_sums else 'NO'}; "
           f"checksum {sum(s_sums):.6e}")
     copy_ms = sum(e - s for s, e in zip(serial["copy_start"], serial["copy_end"]))
     comp_ms = sum(e - s for s, e in zip(serial["compute_start"], serial["compute_end"]))
     both = overlapped_ms(two, a.chunks)
-    print(f"serial: copies {copy_ms:.3f} ms + compute {comp_ms:.3f} ms; two streams: {two['total_ms']:.3f} ms, "
+    print(f"serial (last run): copies {copy_ms:.3f} ms + compute {comp_ms:.3f} ms; two streams (last run): "
           f"copy and compute overlapped {both:.3f} ms")
-    print(f"speed-up of two streams over one: {serial['total_ms'] / two['total_ms']:.2f}x")
-    m.update(serial_ms=serial["total_ms"], two_stream_ms=two["total_ms"],
-             overlap_speedup=serial["total_ms"] / two["total_ms"], serial_copy_ms=copy_ms,
+    print(f"median of {a.reps} interleaved rounds: serial {serial_ms:.3f} ms, two streams {two_ms:.3f} ms")
+    print(f"speed-up of two streams over one: {serial_ms / two_ms:.2f}x")
+    m.update(serial_ms=serial_ms, two_stream_ms=two_ms, overlap_speedup=serial_ms / two_ms, serial_copy_ms=copy_ms,
              serial_compute_ms=comp_ms, overlapped_ms=both, sums_identical=int(s_sums == t_sums),
              chunk_sums=s_sums, checksum=sum(s_sums))
     for tag, tl in (("serial", serial), ("two_stream", two)):
@@ -373,24 +377,36 @@ def sync_probes(torch, dev, x, loss, side, e):
     ]
 
 
+def item_loop_ms(torch, dev, steps, every):
+    """One timed loop of steps steps of y = 0.5 y + 1 (two small ops), with an item() after every step
+    (every) or only after the last; milliseconds."""
+    y = torch.ones(1024, device=dev)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    t = time.perf_counter()
+    for i in range(steps):
+        y.mul_(0.5).add_(1.0)
+        if every or i == steps - 1:
+            y[0].item()
+    return (time.perf_counter() - t) * 1e3
+
+
+def item_loops_ms(torch, dev, steps):
+    """[once at the end, every step]: the medians of SYNC_ROUNDS interleaved rounds after a warm-up one."""
+    rounds = [[item_loop_ms(torch, dev, steps, every) for every in (False, True)] for _ in range(SYNC_ROUNDS + 1)]
+    return [statistics.median(r[every] for r in rounds[1:]) for every in (0, 1)]
+
+
 def show_sync_points(torch, dev, a, m):
     twin.section("sync points")
-    steps = a.chunks * 25
+    steps = a.chunks * 125
     if dev.type != "cuda":
         print("torch.cuda.set_sync_debug_mode needs CUDA, and PyTorch reports only CUDA operations; on a GPU it "
               "would warn at loss.item(), print(loss), copies to pageable memory (x.to('cpu'), buf.copy_(x)), "
               "torch.tensor(list, device), stream.synchronize()")
-        x = torch.ones(1024)
-        times = []
-        for every in (False, True):
-            t = time.perf_counter()
-            for i in range(steps):
-                x.mul_(0.5).add_(1.0)
-                if every or i == steps - 1:
-                    x[0].item()
-            times.append((time.perf_counter() - t) * 1e3)
-        print(f"{steps} steps of two small ops: item() once at the end {times[0]:.3f} ms, item() every step "
-              f"{times[1]:.3f} ms")
+        times = item_loops_ms(torch, dev, steps)
+        print(f"{steps} steps of two small ops, median of {SYNC_ROUNDS} rounds: item() once at the end "
+              f"{times[0]:.3f} ms, item() every step {times[1]:.3f} ms")
         m.update(sync_steps=steps, nosync_loop_ms=times[0], sync_loop_ms=times[1])
         return
     # twin: sync_points
@@ -420,18 +436,10 @@ def show_sync_points(torch, dev, a, m):
     print(f"\"default\" mode again: loss.item() = {loss.item():g}")
     # twin: end
     m.update(sync_probes=len(probes), sync_as_expected=as_expected, sync_reported=",".join(reported))
-    times = []
-    for every in (False, True):
-        y = torch.ones(1024, device=dev)
-        torch.cuda.synchronize(dev)
-        t = time.perf_counter()
-        for i in range(steps):
-            y.mul_(0.5).add_(1.0)
-            if every or i == steps - 1:
-                y[0].item()
-        times.append((time.perf_counter() - t) * 1e3)
-    print(f"{steps} steps of two small ops: item() once at the end {times[0]:.3f} ms, item() every step "
-          f"{times[1]:.3f} ms ({1e3 * (times[1] - times[0]) / steps:.1f} us per sync)")
+    times = item_loops_ms(torch, dev, steps)
+    print(f"{steps} steps of two small ops, median of {SYNC_ROUNDS} rounds: item() once at the end "
+          f"{times[0]:.3f} ms, item() every step {times[1]:.3f} ms ({1e3 * (times[1] - times[0]) / steps:.1f} us "
+          "per sync)")
     m.update(sync_steps=steps, nosync_loop_ms=times[0], sync_loop_ms=times[1])
 
 

@@ -61,6 +61,7 @@ cd build && ninja ch12_streams_events
 
 #define MAX_CHUNKS 64
 #define MAX_LAYERS 4
+#define SYNC_ROUNDS 7 // timed rounds of the two item() loops, the median kept
 
 static const ct_cli *g_cli;
 
@@ -443,10 +444,10 @@ static int run_pipeline(const workload *w, int n, schedule sc, marks *k, timelin
 
 /*md
 ::: zh
-每种安排先不计时地跑一次（第一次会碰上 cuBLAS 初始化、分配器要新内存之类的一次性开销；这次打开竞争检查器，检查它没有任何报告），再计时跑 `--reps` 次，取最快的一次。时间是事件测的：`t0` 记在 compute 流上，copy 流先等它；`end` 在 compute 流等过 copy 流之后记录。下表是最后那次运行的时间线，每一块的拷贝和计算各占一行里的起止时刻（毫秒，从 `t0` 算起）。
+每种安排先不计时地跑一次（第一次会碰上 cuBLAS 初始化、分配器要新内存之类的一次性开销；这次打开竞争检查器，检查它没有任何报告），再把两种安排交替计时 `--reps` 次（串行、双流、串行、双流……，这样机器上其他程序的一阵负载会同样落在两者身上），各取中位数。时间是事件测的：`t0` 记在 compute 流上，copy 流先等它；`end` 在 compute 流等过 copy 流之后记录。下表是每种安排最后那次运行的时间线，每一块的拷贝和计算各占一行里的起止时刻（毫秒，从 `t0` 算起）。
 :::
 ::: en
-Each schedule is first run once untimed (the first run meets one-time costs: cuBLAS starting up, the allocator asking for fresh memory; this run has the race checker on, and it must report nothing), then timed `--reps` times, keeping the fastest. Events do the timing: `t0` is recorded on the compute stream and the copy stream waits for it first; `end` is recorded after the compute stream has waited for the copy stream. The table is the timeline of the last run: each chunk's copy and compute, with their start and end times (ms after `t0`).
+Each schedule is first run once untimed (the first run meets one-time costs: cuBLAS starting up, the allocator asking for fresh memory; this run has the race checker on, and it must report nothing), then the two are timed `--reps` times each, taking turns (serial, two streams, serial, two streams, ...; a burst of other load on the machine then hits both alike), and each keeps its median. Events do the timing: `t0` is recorded on the compute stream and the copy stream waits for it first; `end` is recorded after the compute stream has waited for the copy stream. The table is the timeline of each schedule's last run: each chunk's copy and compute, with their start and end times (ms after `t0`).
 :::
 */
 /*md hide*/
@@ -479,28 +480,33 @@ static double overlapped_ms(const timeline *tl, int n) {
   return both;
 }
 
-// Runs a schedule once checked (sanitizer in "error" mode), then reps times
-// timed with the sanitizer off; tl is the fastest run. Leaves the sanitizer's
-// mode as it found it.
-static void measure(const workload *w, schedule sc, int reps, timeline *tl) {
+// Runs each of the two schedules once checked (sanitizer in "error" mode),
+// then times them in reps interleaved rounds (one, the other, one, ...) with
+// the sanitizer off, so that a burst of other load hits both alike; ms[i] is
+// schedule i's median time, tl[i] its last run. Leaves the sanitizer's mode
+// as it found it.
+static void measure(const workload *w, const schedule sc[2], int reps, double ms[2], timeline tl[2]) {
   marks k;
   marks_make(&k, w->dev, w->n);
   int mode = ct_sanitizer_mode();
   ok(ct_sanitizer_set_mode(CT_SANITIZER_ERROR));
   uint64_t before = ct_sanitizer_reports();
-  ok(run_pipeline(w, w->n, sc, &k, tl));
+  for (int i = 0; i < 2; ++i) ok(run_pipeline(w, w->n, sc[i], &k, &tl[i]));
   if (ct_sanitizer_reports() != before) {
     ct_fail(CT_ERR_RACE, "ch12: the pipeline has a race: %s", ct_sanitizer_last_report());
     ct_cli_die(g_cli);
   }
   ok(ct_sanitizer_set_mode(CT_SANITIZER_OFF));
-  timeline t;
-  tl->total_ms = INFINITY;
-  for (int r = 0; r < reps; ++r) {
-    ct_cli_exit_if_interrupted(NULL); // Ctrl-C: stop between timed runs
-    ok(run_pipeline(w, w->n, sc, &k, &t));
-    if (t.total_ms < tl->total_ms) *tl = t;
-  }
+  double *total = malloc(sizeof(double) * 2 * (size_t)reps); // schedule i's runs at total[i * reps ...]
+  if (!total) ct_cli_die(g_cli);
+  for (int r = 0; r < reps; ++r)
+    for (int i = 0; i < 2; ++i) {
+      ct_cli_exit_if_interrupted(NULL); // Ctrl-C: stop between timed runs
+      ok(run_pipeline(w, w->n, sc[i], &k, &tl[i]));
+      total[i * reps + r] = tl[i].total_ms;
+    }
+  for (int i = 0; i < 2; ++i) ms[i] = ct_cli_median(total + i * reps, reps);
+  free(total);
   ok(ct_sanitizer_set_mode(mode));
   marks_free(&k, w->n);
 }
@@ -513,11 +519,15 @@ static void show_overlap(ct_device dev, const settings *s, ct_metrics *m) {
   printf("%ld chunks of (%ld, %ld) f32 (%.1f MiB each), %ld layers of (%ld, %ld); %s host memory\n", s->chunks,
          s->rows, s->width, (double)s->rows * (double)s->width * 4 / (1 << 20), s->layers, s->width, s->width,
          dev.type == CT_CUDA ? "pinned" : "pageable (the CPU: no pinned memory, the 'copy' is a memcpy)");
-  timeline serial, two;
-  measure(&w, (schedule){.two_streams = false, .wait = true, .record = true}, (int)s->reps, &serial);
-  measure(&w, (schedule){.two_streams = true, .wait = true, .record = true}, (int)s->reps, &two);
-  print_timeline("serial (one stream)", &serial, w.n);
-  print_timeline("two streams", &two, w.n);
+  timeline tl[2];
+  double ms[2]; // the medians: serial, two streams
+  measure(&w,
+          (const schedule[2]){{.two_streams = false, .wait = true, .record = true},
+                              {.two_streams = true, .wait = true, .record = true}},
+          (int)s->reps, ms, tl);
+  const timeline serial = tl[0], two = tl[1];
+  print_timeline("serial (one stream), the last run", &serial, w.n);
+  print_timeline("two streams, the last run", &two, w.n);
   bool same = memcmp(serial.sums, two.sums, sizeof(double) * (size_t)w.n) == 0;
   double checksum = 0;
   for (int i = 0; i < w.n; ++i) checksum += serial.sums[i];
@@ -528,17 +538,18 @@ static void show_overlap(ct_device dev, const settings *s, ct_metrics *m) {
     copy_ms += serial.copy_end[i] - serial.copy_start[i];
     comp_ms += serial.comp_end[i] - serial.comp_start[i];
   }
-  printf("serial: copies %.3f ms + compute %.3f ms; two streams: %.3f ms, copy and compute overlapped %.3f ms\n",
-         copy_ms, comp_ms, two.total_ms, overlapped_ms(&two, w.n));
-  printf("speed-up of two streams over one: %.2fx%s\n", serial.total_ms / two.total_ms,
+  printf("serial (last run): copies %.3f ms + compute %.3f ms; two streams (last run): copy and compute overlapped "
+         "%.3f ms\n", copy_ms, comp_ms, overlapped_ms(&two, w.n));
+  printf("median of %ld interleaved rounds: serial %.3f ms, two streams %.3f ms\n", s->reps, ms[0], ms[1]);
+  printf("speed-up of two streams over one: %.2fx%s\n", ms[0] / ms[1],
          dev.type == CT_CPU ? " (the CPU runs work as it is issued: nothing can overlap)" : "");
   ct_metrics_num(m, "chunks", w.n);
   ct_metrics_num(m, "rows", (double)s->rows);
   ct_metrics_num(m, "width", (double)s->width);
   ct_metrics_num(m, "layers", w.layers);
-  ct_metrics_num(m, "serial_ms", serial.total_ms);
-  ct_metrics_num(m, "two_stream_ms", two.total_ms);
-  ct_metrics_num(m, "overlap_speedup", serial.total_ms / two.total_ms);
+  ct_metrics_num(m, "serial_ms", ms[0]);
+  ct_metrics_num(m, "two_stream_ms", ms[1]);
+  ct_metrics_num(m, "overlap_speedup", ms[0] / ms[1]);
   ct_metrics_num(m, "serial_copy_ms", copy_ms);
   ct_metrics_num(m, "serial_compute_ms", comp_ms);
   ct_metrics_num(m, "overlapped_ms", overlapped_ms(&two, w.n));
@@ -727,7 +738,7 @@ PyTorch 的 `torch.cuda.set_sync_debug_mode` 帮你找出它们：`"default"`/0 
 
 CPU 上同样报告：CPU 的工作发起时就做完了，没有什么要等，但同一个程序换到 GPU 上会在哪里等，CPU 上的运行就在哪里报告。唯一的差别是本来就该有的：张量已经在 CPU 上时，`ct_to(x, cpu)` 什么都不拷，所以也不报告。
 
-下面把一串调用在 warn 模式下各跑一次，用钩子（`ct_set_sync_debug_hook`）收下报告，和每个调用应有的结果对照；然后在 error 模式下调用 `ct_item`，再回到 default 模式重试；最后量一量每步一次 `item()` 的代价。
+下面把一串调用在 warn 模式下各跑一次，用钩子（`ct_set_sync_debug_hook`）收下报告，和每个调用应有的结果对照；然后在 error 模式下调用 `ct_item`，再回到 default 模式重试；最后量一量每步一次 `item()` 的代价（两个循环交替跑几遍，各取中位数）。
 :::
 ::: en
 ## Host sync points and the sync debug mode
@@ -738,7 +749,7 @@ PyTorch's `torch.cuda.set_sync_debug_mode` finds them: `"default"`/0 does nothin
 
 The CPU reports too: CPU work is done when issued and there is nothing to wait for, but a CPU run reports the sync points the same program would hit on a GPU. The one difference is inherent: `ct_to(x, cpu)` of a tensor already on the CPU copies nothing, so it reports nothing.
 
-Below, a list of calls runs once each in warn mode, with a hook (`ct_set_sync_debug_hook`) collecting the reports, checked against what each call should do; then `ct_item` is called in error mode and retried in default mode; last, the cost of one `item()` per step is measured.
+Below, a list of calls runs once each in warn mode, with a hook (`ct_set_sync_debug_hook`) collecting the reports, checked against what each call should do; then `ct_item` is called in error mode and retried in default mode; last, the cost of one `item()` per step is measured (the two loops take turns over several rounds, each keeping its median).
 :::
 */
 /*md
@@ -844,6 +855,26 @@ static void collect(const char *op, ct_device d, int mode, void *ctx) {
   if (r->n++ == 0) snprintf(r->first, sizeof r->first, "%s", op);
 }
 
+// One timed loop of steps steps of x = 0.5 x + 1 (two small ops), with an
+// item() after every step (every) or only after the last; milliseconds.
+static double item_loop_ms(ct_device dev, int steps, bool every) {
+  ct_tensor *x = must(ct_ones(CT_SHAPE(1024), CT_F32, dev));
+  ok(ct_stream_synchronize(ct_current_stream(dev)));
+  double t0 = now_ms();
+  for (int i = 0; i < steps; ++i) {
+    ok(ct_binary_scalar_out(CT_OP_MUL, x, x, 0.5));
+    ok(ct_binary_scalar_out(CT_OP_ADD, x, x, 1.0));
+    if (every || i == steps - 1) {
+      ct_tensor *s0 = must(ct_narrow(x, 0, 0, 1));
+      item(s0); // the host waits for the stream
+      ct_free(s0);
+    }
+  }
+  double ms = now_ms() - t0;
+  ct_free(x);
+  return ms;
+}
+
 static void show_sync_points(ct_device dev, const settings *s, ct_metrics *m) {
   ct_cli_section("sync points");
   probe_env p = {.dev = dev};
@@ -888,29 +919,21 @@ static void show_sync_points(ct_device dev, const settings *s, ct_metrics *m) {
   ct_metrics_str(m, "sync_error_status", ct_status_name((ct_status)rc));
   ct_metrics_num(m, "sync_item_after_error", v);
 
-  // The cost of item() every step: x = 0.5 x + 1 (two small ops) per step.
-  int steps = (int)s->chunks * 25;
-  double ms[2];
-  for (int every = 0; every < 2; ++every) {
-    ct_tensor *x = must(ct_ones(CT_SHAPE(1024), CT_F32, dev));
-    double t0 = now_ms();
-    for (int i = 0; i < steps; ++i) {
-      ok(ct_binary_scalar_out(CT_OP_MUL, x, x, 0.5));
-      ok(ct_binary_scalar_out(CT_OP_ADD, x, x, 1.0));
-      if (every == 1 || i == steps - 1) {
-        ct_tensor *s0 = must(ct_narrow(x, 0, 0, 1));
-        v = item(s0); // the host waits for the stream
-        ct_free(s0);
-      }
+  // The cost of item() every step: the two loops in SYNC_ROUNDS interleaved rounds after a warm-up one.
+  int steps = (int)s->chunks * 125;
+  double ms[2][SYNC_ROUNDS];
+  for (int round = -1; round < SYNC_ROUNDS; ++round)
+    for (int every = 0; every < 2; ++every) {
+      double t = item_loop_ms(dev, steps, every == 1);
+      if (round >= 0) ms[every][round] = t;
     }
-    ms[every] = now_ms() - t0;
-    ct_free(x);
-  }
-  printf("%d steps of two small ops: item() once at the end %.3f ms, item() every step %.3f ms (%.1f us per sync)\n",
-         steps, ms[0], ms[1], 1e3 * (ms[1] - ms[0]) / steps);
+  double nosync = ct_cli_median(ms[0], SYNC_ROUNDS), sync = ct_cli_median(ms[1], SYNC_ROUNDS);
+  printf("%d steps of two small ops, median of %d rounds: item() once at the end %.3f ms, item() every step %.3f ms "
+         "(%.1f us per sync)\n",
+         steps, SYNC_ROUNDS, nosync, sync, 1e3 * (sync - nosync) / steps);
   ct_metrics_num(m, "sync_steps", steps);
-  ct_metrics_num(m, "nosync_loop_ms", ms[0]);
-  ct_metrics_num(m, "sync_loop_ms", ms[1]);
+  ct_metrics_num(m, "nosync_loop_ms", nosync);
+  ct_metrics_num(m, "sync_loop_ms", sync);
   ct_free(p.x), ct_free(p.loss);
   ct_event_free(p.e);
   ct_stream_free(p.side);
@@ -947,7 +970,7 @@ int main(int argc, char **argv) {
       {"rows", CT_OPT_INT, &s.rows, "rows of each chunk (0: 8192 on a GPU, 1024 on the CPU; --quick: 128)"},
       {"width", CT_OPT_INT, &s.width, "columns of each chunk and size of the square layers (0: 2048 GPU, 256 CPU; --quick: 64)"},
       {"layers", CT_OPT_INT, &s.layers, "matrix products per chunk (0: 2)"},
-      {"reps", CT_OPT_INT, &s.reps, "timed runs of each schedule, the fastest kept (0: 3; --quick: 1)"},
+      {"reps", CT_OPT_INT, &s.reps, "timed runs of each schedule, interleaved, the median kept (0: 7; --quick: 1)"},
   };
   ct_cli_parse(&cli, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
   g_cli = &cli;
@@ -967,12 +990,13 @@ int main(int argc, char **argv) {
   if (!s.rows) s.rows = cli.quick ? 128 : gpu ? 8192 : 1024;
   if (!s.width) s.width = cli.quick ? 64 : gpu ? 2048 : 256;
   if (!s.layers) s.layers = 2;
-  if (!s.reps) s.reps = cli.quick ? 1 : 3;
+  if (!s.reps) s.reps = cli.quick ? 1 : 7;
   // before anything is allocated: the chunks three times (host, device, result), the square layers
   ct_cli_need_memory(&cli, "--chunks x --rows x --width floats (three copies)", 4,
                      (const int64_t[]){s.chunks, s.rows, s.width, 3}, sizeof(float));
   ct_cli_need_memory(&cli, "--layers x --width x --width floats", 3, (const int64_t[]){s.layers, s.width, s.width},
                      sizeof(float));
+  ct_cli_need_memory(&cli, "--reps x 2 times (the schedules' runs)", 2, (const int64_t[]){s.reps, 2}, sizeof(double));
   /*md show*/
   ct_metrics *m = cli.metrics; // device, seed and quick already recorded
   show_streams(cli.device, m);
