@@ -407,7 +407,8 @@ def show_sync_points(torch, dev, a, m):
         times = item_loops_ms(torch, dev, steps)
         print(f"{steps} steps of two small ops, median of {SYNC_ROUNDS} rounds: item() once at the end "
               f"{times[0]:.3f} ms, item() every step {times[1]:.3f} ms")
-        m.update(sync_steps=steps, nosync_loop_ms=times[0], sync_loop_ms=times[1])
+        m.update(sync_steps=steps, nosync_loop_ms=times[0], sync_loop_ms=times[1],
+                 sync_cost_us=1e3 * (times[1] - times[0]) / steps)
         return
     # twin: sync_points
     x = torch.ones(16, device=dev)
@@ -440,7 +441,8 @@ def show_sync_points(torch, dev, a, m):
     print(f"{steps} steps of two small ops, median of {SYNC_ROUNDS} rounds: item() once at the end "
           f"{times[0]:.3f} ms, item() every step {times[1]:.3f} ms ({1e3 * (times[1] - times[0]) / steps:.1f} us "
           "per sync)")
-    m.update(sync_steps=steps, nosync_loop_ms=times[0], sync_loop_ms=times[1])
+    m.update(sync_steps=steps, nosync_loop_ms=times[0], sync_loop_ms=times[1],
+             sync_cost_us=1e3 * (times[1] - times[0]) / steps)
 
 
 def main(argv):
