@@ -567,7 +567,7 @@ Below, the same model runs some steps with overlap on and off (off: every bucket
 // NCCL's all-reduce run after the host has queued them, so each step ends with
 // a synchronize for the clock to time them; that adds no wait the step did not
 // already have, since the next step's first act, the blocking copy of its batch
-// (cti_memcpy), waits for the stream all the same.
+// (ct_to_device), waits for the stream all the same.
 static double step_ms(double t0) { return 1e3 * (ct_cli_seconds() - t0); }
 
 // The median step of TIMED_STEPS and its median wait, each the slowest rank's.
