@@ -30,7 +30,8 @@ import st  # noqa: E402  (the repository's safetensors reader/writer)
 from threaded_dp import ThreadedDataParallel  # noqa: E402  (DataParallel's steps on threads)
 
 MEAN, STD = 0.2860, 0.3530
-TIMED_STEPS = 20
+TIMED_STEPS = 100  # steps timed for overlap and DP vs DDP (--quick: QUICK_TIMED_STEPS)
+QUICK_TIMED_STEPS = 20
 DEV = "cpu"  # this rank's device: "cpu", or "cuda:LOCAL_RANK" under NCCL (pick_backend)
 
 
@@ -64,6 +65,7 @@ def parse_args(argv):
     if a.quick:
         a.epochs = 1 if a.epochs == 2 else a.epochs
         a.train_size = a.train_size or 2560
+    a.timed_steps = QUICK_TIMED_STEPS if a.quick else TIMED_STEPS
     return a
 
 
@@ -300,7 +302,7 @@ def main(argv):
     def timed(overlap):  # the median step and median wait, each the slowest rank's
         dist.barrier()
         ms, wait = [], []
-        for k in range(TIMED_STEPS):
+        for k in range(a.timed_steps):
             t0 = time.perf_counter()
             rows = idx[(k % steps) * B:(k % steps + 1) * B]
             opt.zero_grad(set_to_none=True)
@@ -324,7 +326,7 @@ def main(argv):
 
     off, w_off = timed(False)
     on, _ = timed(True)
-    print(f"median of {TIMED_STEPS} steps, the slowest rank's:")
+    print(f"median of {a.timed_steps} steps, the slowest rank's:")
     print(f"overlap off: {off:.2f} ms per step, {w_off:.3f} ms of it waiting for all-reduce after backward")
     print(f"overlap on:  {on:.2f} ms per step, (inside backward: PyTorch does not report the wait)")
     metrics.update(step_ms_overlap_on=on, step_ms_overlap_off=off)
@@ -335,7 +337,7 @@ def main(argv):
         def timed_global(model, forward):  # ms per SGD step on the global batch, the median step
             step_opt = torch.optim.SGD(model.parameters(), lr=a.lr)
             ms = []
-            for _ in range(TIMED_STEPS):
+            for _ in range(a.timed_steps):
                 t0 = time.perf_counter()
                 rows = idx[0:B * w]
                 step_opt.zero_grad(set_to_none=True)
@@ -349,7 +351,7 @@ def main(argv):
         dp_ms = timed_global(dp_model, ThreadedDataParallel(torch, nn, dp_model, w))
         solo_ms = timed_global(solo, solo)
     dist.barrier()
-    print(f"median of {TIMED_STEPS} steps each")
+    print(f"median of {a.timed_steps} steps each")
     print(f"global batch {B * w} on {w} devices: DDP {on:.2f} ms per step, DataParallel {dp_ms:.2f} ms per step "
           f"({dp_ms / on:.2f}x)")
     print(f"one process alone, the same global batch: {solo_ms:.2f} ms per step; DDP's speed-up over it "
