@@ -22,6 +22,7 @@ C one saved with --save (tests/chapter/check_ch07.py compares them, with
 """
 import os
 import re
+import statistics
 import sys
 import time
 
@@ -188,10 +189,10 @@ def train(torch, nn, a, model, forward, x_train, y_train, dev):
     # twin: train
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)  # the module's parameters
     loss_fn = nn.CrossEntropyLoss()
-    losses = []
-    t0 = time.perf_counter()
+    losses, step_ms = [], []
     per_epoch = -(-len(x_train) // a.batch_size)      # drop_last=False: the last batch is short
     for step in range(a.steps):
+        ts = time.perf_counter()
         lo = (step % per_epoch) * a.batch_size          # past one epoch, the next starts
         x = x_train[lo:lo + a.batch_size].to(dev)     # file order, as the C loader reads it
         y = y_train[lo:lo + a.batch_size].to(dev)
@@ -200,10 +201,9 @@ def train(torch, nn, a, model, forward, x_train, y_train, dev):
         loss.backward()                               # every replica's grads summed into the module's
         opt.step()
         losses.append(loss.item())
+        step_ms.append(1e3 * (time.perf_counter() - ts))  # item() waited for the stream: the whole step
     # twin: end
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-    return losses, time.perf_counter() - t0
+    return losses, statistics.median(step_ms)  # the median step: one-time costs and a slow step move only the mean
 
 
 def accuracy(torch, model, x_test, y_test, dev):
@@ -259,11 +259,11 @@ def compare_training(torch, nn, a, devs, metrics):
           f"max |DataParallel - float64| {d64[1]:.3g}")
     print(f"test accuracy on the first {EVAL_IMAGES} test images: one device {acc_a:.4f}, DataParallel {acc_b:.4f}")
     same = len(devs) > 1 and len(set(map(str, devs))) == 1
-    print(f"time per step: one device {1e3 * ta / a.steps:.2f} ms, DataParallel on {len(devs)} "
-          f"replica{'' if len(devs) == 1 else 's'} {1e3 * tb / a.steps:.2f} ms"
+    print(f"time per step (median of {a.steps} steps): one device {ta:.2f} ms, DataParallel on {len(devs)} "
+          f"replica{'' if len(devs) == 1 else 's'} {tb:.2f} ms"
           f"{' (one device, repeated)' if same else ''}")
     metrics.update(single_loss=la, dp_loss=lb, max_param_diff=diff, max_param_abs=scale, single_accuracy=acc_a,
-                   dp_accuracy=acc_b, single_ms_per_step=1e3 * ta / a.steps, dp_ms_per_step=1e3 * tb / a.steps,
+                   dp_accuracy=acc_b, single_ms_per_step=ta, dp_ms_per_step=tb,
                    steps=a.steps, single_f64_diff=d64[0], dp_f64_diff=d64[1])
     if a.save:
         st.save(a.save, {k: v.float() for k, v in wrapped.state_dict().items()})  # model.module.state_dict()

@@ -51,13 +51,15 @@ In order: the process group and the environment the launcher gives each process;
 
 #define FMNIST_MEAN 0.2860
 #define FMNIST_STD 0.3530
-#define TIMED_STEPS 20 // steps timed for overlap and DP vs DDP
+#define TIMED_STEPS 100 // steps timed for overlap and DP vs DDP (--quick: QUICK_TIMED_STEPS)
+#define QUICK_TIMED_STEPS 20
 
 static const ct_cli *g_cli; // for ct_cli_check_loss in the training loop
 
 typedef struct settings {
   const char *backend, *data, *save;
   long nproc, epochs, batch_size, train_size, accumulate;
+  int timed_steps; // TIMED_STEPS or QUICK_TIMED_STEPS
   double lr, momentum, bucket_mb;
 } settings;
 
@@ -561,19 +563,30 @@ Below, the same model runs some steps with overlap on and off (off: every bucket
 :::
 */
 /*md figure buckets: DDP 的桶：按反向产生梯度的顺序装桶，桶一满就异步 all-reduce，与反向重叠（理想化） | DDP's buckets: filled in the order backward produces gradients, each all-reduced asynchronously as it fills, overlapping backward (idealised)*/
+// Milliseconds since t0, read at the end of a step after ct_cli_synchronize. The
+// timings are medians of per-step times: one-time costs and a step slowed by
+// another program move a mean, not the median. On a GPU a step's kernels and
+// NCCL's all-reduce run after the host has queued them, so each step ends with
+// a synchronize for the clock to time them; that adds no wait the step did not
+// already have, since the next step's first act, the blocking copy of its batch
+// (ct_to_device), waits for the stream all the same.
+static double step_ms(double t0) { return 1e3 * (ct_cli_seconds() - t0); }
+
+// The median of st->timed_steps steps and the median wait, each the slowest rank's.
 static double timed_steps(ct_process_group *pg, trained *t, const settings *st, double *wait_ms) {
   ct_device d = ct_dist_device(pg);
-  double l = 0, wait = 0;
+  double l = 0, ms[TIMED_STEPS], wait[TIMED_STEPS];
   ct_dist_barrier(pg);
-  double t0 = ct_cli_seconds();
-  for (int k = 0; k < TIMED_STEPS; ++k) {
-    if (train_step(t->ddp, t->opt, &t->s, k % (t->s.n / st->batch_size), 1, st->batch_size, d, &l) != CT_OK)
+  for (int k = 0; k < st->timed_steps; ++k) {
+    double t0 = ct_cli_seconds();
+    if (train_step(t->ddp, t->opt, &t->s, k % (t->s.n / st->batch_size), 1, st->batch_size, d, &l) != CT_OK ||
+        ct_cli_synchronize(d) != CT_OK) // see step_ms
       return -1;
-    wait += ct_ddp_last_wait_seconds(t->ddp);
+    ms[k] = step_ms(t0);
+    wait[k] = 1e3 * ct_ddp_last_wait_seconds(t->ddp);
   }
-  if (ct_cli_synchronize(d) != CT_OK) return -1;
-  *wait_ms = reduce_scalar(pg, 1e3 * wait / TIMED_STEPS, CT_REDUCE_MAX);
-  return reduce_scalar(pg, 1e3 * (ct_cli_seconds() - t0) / TIMED_STEPS, CT_REDUCE_MAX);
+  *wait_ms = reduce_scalar(pg, ct_cli_median(wait, st->timed_steps), CT_REDUCE_MAX);
+  return reduce_scalar(pg, ct_cli_median(ms, st->timed_steps), CT_REDUCE_MAX);
 }
 
 static int show_overlap(ct_process_group *pg, trained *t, const settings *st, ct_metrics *m, double *ddp_ms) {
@@ -584,6 +597,7 @@ static int show_overlap(ct_process_group *pg, trained *t, const settings *st, ct
   ct_ddp_set_overlap(t->ddp, true);
   double on = timed_steps(pg, t, st, &w_on);
   if (on < 0 || off < 0) return -1;
+  printf("median of %d steps, the slowest rank's:\n", st->timed_steps);
   printf("overlap off: %.2f ms per step, %.3f ms of it waiting for all-reduce after backward\n", off, w_off);
   printf("overlap on:  %.2f ms per step, %.3f ms of it waiting for all-reduce after backward\n", on, w_on);
   ct_metrics_num(m, "step_ms_overlap_on", on);
@@ -607,16 +621,17 @@ static int show_overlap(ct_process_group *pg, trained *t, const settings *st, ct
 The same W devices and the same global batch, a few steps each way, plus a reference: one process with no wrapper computing the whole global batch alone (with the OpenMP threads of one rank), against which DDP's speed-up is this chapter's measure of scaling. The two ways: DDP (this chapter, W processes of B rows each) and DataParallel (chapter 7: rank 0 alone, W replica threads, W·B rows per step, the other ranks waiting at a barrier). The seed says DP is simpler and DDP has no main-device bottleneck: every DP step copies the parameters from the main device to each replica, gathers the outputs back, and computes the loss and sums the gradients on the main device, all driven by one process; a DDP step has one gradient average, overlapped with backward. On this 2-core machine each of two ranks has a core to itself, and the difference comes mostly from DP's copies and sums; on several GPUs it also comes from Python's GIL (which PyTorch's DP threads share) and from the main GPU's memory. In {{recorded @run}}: {{recorded ddp_ms_per_step %.2f}} ms per DDP step, {{recorded dp_ms_per_step %.2f}} ms per DP step. {{if recorded ddp_ms_per_step < recorded dp_ms_per_step * 0.9}}DDP is faster, as the seed says.{{elif recorded ddp_ms_per_step about recorded dp_ms_per_step within 10%}}The two are within 10% of each other: at this size DP's copies and sums are a small part of a step.{{else}}This time DP is faster: the model is small, and DDP's communication between processes costs more per step than DP's copies and sums inside one process; the bigger the model and the more devices, the more DP's main-device bottleneck shows.{{end}}
 :::
 */
-// Milliseconds per SGD step of `model` on the global batch, through DataParallel when dp
-// is given, else alone; -1 on an error.
+// Milliseconds per SGD step (the median of n steps) of `model` on the global batch,
+// through DataParallel when dp is given, else alone; -1 on an error.
 static double time_global_steps(ct_module *model, ct_data_parallel *dp, shard *s, int64_t B, ct_device d,
-                                double lr) {
+                                double lr, int n) {
   int np = 0;
   ct_param **p = ct_module_parameters(model, &np);
   ct_optimizer *opt = ct_optim_sgd(p, np, ct_sgd_defaults(lr));
   int rc = opt ? CT_OK : -1;
-  double t0 = ct_cli_seconds();
-  for (int k = 0; rc == CT_OK && k < TIMED_STEPS; ++k) {
+  double ms[TIMED_STEPS];
+  for (int k = 0; rc == CT_OK && k < n; ++k) {
+    double t0 = ct_cli_seconds();
     ct_tensor *x = NULL, *y = NULL, *g = NULL;
     rc = get_batch(s, k % (s->n / B), B, d, &x, &y);
     ct_tensor *out = rc ? NULL : dp ? ct_data_parallel_forward(dp, x) : ct_module_forward(model, x);
@@ -626,10 +641,11 @@ static double time_global_steps(ct_module *model, ct_data_parallel *dp, shard *s
         ct_optimizer_step(opt))
       rc = -1;
     ct_free(x), ct_free(y), ct_free(g), ct_free(out), ct_free(loss);
+    if (rc == CT_OK) rc = ct_cli_synchronize(d); // see step_ms
+    ms[k] = step_ms(t0);
   }
-  if (rc == CT_OK) rc = ct_cli_synchronize(d);
   ct_optimizer_free(opt);
-  return rc == CT_OK ? 1e3 * (ct_cli_seconds() - t0) / TIMED_STEPS : -1;
+  return rc == CT_OK ? ct_cli_median(ms, n) : -1;
 }
 
 static int show_dp_vs_ddp(ct_process_group *pg, trained *t, const settings *st, double ddp_ms, ct_metrics *m) {
@@ -648,8 +664,8 @@ static int show_dp_vs_ddp(ct_process_group *pg, trained *t, const settings *st, 
     ct_data_parallel *dp = model && ct_module_to(model, d) == CT_OK ? ct_data_parallel_create(model, devs, w) : NULL;
     rc = dp && solo && ct_module_to(solo, d) == CT_OK && s.idx && s.x && s.y
              ? ct_distributed_sampler_indices(&all, s.idx) : -1;
-    if (rc == CT_OK) dp_ms = time_global_steps(model, dp, &s, B, d, st->lr);
-    if (rc == CT_OK && dp_ms >= 0) solo_ms = time_global_steps(solo, NULL, &s, B, d, st->lr);
+    if (rc == CT_OK) dp_ms = time_global_steps(model, dp, &s, B, d, st->lr, st->timed_steps);
+    if (rc == CT_OK && dp_ms >= 0) solo_ms = time_global_steps(solo, NULL, &s, B, d, st->lr, st->timed_steps);
     if (dp_ms < 0 || solo_ms < 0) rc = -1;
     ct_free(s.x), ct_free(s.y);
     free(s.idx);
@@ -658,6 +674,7 @@ static int show_dp_vs_ddp(ct_process_group *pg, trained *t, const settings *st, 
   }
   int all_ok = (int)reduce_scalar(pg, rc == CT_OK ? 0 : 1, CT_REDUCE_MAX) == 0; // the others wait here
   if (!all_ok) return rc ? rc : (int)ct_fail(CT_ERR_VALUE, "ch08: DataParallel failed on rank 0");
+  printf("median of %d steps each\n", st->timed_steps);
   printf("global batch %ld on %d devices: DDP %.2f ms per step, DataParallel %.2f ms per step (%.2fx)\n",
          st->batch_size * w, w, ddp_ms, dp_ms, dp_ms / ddp_ms);
   printf("one process alone, the same global batch: %.2f ms per step; DDP's speed-up over it %.2fx on %d ranks\n",
@@ -790,6 +807,7 @@ int main(int argc, char **argv) {
     if (s.epochs == 2) s.epochs = 1;
     if (s.train_size == 0) s.train_size = 2560;
   }
+  s.timed_steps = cli.quick ? QUICK_TIMED_STEPS : TIMED_STEPS;
   /*md show*/
   ct_cli_launch("ch08", argc, argv, (int)s.nproc); // no RANK: run again under tools/launch, as torchrun would
   cpu_if_gpus_short(&cli, s.backend, (int)s.nproc); // NCCL: one GPU per rank, or the ranks go to the CPU

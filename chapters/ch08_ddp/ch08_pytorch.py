@@ -30,7 +30,8 @@ import st  # noqa: E402  (the repository's safetensors reader/writer)
 from threaded_dp import ThreadedDataParallel  # noqa: E402  (DataParallel's steps on threads)
 
 MEAN, STD = 0.2860, 0.3530
-TIMED_STEPS = 20
+TIMED_STEPS = 100  # steps timed for overlap and DP vs DDP (--quick: QUICK_TIMED_STEPS)
+QUICK_TIMED_STEPS = 20
 DEV = "cpu"  # this rank's device: "cpu", or "cuda:LOCAL_RANK" under NCCL (pick_backend)
 
 
@@ -64,6 +65,7 @@ def parse_args(argv):
     if a.quick:
         a.epochs = 1 if a.epochs == 2 else a.epochs
         a.train_size = a.train_size or 2560
+    a.timed_steps = QUICK_TIMED_STEPS if a.quick else TIMED_STEPS
     return a
 
 
@@ -297,10 +299,11 @@ def main(argv):
     twin.section("overlap")
     idx = torch.tensor(list(sampler))
 
-    def timed(overlap):
+    def timed(overlap):  # the median step and median wait, each the slowest rank's
         dist.barrier()
-        t0, wait = time.perf_counter(), 0.0
-        for k in range(TIMED_STEPS):
+        ms, wait = [], []
+        for k in range(a.timed_steps):
+            t0 = time.perf_counter()
             rows = idx[(k % steps) * B:(k % steps + 1) * B]
             opt.zero_grad(set_to_none=True)
             if overlap:
@@ -314,14 +317,16 @@ def main(argv):
                     dist.all_reduce(p.grad)
                     p.grad /= w
                 sync(torch)
-                wait += time.perf_counter() - t1
+                wait.append(1e3 * (time.perf_counter() - t1))
             opt.step()
-        sync(torch)
-        ms = reduce_scalar(torch, dist, 1e3 * (time.perf_counter() - t0) / TIMED_STEPS, dist.ReduceOp.MAX)
-        return ms, reduce_scalar(torch, dist, 1e3 * wait / TIMED_STEPS, dist.ReduceOp.MAX)
+            sync(torch)  # every step, as the C chapter's step_ms explains
+            ms.append(1e3 * (time.perf_counter() - t0))
+        return (reduce_scalar(torch, dist, statistics.median(ms), dist.ReduceOp.MAX),
+                reduce_scalar(torch, dist, statistics.median(wait or [0.0]), dist.ReduceOp.MAX))
 
     off, w_off = timed(False)
     on, _ = timed(True)
+    print(f"median of {a.timed_steps} steps, the slowest rank's:")
     print(f"overlap off: {off:.2f} ms per step, {w_off:.3f} ms of it waiting for all-reduce after backward")
     print(f"overlap on:  {on:.2f} ms per step, (inside backward: PyTorch does not report the wait)")
     metrics.update(step_ms_overlap_on=on, step_ms_overlap_off=off)
@@ -329,21 +334,24 @@ def main(argv):
     twin.section("DP vs DDP")
     dp_ms = solo_ms = 0.0
     if r == 0:
-        def timed_global(model, forward):  # ms per SGD step on the global batch
+        def timed_global(model, forward):  # ms per SGD step on the global batch, the median step
             step_opt = torch.optim.SGD(model.parameters(), lr=a.lr)
-            t0 = time.perf_counter()
-            for _ in range(TIMED_STEPS):
+            ms = []
+            for _ in range(a.timed_steps):
+                t0 = time.perf_counter()
                 rows = idx[0:B * w]
                 step_opt.zero_grad(set_to_none=True)
                 nn.functional.cross_entropy(forward(x_all[rows]), y_all[rows]).backward()
                 step_opt.step()
-            sync(torch)
-            return 1e3 * (time.perf_counter() - t0) / TIMED_STEPS
+                sync(torch)
+                ms.append(1e3 * (time.perf_counter() - t0))
+            return statistics.median(ms)
 
         dp_model, solo = build_mlp(nn).to(DEV), build_mlp(nn).to(DEV)  # solo: one process alone, what W ranks scale against
         dp_ms = timed_global(dp_model, ThreadedDataParallel(torch, nn, dp_model, w))
         solo_ms = timed_global(solo, solo)
     dist.barrier()
+    print(f"median of {a.timed_steps} steps each")
     print(f"global batch {B * w} on {w} devices: DDP {on:.2f} ms per step, DataParallel {dp_ms:.2f} ms per step "
           f"({dp_ms / on:.2f}x)")
     print(f"one process alone, the same global batch: {solo_ms:.2f} ms per step; DDP's speed-up over it "
