@@ -43,7 +43,11 @@ Timing claims need a quiet machine and more than one run (book/FORMAT.md,
   book's sentences stand on. Other timed keys (a saving that is the
   difference of two near-equal times, a microsecond warm-up, a number only
   quoted) keep their spread in record_spread and are not checked;
-  --check-all checks every timed key. --repeats 1 (a long training run
+  --check-all checks every timed key. A checked spread above the limit is
+  still kept when every such condition comes out the same in each run and
+  in the medians: the runs disagree in their numbers, not in what the prose
+  says of them (the header says so); when a condition flips between runs the
+  recording is refused, naming it. --repeats 1 (a long training run
   whose point is not its timings) records one run and says so.
 """
 import argparse
@@ -182,27 +186,65 @@ RE_RECORDED_KEY = re.compile(r"\brecorded\s+([A-Za-z_]\w*)(?:\[(-?\d+)\])?")
 SOURCE_EXTS = (".c", ".cu", ".cuh", ".h", ".md")
 
 
+def prose_conditions(chapter, root=ROOT):
+    """The condition texts of the claims and branches in the chapter's sources that read its
+    recording (`recorded KEY`), in file order, each once."""
+    conds = []
+    for text in chapter_texts(chapter, root):
+        for form in RE_FORM.finditer(text):
+            c = " ".join(form.group(1).split())
+            if RE_RECORDED_KEY.search(c) and c not in conds:
+                conds.append(c)
+    return conds
+
+
+def verdicts(conds, metrics):
+    """Each condition's truth over one run's metrics (as its recording; `metric KEY` reads the
+    same run), None where the run lacks a key or the condition is malformed."""
+    from . import weave  # the book's own grammar and evaluator
+    out = []
+    for c in conds:
+        try:
+            out.append(weave.eval_cond(weave.parse_cond(c), {"recorded": metrics, "metric": metrics}, []))
+        except weave.ClaimError:
+            out.append(None)
+    return out
+
+
+def flipped(conds, runs, kept):
+    """The first condition whose truth differs between the runs or the medians, or that a run
+    cannot evaluate (a key it lacks), or None."""
+    table = [verdicts(conds, r) for r in runs] + [verdicts(conds, kept)]
+    for i, c in enumerate(conds):
+        if len({row[i] for row in table}) > 1 or table[0][i] is None:
+            return c
+    return None
+
+
+def chapter_texts(chapter, root=ROOT):
+    """The text of every source of the chapter (chapters/chNN_*/, .c/.cu/.cuh/.h/.md)."""
+    cdir = os.path.join(root, "chapters")
+    dirs = [d for d in (os.listdir(cdir) if os.path.isdir(cdir) else []) if d.startswith(chapter + "_")]
+    for d in sorted(dirs):
+        for dirpath, _, files in os.walk(os.path.join(cdir, d)):
+            for fn in sorted(files):
+                if fn.endswith(SOURCE_EXTS):
+                    with open(os.path.join(dirpath, fn), encoding="utf-8", errors="replace") as f:
+                        yield f.read()
+
+
 def prose_keys(chapter, root=ROOT):
     """{key: set of indices, or None for the whole key}: what the conditions of the claims and
     branches in the chapter's sources (chapters/chNN_*/, every .c/.cu/.cuh/.h/.md) read from
     its recording."""
     keys = {}
-    cdir = os.path.join(root, "chapters")
-    dirs = [d for d in (os.listdir(cdir) if os.path.isdir(cdir) else []) if d.startswith(chapter + "_")]
-    for d in dirs:
-        for dirpath, _, files in os.walk(os.path.join(cdir, d)):
-            for fn in sorted(files):
-                if not fn.endswith(SOURCE_EXTS):
-                    continue
-                with open(os.path.join(dirpath, fn), encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-                for form in RE_FORM.finditer(text):
-                    for m in RE_RECORDED_KEY.finditer(form.group(1)):
-                        key, idx = m.group(1), m.group(2)
-                        if idx is None:
-                            keys[key] = None
-                        elif keys.get(key, set()) is not None:
-                            keys.setdefault(key, set()).add(int(idx))
+    for cond in prose_conditions(chapter, root):
+        for m in RE_RECORDED_KEY.finditer(cond):
+            key, idx = m.group(1), m.group(2)
+            if idx is None:
+                keys[key] = None
+            elif keys.get(key, set()) is not None:
+                keys.setdefault(key, set()).add(int(idx))
     return keys
 
 
@@ -306,12 +348,19 @@ def summarize(a, runs, outs):
         keys = None if a.check_all else prose_keys(a.chapter)
         watched = spread if keys is None else checked(spread, keys, runs)
         key, worst = worst_spread(watched)
+        same = ""
         if worst > a.max_spread and not a.keep_noisy:
+            conds = [] if keys is None else prose_conditions(a.chapter)
+            flip = flipped(conds, runs, kept) if conds else "(no condition read)"
             vals = ", ".join(f"{v:.4g}" for v in values_of(runs, key))
-            print(f"record: {a.chapter}'s timings vary too much over {len(runs)} runs: {key} spread "
-                  f"{worst:.0%} (values {vals}; limit {a.max_spread:.0%}): nothing kept. Record on a quieter "
-                  "machine, or pass --keep-noisy to keep it anyway.", file=sys.stderr)
-            return pick, kept, None, 5
+            if flip is not None:
+                why = (f"; the prose's condition '{flip}' comes out differently between them (or reads a key they lack)" if conds else "")
+                print(f"record: {a.chapter}'s timings vary too much over {len(runs)} runs: {key} spread "
+                      f"{worst:.0%} (values {vals}; limit {a.max_spread:.0%}){why}: nothing kept. Record on a "
+                      "quieter machine, or pass --keep-noisy to keep it anyway.", file=sys.stderr)
+                return pick, kept, None, 5
+            same = (f", above {a.max_spread:.0%}, but each of the prose's {len(conds)} conditions comes out the "
+                    "same in every run and in the medians: kept")
         all_key, all_worst = worst_spread(spread)
         kept.update(record_repeats=len(runs), record_spread=spread, record_spread_max=all_worst,
                     record_spread_checked=sorted(watched), record_spread_checked_max=worst)
@@ -320,7 +369,7 @@ def summarize(a, runs, outs):
                  "the prose interprets no timed value of this run")
         words = (f"{len(runs)} (metrics: each key's median; output: run {pick + 1}, the one nearest "
                  f"the medians); checked ({scope}): widest spread {worst:.1%}" + (f" ({key})" if key else "") +
-                 (f", above {a.max_spread:.0%}: kept with --keep-noisy" if worst > a.max_spread else "") +
+                 (same or (f", above {a.max_spread:.0%}: kept with --keep-noisy" if worst > a.max_spread else "")) +
                  (f"; widest of all timed values {all_worst:.1%} ({all_key})" if all_key and all_key != key else ""))
         return pick, kept, words, None
     if kept is not None:
