@@ -217,6 +217,9 @@ def test_record(tmp):
     conds = record.prose_conditions("ch09", root=src)
     check(conds == ["recorded a_ms < recorded b_ms and metric c_ms > 1", "recorded e_gbs about 1"],
           f"prose_conditions: the conditions that read the recording, each once, in file order ({conds})")
+    forms = record.prose_forms("ch09", root=src)
+    check(forms == [("claim", ["recorded a_ms < recorded b_ms and metric c_ms > 1"]), ("if", ["recorded e_gbs about 1"])],
+          f"prose_forms: each claim and branch whose conditions read the recording ({forms})")
     keys = record.prose_keys("ch09", root=src)
     check(keys == {"a_ms": None, "b_ms": None, "e_gbs": None},
           f"prose_keys: the conditions of claims and branches in every source of the chapter; not a number only "
@@ -249,9 +252,9 @@ def test_record(tmp):
             with open(os.path.join(out, files[0]), encoding="utf-8") as f:
                 meta = json.load(f)
         return rc, text, meta
-    prose_keys, prose_conditions = record.prose_keys, record.prose_conditions
+    prose_keys, prose_forms = record.prose_keys, record.prose_forms
     record.prose_keys = lambda ch, root=None: {"step_ms": None}
-    record.prose_conditions = lambda ch, root=None: ["recorded step_ms < 12 and recorded steps > 1"]
+    record.prose_forms = lambda ch, root=None: [("claim", ["recorded step_ms < 12 and recorded steps > 1"])]
     cores = os.cpu_count() or 1
     rc, text, _ = rec("10 10 10", 10.0 * cores)
     check(rc == 4 and text is None and not os.path.exists(counter), "a busy machine is refused before any run (exit 4)")
@@ -262,16 +265,21 @@ def test_record(tmp):
     check("run 3: 10.2 ms" in text and "# repeats: 3 (metrics: each key's median; output: run 3" in text,
           "the transcript is the run nearest the medians, and the header says which")
     rc, text, _ = rec("10 14 10", 0.0)
-    check(rc == 5 and text is None, "a spread above --max-spread whose runs flip the prose's condition is refused (exit 5)")
-    record.prose_conditions = lambda ch, root=None: ["recorded step_ms < 20", "recorded step_ms > 9 or recorded steps < 1"]
+    check(rc == 5 and text is None, "a spread above --max-spread whose runs flip the prose's claim is refused (exit 5)")
+    record.prose_forms = lambda ch, root=None: [("if", ["recorded step_ms < 20", "recorded step_ms < 12", None]),
+                                                ("claim", ["recorded step_ms > 9 or recorded steps < 1"])]
     rc, text, meta = rec("10 14 10", 0.0)
-    check(rc == 0 and "widest spread 40.0% (step_ms), above 10%, but each of the prose's 2 conditions comes out the "
-          "same in every run and in the medians: kept" in text and meta["step_ms"] == 10,
-          "a wide spread whose runs all give the prose's conditions the same truth is kept, and the header says so")
-    record.prose_conditions = lambda ch, root=None: ["recorded step_ms < 20", "recorded missing_ms < 1"]
+    check(rc == 0 and "widest spread 40.0% (step_ms), above 10%, but each of the prose's 2 claims and branches "
+          "prints the same sentence in every run and in the medians: kept" in text and meta["step_ms"] == 10,
+          "a wide spread whose runs all print the prose's same sentences is kept (a later branch's condition "
+          "may differ), and the header says so")
+    record.prose_forms = lambda ch, root=None: [("if", ["recorded step_ms > 12", None])]
+    rc, text, _ = rec("10 14 10", 0.0)
+    check(rc == 5 and text is None, "an {{if}} taking another branch in one run is refused (exit 5)")
+    record.prose_forms = lambda ch, root=None: [("claim", ["recorded step_ms < 20"]), ("claim", ["recorded missing_ms < 1"])]
     rc, text, _ = rec("10 14 10", 0.0)
     check(rc == 5 and text is None, "a condition over a key the runs lack counts as unstable (exit 5)")
-    record.prose_conditions = lambda ch, root=None: ["recorded step_ms < 12"]
+    record.prose_forms = lambda ch, root=None: [("claim", ["recorded step_ms < 12"])]
     rc, text, meta = rec("10 14 10", 0.0, "--keep-noisy")
     check(rc == 0 and "kept with --keep-noisy" in text and "widest spread 40.0% (step_ms)" in text,
           "--keep-noisy keeps it, and the header names the key")
@@ -285,7 +293,7 @@ def test_record(tmp):
     record.prose_keys = lambda ch, root=None: {}
     rc, text, _ = rec("10 14 10", 0.0)
     check(rc == 0 and "the prose interprets no timed value of this run" in text, "no key read: nothing checked, and said")
-    record.prose_keys, record.prose_conditions = prose_keys, prose_conditions
+    record.prose_keys, record.prose_forms = prose_keys, prose_forms
     rc, text, meta = rec("10", 0.0, "--repeats", "1")
     check(rc == 0 and "# repeats: 1 (one run" in text and meta["record_repeats"] == 1, "--repeats 1 says so")
 

@@ -44,10 +44,11 @@ Timing claims need a quiet machine and more than one run (book/FORMAT.md,
   difference of two near-equal times, a microsecond warm-up, a number only
   quoted) keep their spread in record_spread and are not checked;
   --check-all checks every timed key. A checked spread above the limit is
-  still kept when every such condition comes out the same in each run and
-  in the medians: the runs disagree in their numbers, not in what the prose
-  says of them (the header says so); when a condition flips between runs the
-  recording is refused, naming it. --repeats 1 (a long training run
+  still kept when every such claim and branch prints the same sentence in
+  each run and in the medians (a claim holds or fails in all, an {{if}}
+  takes the same branch in all): the runs disagree in their numbers, not in
+  what the prose says of them (the header says so); when one differs the
+  recording is refused, naming its conditions. --repeats 1 (a long training run
   whose point is not its timings) records one run and says so.
 """
 import argparse
@@ -186,38 +187,63 @@ RE_RECORDED_KEY = re.compile(r"\brecorded\s+([A-Za-z_]\w*)(?:\[(-?\d+)\])?")
 SOURCE_EXTS = (".c", ".cu", ".cuh", ".h", ".md")
 
 
-def prose_conditions(chapter, root=ROOT):
-    """The condition texts of the claims and branches in the chapter's sources that read its
-    recording (`recorded KEY`), in file order, each once."""
-    conds = []
+def prose_forms(chapter, root=ROOT):
+    """The claims and branches of the chapter's sources that read its recording (`recorded KEY`
+    in a condition), each as (kind, [condition texts]): ("claim", [c]) or ("if", [c1, c2, ...],
+    with None for {{else}}); in file order, each once."""
+    from . import weave  # the book's own parser
+    forms = []
     for text in chapter_texts(chapter, root):
-        for form in RE_FORM.finditer(text):
-            c = " ".join(form.group(1).split())
-            if RE_RECORDED_KEY.search(c) and c not in conds:
-                conds.append(c)
+        for m in re.finditer(r"\{\{\s*(claim|if)\s.*?\{\{\s*end\s*\}\}", text, re.S):
+            try:
+                parts = weave.parse_claims(m.group(0))
+            except weave.ClaimError:
+                continue  # tools/weave --check names it
+            for block in (p for p in parts if isinstance(p, dict)):
+                conds = [" ".join(c.split()) if c is not None else None for c, _, _ in block["branches"]]
+                form = (block["kind"], conds)
+                if any(c and RE_RECORDED_KEY.search(c) for c in conds) and form not in forms:
+                    forms.append(form)
+    return forms
+
+
+def prose_conditions(chapter, root=ROOT):
+    """The condition texts of those forms (prose_forms), each once."""
+    conds = []
+    for _, cs in prose_forms(chapter, root):
+        conds += [c for c in cs if c is not None and c not in conds]
     return conds
 
 
-def verdicts(conds, metrics):
-    """Each condition's truth over one run's metrics (as its recording; `metric KEY` reads the
-    same run), None where the run lacks a key or the condition is malformed."""
+def printed(forms, metrics):
+    """What each form prints over one run's metrics (as its recording; `metric KEY` reads the same
+    run): a claim's truth, the index of the branch an {{if}} takes; None where a condition reads
+    a key the run lacks."""
     from . import weave  # the book's own grammar and evaluator
     out = []
-    for c in conds:
+    sources = {"recorded": metrics, "metric": metrics}
+    for kind, conds in forms:
         try:
-            out.append(weave.eval_cond(weave.parse_cond(c), {"recorded": metrics, "metric": metrics}, []))
+            if kind == "claim":
+                out.append(weave.eval_cond(weave.parse_cond(conds[0]), sources, []))
+            else:  # as weave does: the first branch whose condition holds, conditions read in order
+                out.append(next(i for i, c in enumerate(conds)
+                                if c is None or weave.eval_cond(weave.parse_cond(c), sources, [])))
         except weave.ClaimError:
             out.append(None)
+        except StopIteration:
+            out.append(len(conds))
     return out
 
 
-def flipped(conds, runs, kept):
-    """The first condition whose truth differs between the runs or the medians, or that a run
-    cannot evaluate (a key it lacks), or None."""
-    table = [verdicts(conds, r) for r in runs] + [verdicts(conds, kept)]
-    for i, c in enumerate(conds):
+def flipped(forms, runs, kept):
+    """The conditions of the first form whose sentence differs between the runs or the medians,
+    or that a run cannot evaluate (a key it lacks), joined by ' / '; None when every form prints
+    the same sentence in every run."""
+    table = [printed(forms, r) for r in runs] + [printed(forms, kept)]
+    for i, (_, conds) in enumerate(forms):
         if len({row[i] for row in table}) > 1 or table[0][i] is None:
-            return c
+            return " / ".join(c if c is not None else "else" for c in conds)
     return None
 
 
@@ -350,17 +376,18 @@ def summarize(a, runs, outs):
         key, worst = worst_spread(watched)
         same = ""
         if worst > a.max_spread and not a.keep_noisy:
-            conds = [] if keys is None else prose_conditions(a.chapter)
-            flip = flipped(conds, runs, kept) if conds else "(no condition read)"
+            forms = [] if keys is None else prose_forms(a.chapter)
+            flip = flipped(forms, runs, kept) if forms else "(no condition read)"
             vals = ", ".join(f"{v:.4g}" for v in values_of(runs, key))
             if flip is not None:
-                why = (f"; the prose's condition '{flip}' comes out differently between them (or reads a key they lack)" if conds else "")
+                why = (f"; the prose's sentence for '{flip}' differs between them (or reads a key they lack)"
+                       if forms else "")
                 print(f"record: {a.chapter}'s timings vary too much over {len(runs)} runs: {key} spread "
                       f"{worst:.0%} (values {vals}; limit {a.max_spread:.0%}){why}: nothing kept. Record on a "
                       "quieter machine, or pass --keep-noisy to keep it anyway.", file=sys.stderr)
                 return pick, kept, None, 5
-            same = (f", above {a.max_spread:.0%}, but each of the prose's {len(conds)} conditions comes out the "
-                    "same in every run and in the medians: kept")
+            same = (f", above {a.max_spread:.0%}, but each of the prose's {len(forms)} claims and branches "
+                    "prints the same sentence in every run and in the medians: kept")
         all_key, all_worst = worst_spread(spread)
         kept.update(record_repeats=len(runs), record_spread=spread, record_spread_max=all_worst,
                     record_spread_checked=sorted(watched), record_spread_checked_max=worst)
