@@ -370,7 +370,10 @@ typedef int (*product_fn)(void *ctx); // one product C = A·B; returns a ct_stat
 // A median is trusted only when its samples look like a measurement. All
 // repeats identical means the clock ticked at its resolution rather than
 // timing the work; a spread (slowest - fastest) above TIMING_SPREAD of the
-// median means something else ran meanwhile. time_interleaved re-measures a
+// median means something else ran meanwhile. Of five or more samples the
+// single slowest is left out of that spread: one late sample (the scheduler
+// gave the core away once) does not move the median, and a busy machine
+// slows more than one. time_interleaved re-measures a
 // suspect timing once; what is still suspect is counted in timing_log, and
 // each ladder ends its section with a note saying so (print_timing_note).
 #define TIMING_SPREAD 0.5
@@ -380,7 +383,7 @@ static struct {
 
 // sorted holds reps >= 1 samples in increasing order; NULL when plausible.
 static const char *timing_suspect(const double *sorted, int reps) {
-  const double lo = sorted[0], hi = sorted[reps - 1], med = sorted[reps / 2];
+  const double lo = sorted[0], hi = sorted[reps >= 5 ? reps - 2 : reps - 1], med = sorted[reps / 2];
   if (reps >= 3 && hi == lo) return "all repeats identical";
   if (med > 0 && (hi - lo) / med > TIMING_SPREAD) return "spread above the limit";
   return NULL;
@@ -392,7 +395,7 @@ static const char *timing_suspect(const double *sorted, int reps) {
 static void print_timing_note(ct_metrics *m, const char *ladder_name) {
   if (timing_log.suspect)
     printf("timing note: %d of %d timings still implausible after re-measuring (all repeats identical, or "
-           "slowest - fastest above %.0f%% of the median): this machine was busy or its clock too coarse; "
+           "slowest - fastest above %.0f%% of the median, the one slowest of five or more left out): this machine was busy or its clock too coarse; "
            "compare speeds only in a full run on a quiet machine\n",
            timing_log.suspect, timing_log.timed, 100 * TIMING_SPREAD);
   else if (timing_log.remeasured)

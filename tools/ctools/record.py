@@ -392,7 +392,7 @@ def summarize(a, runs, outs):
         kept.update(record_repeats=len(runs), record_spread=spread, record_spread_max=all_worst,
                     record_spread_checked=sorted(watched), record_spread_checked_max=worst)
         scope = ("every timed key" if keys is None else
-                 f"the {len(watched)} timed values the prose interprets" if watched else
+                 f"the {len(watched)} timed value{'' if len(watched) == 1 else 's'} the prose interprets" if watched else
                  "the prose interprets no timed value of this run")
         words = (f"{len(runs)} (metrics: each key's median; output: run {pick + 1}, the one nearest "
                  f"the medians); checked ({scope}): widest spread {worst:.1%}" + (f" ({key})" if key else "") +
