@@ -269,7 +269,7 @@ def test_record(tmp):
     record.prose_forms = lambda ch, root=None: [("if", ["recorded step_ms < 20", "recorded step_ms < 12", None]),
                                                 ("claim", ["recorded step_ms > 9 or recorded steps < 1"])]
     rc, text, meta = rec("10 14 10", 0.0)
-    check(rc == 0 and "widest spread 40.0% (step_ms), above 10%, but each of the prose's 2 claims and branches "
+    check(rc == 0 and "widest spread 40.0% (step_ms), above 10%, but each of its 2 claims and branches "
           "prints the same sentence in every run and in the medians: kept" in text and meta["step_ms"] == 10,
           "a wide spread whose runs all print the prose's same sentences is kept (a later branch's condition "
           "may differ), and the header says so")

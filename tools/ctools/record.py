@@ -386,8 +386,10 @@ def summarize(a, runs, outs):
                       f"{worst:.0%} (values {vals}; limit {a.max_spread:.0%}){why}: nothing kept. Record on a "
                       "quieter machine, or pass --keep-noisy to keep it anyway.", file=sys.stderr)
                 return pick, kept, None, 5
-            same = (f", above {a.max_spread:.0%}, but each of the prose's {len(forms)} claims and branches "
-                    "prints the same sentence in every run and in the medians: kept")
+            what = "its one claim or branch prints" if len(forms) == 1 else \
+                f"each of its {len(forms)} claims and branches prints"
+            same = (f", above {a.max_spread:.0%}, but {what} the same sentence in every run and in the "
+                    "medians: kept")
         all_key, all_worst = worst_spread(spread)
         kept.update(record_repeats=len(runs), record_spread=spread, record_spread_max=all_worst,
                     record_spread_checked=sorted(watched), record_spread_checked_max=worst)
