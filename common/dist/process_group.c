@@ -447,7 +447,12 @@ int ct_dist_barrier(ct_process_group *pg) {
   }
 #endif
 #ifdef CT_HAVE_MPI
-  MPI_TRY("ct_dist_barrier", MPI_Barrier(pg->comm));
+  // MPI_Ibarrier and the sleeping wait: a rank that arrives first (ch08's
+  // other ranks while rank 0 runs DataParallel alone) must not poll on a
+  // core the working rank's threads need.
+  MPI_Request req;
+  MPI_TRY("ct_dist_barrier", MPI_Ibarrier(pg->comm, &req));
+  MPI_TRY("ct_dist_barrier", mpi_wait_sleeping(&req));
   return CT_OK;
 #else
   return ct_fail(CT_ERR_UNAVAILABLE, "ct_dist_barrier: no MPI in this build");
