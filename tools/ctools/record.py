@@ -182,7 +182,6 @@ def nearest(runs, medians, spread):
 
 
 # `recorded KEY` or `recorded KEY[i]` in the condition of a claim or branch (book/FORMAT.md, "Claims").
-RE_FORM = re.compile(r"\{\{\s*(?:claim|if|elif)\s(.*?)\}\}", re.S)
 RE_RECORDED_KEY = re.compile(r"\brecorded\s+([A-Za-z_]\w*)(?:\[(-?\d+)\])?")
 SOURCE_EXTS = (".c", ".cu", ".cuh", ".h", ".md")
 
